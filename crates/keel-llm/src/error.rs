@@ -1,0 +1,90 @@
+//! Model errors: a struct with a documented kind.
+
+use std::time::Duration;
+
+/// What went wrong talking to a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelErrorKind {
+    /// Credentials missing or rejected (401/403). Not retried.
+    Auth,
+    /// The prompt is longer than the model's context window. Not retried.
+    ContextOverflow,
+    /// The provider asked us to slow down (429). Retried.
+    RateLimited,
+    /// The provider failed (5xx). Retried.
+    Server,
+    /// Connecting, sending or reading failed. Retried before any output.
+    Network,
+    /// No byte arrived for longer than the idle timeout.
+    Idle,
+    /// The provider rejected the request as invalid (other 4xx). Not retried.
+    InvalidRequest,
+    /// The provider's reply could not be understood.
+    InvalidResponse,
+    /// The request was cancelled by the caller.
+    Cancelled,
+    /// Misconfiguration on keel's side (bad URL, missing model name).
+    Config,
+}
+
+impl ModelErrorKind {
+    /// Whether a fresh attempt of the same request may succeed.
+    pub fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            ModelErrorKind::RateLimited
+                | ModelErrorKind::Server
+                | ModelErrorKind::Network
+                | ModelErrorKind::Idle
+        )
+    }
+
+    /// Short snake_case name for logs and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelErrorKind::Auth => "auth",
+            ModelErrorKind::ContextOverflow => "context_overflow",
+            ModelErrorKind::RateLimited => "rate_limited",
+            ModelErrorKind::Server => "server",
+            ModelErrorKind::Network => "network",
+            ModelErrorKind::Idle => "idle",
+            ModelErrorKind::InvalidRequest => "invalid_request",
+            ModelErrorKind::InvalidResponse => "invalid_response",
+            ModelErrorKind::Cancelled => "cancelled",
+            ModelErrorKind::Config => "config",
+        }
+    }
+}
+
+/// An error from a model client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ModelError {
+    /// The category, which decides retrying.
+    pub kind: ModelErrorKind,
+    /// A message for a human, naming what to do where possible.
+    pub message: String,
+    /// How long the provider asked us to wait, if it said.
+    pub retry_after: Option<Duration>,
+    /// HTTP status, when the error came from a response.
+    pub status: Option<u16>,
+}
+
+impl ModelError {
+    /// A new error of `kind`.
+    pub fn new(kind: ModelErrorKind, message: impl Into<String>) -> Self {
+        ModelError { kind, message: message.into(), retry_after: None, status: None }
+    }
+
+    /// Sets the HTTP status.
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Sets the provider's requested wait.
+    pub fn with_retry_after(mut self, delay: Option<Duration>) -> Self {
+        self.retry_after = delay;
+        self
+    }
+}

@@ -1,0 +1,415 @@
+//! The event vocabulary: one line of the session log each.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use keel_llm::{AssistantMessage, ToolDefinition, Usage};
+
+use crate::error::SessionError;
+
+/// Version of the log format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One entry of the session log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Position in the log; strictly increasing, the header is 0.
+    pub seq: u64,
+    /// When it was appended (RFC 3339, UTC).
+    pub time: String,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// Everything that can happen in a session, tagged `type` with a `data` payload on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data")]
+pub enum EventKind {
+    /// First line of every log.
+    #[serde(rename = "session/header")]
+    SessionHeader(SessionHeader),
+    /// The provider, model, system prompt and tools in force from here on.
+    #[serde(rename = "request/header")]
+    RequestHeader(RequestHeader),
+    /// A turn begins.
+    #[serde(rename = "turn/start")]
+    TurnStart(TurnStart),
+    /// A turn ends, with the reason.
+    #[serde(rename = "turn/end")]
+    TurnEnd(TurnEnd),
+    /// A step (one model request plus its tools) begins.
+    #[serde(rename = "step/start")]
+    StepStart(StepStart),
+    /// A step ends.
+    #[serde(rename = "step/end")]
+    StepEnd(StepEnd),
+    /// Input from the user or injected on their behalf.
+    #[serde(rename = "user/message")]
+    UserMessage(UserInput),
+    /// A model reply (possibly partial, see `interrupted`).
+    #[serde(rename = "assistant/message")]
+    AssistantMessage(AssistantMessage),
+    /// A tool is about to run. Appended (and synced) before it starts.
+    #[serde(rename = "tool/call")]
+    ToolCall(ToolCallStarted),
+    /// The one result of a tool call.
+    #[serde(rename = "tool/result")]
+    ToolResult(ToolResultData),
+}
+
+impl EventKind {
+    /// The on-disk `type` string.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::SessionHeader(_) => "session/header",
+            EventKind::RequestHeader(_) => "request/header",
+            EventKind::TurnStart(_) => "turn/start",
+            EventKind::TurnEnd(_) => "turn/end",
+            EventKind::StepStart(_) => "step/start",
+            EventKind::StepEnd(_) => "step/end",
+            EventKind::UserMessage(_) => "user/message",
+            EventKind::AssistantMessage(_) => "assistant/message",
+            EventKind::ToolCall(_) => "tool/call",
+            EventKind::ToolResult(_) => "tool/result",
+        }
+    }
+}
+
+/// Identity of a session; the first event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionHeader {
+    /// Log format version ([`FORMAT_VERSION`] when written by this build).
+    pub version: u32,
+    /// The session id (also the file stem).
+    pub id: String,
+    /// Creation time, RFC 3339.
+    pub created: String,
+    /// The workspace folder the session ran in.
+    pub cwd: String,
+    /// Set when this session was forked from another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentRef>,
+}
+
+/// Where a forked session branched off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentRef {
+    /// The parent's session id.
+    pub id: String,
+    /// The last parent event included in the fork.
+    pub seq: u64,
+}
+
+/// What every following request is built with, until the next request header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestHeader {
+    /// Provider name.
+    pub provider: String,
+    /// Model name.
+    pub model: String,
+    /// The system prompt.
+    pub system_prompt: String,
+    /// The tools offered.
+    pub tools: Vec<ToolDefinition>,
+}
+
+/// Data of `turn/start`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnStart {
+    /// Turn number in the session, from 1.
+    pub turn: u32,
+}
+
+/// Data of `turn/end`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnEnd {
+    /// Turn number in the session.
+    pub turn: u32,
+    /// Why the turn ended.
+    pub reason: TurnEndReason,
+    /// A human-readable explanation (error text, limit reached, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Tokens used by the turn's requests.
+    #[serde(default, skip_serializing_if = "Usage::is_zero")]
+    pub usage: Usage,
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnEndReason {
+    /// The model answered without asking for tools.
+    Completed,
+    /// The user aborted.
+    Aborted,
+    /// A policy or hook stopped the turn.
+    Blocked,
+    /// An error the model cannot fix (auth, retries exhausted, …).
+    Error,
+    /// The step limit was reached.
+    MaxSteps,
+    /// keel stopped mid-turn (crash, kill); closed by repair.
+    Interrupted,
+}
+
+impl TurnEndReason {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnEndReason::Completed => "completed",
+            TurnEndReason::Aborted => "aborted",
+            TurnEndReason::Blocked => "blocked",
+            TurnEndReason::Error => "error",
+            TurnEndReason::MaxSteps => "max_steps",
+            TurnEndReason::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// Data of `step/start`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepStart {
+    /// Step number within the turn, from 1.
+    pub step: u32,
+}
+
+/// Data of `step/end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepEnd {
+    /// Step number within the turn.
+    pub step: u32,
+    /// True when the step was cut short (abort, error, crash).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+}
+
+/// Data of `user/message`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserInput {
+    /// The text.
+    pub text: String,
+    /// How the input arrived.
+    #[serde(default, skip_serializing_if = "InputSource::is_prompt")]
+    pub source: InputSource,
+}
+
+/// How a user message entered the session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputSource {
+    /// The input that started the turn.
+    #[default]
+    Prompt,
+    /// Steering input that joined a running turn.
+    Steer,
+    /// Follow-up input queued for after a turn.
+    FollowUp,
+    /// Added by a `turn_stopping` hook.
+    Hook,
+    /// Written by keel itself (e.g. the step-limit summary request).
+    Harness,
+}
+
+impl InputSource {
+    fn is_prompt(&self) -> bool {
+        *self == InputSource::Prompt
+    }
+}
+
+/// Data of `tool/call`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallStarted {
+    /// The call id from the assistant message.
+    pub call_id: String,
+    /// The tool name.
+    pub name: String,
+    /// The raw argument string.
+    pub arguments: String,
+}
+
+/// Data of `tool/result`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResultData {
+    /// The call this answers.
+    pub call_id: String,
+    /// The tool name.
+    pub name: String,
+    /// Seq of the call's `tool/call` event, or of its assistant message when it never started.
+    pub source_seq: u64,
+    /// Text for the model.
+    pub content: String,
+    /// True when the call failed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+    /// Machine-readable failure class (`unknown_tool`, `invalid_arguments`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    /// True when this result ends the turn after the step.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub concludes_turn: bool,
+    /// Wall time of the call in milliseconds, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct EventOut<'a> {
+    seq: u64,
+    time: &'a str,
+    #[serde(flatten)]
+    kind: &'a EventKind,
+}
+
+#[derive(Deserialize)]
+struct EventIn<'a> {
+    seq: u64,
+    #[serde(borrow)]
+    time: std::borrow::Cow<'a, str>,
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    data: &'a RawValue,
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        EventOut { seq: self.seq, time: &self.time, kind: &self.kind }.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        // Owned detour: works for any deserializer; the fast path is `Event::parse`.
+        let value = serde_json::Value::deserialize(deserializer)?;
+        let text = serde_json::to_string(&value).map_err(D::Error::custom)?;
+        Event::parse(&text).map_err(|e| D::Error::custom(e.message))
+    }
+}
+
+impl Event {
+    /// Parses one log line. The payload is decoded straight into its type.
+    pub fn parse(line: &str) -> Result<Event, SessionError> {
+        let raw: EventIn<'_> = serde_json::from_str(line).map_err(SessionError::corrupt)?;
+        let data = raw.data.get();
+        fn decode<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, SessionError> {
+            serde_json::from_str(data).map_err(SessionError::corrupt)
+        }
+        let kind = match raw.kind.as_ref() {
+            "session/header" => EventKind::SessionHeader(decode(data)?),
+            "request/header" => EventKind::RequestHeader(decode(data)?),
+            "turn/start" => EventKind::TurnStart(decode(data)?),
+            "turn/end" => EventKind::TurnEnd(decode(data)?),
+            "step/start" => EventKind::StepStart(decode(data)?),
+            "step/end" => EventKind::StepEnd(decode(data)?),
+            "user/message" => EventKind::UserMessage(decode(data)?),
+            "assistant/message" => EventKind::AssistantMessage(decode(data)?),
+            "tool/call" => EventKind::ToolCall(decode(data)?),
+            "tool/result" => EventKind::ToolResult(decode(data)?),
+            other => {
+                return Err(SessionError::corrupt_msg(format!(
+                    "unknown event type `{other}` (written by a newer keel?)"
+                )));
+            }
+        };
+        Ok(Event { seq: raw.seq, time: raw.time.into_owned(), kind })
+    }
+
+    /// Serializes the event as one JSON line, newline included, into `out`.
+    pub fn write_line(&self, out: &mut Vec<u8>) -> Result<(), SessionError> {
+        serde_json::to_writer(&mut *out, self).map_err(SessionError::encode)?;
+        out.push(b'\n');
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_llm::{ContentBlock, FinishReason};
+    use pretty_assertions::assert_eq;
+
+    fn round_trip(kind: EventKind) {
+        let event = Event { seq: 7, time: "2026-11-30T05:00:00.000Z".into(), kind };
+        let mut line = Vec::new();
+        event.write_line(&mut line).unwrap();
+        let text = std::str::from_utf8(&line).unwrap();
+        assert!(text.ends_with('\n'));
+        assert_eq!(Event::parse(text.trim_end()).unwrap(), event);
+        let via_serde: Event = serde_json::from_str(text).unwrap();
+        assert_eq!(via_serde, event);
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        round_trip(EventKind::SessionHeader(SessionHeader {
+            version: FORMAT_VERSION,
+            id: "s".into(),
+            created: "t".into(),
+            cwd: "/w".into(),
+            parent: Some(ParentRef { id: "p".into(), seq: 3 }),
+        }));
+        round_trip(EventKind::RequestHeader(RequestHeader {
+            provider: "p".into(),
+            model: "m".into(),
+            system_prompt: "be brief".into(),
+            tools: vec![ToolDefinition {
+                name: "t".into(),
+                description: "d".into(),
+                parameters: RawValue::from_string(r#"{"type":"object"}"#.into()).unwrap(),
+            }],
+        }));
+        round_trip(EventKind::TurnStart(TurnStart { turn: 1 }));
+        round_trip(EventKind::TurnEnd(TurnEnd {
+            turn: 1,
+            reason: TurnEndReason::MaxSteps,
+            message: Some("limit".into()),
+            usage: Usage { input_tokens: 1, ..Usage::default() },
+        }));
+        round_trip(EventKind::StepStart(StepStart { step: 2 }));
+        round_trip(EventKind::StepEnd(StepEnd { step: 2, interrupted: true }));
+        round_trip(EventKind::UserMessage(UserInput { text: "hi".into(), source: InputSource::Steer }));
+        round_trip(EventKind::AssistantMessage(AssistantMessage {
+            content: vec![ContentBlock::Text { text: "x".into() }],
+            finish_reason: FinishReason::Stop,
+            ..AssistantMessage::default()
+        }));
+        round_trip(EventKind::ToolCall(ToolCallStarted {
+            call_id: "c".into(),
+            name: "n".into(),
+            arguments: "{".into(),
+        }));
+        round_trip(EventKind::ToolResult(ToolResultData {
+            call_id: "c".into(),
+            name: "n".into(),
+            source_seq: 5,
+            content: "ok".into(),
+            is_error: true,
+            error_code: Some("tool_error".into()),
+            concludes_turn: true,
+            duration_ms: Some(12),
+        }));
+    }
+
+    #[test]
+    fn wire_shape_is_seq_time_type_data() {
+        let event = Event {
+            seq: 1,
+            time: "T".into(),
+            kind: EventKind::TurnStart(TurnStart { turn: 1 }),
+        };
+        let mut line = Vec::new();
+        event.write_line(&mut line).unwrap();
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            "{\"seq\":1,\"time\":\"T\",\"type\":\"turn/start\",\"data\":{\"turn\":1}}\n"
+        );
+    }
+
+    #[test]
+    fn unknown_type_is_a_clear_error() {
+        let err = Event::parse(r#"{"seq":1,"time":"T","type":"future/thing","data":{}}"#).unwrap_err();
+        assert!(err.message.contains("future/thing"), "{}", err.message);
+    }
+}

@@ -1,0 +1,331 @@
+//! The JSONL store: one file per session, one event per line.
+//!
+//! Writes go straight to the file (one `write` per event); `sync` is `fdatasync`. A
+//! session open for writing holds an exclusive lock on its file, released by the OS if
+//! the process dies, so two keel processes never write the same session.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::error::{SessionError, SessionErrorKind};
+use crate::event::{Event, EventKind, FORMAT_VERSION, ParentRef};
+use crate::projection::Projection;
+use crate::session::{EventWriter, Session};
+use crate::store::{SessionStore, SessionSummary};
+
+/// Sessions as `<dir>/<id>.jsonl` files.
+#[derive(Debug, Clone)]
+pub struct JsonlStore {
+    dir: PathBuf,
+}
+
+/// Appends events to a locked JSONL file.
+#[derive(Debug)]
+pub struct JsonlWriter {
+    file: File,
+    path: PathBuf,
+    line: Vec<u8>,
+}
+
+impl EventWriter for JsonlWriter {
+    fn append(&mut self, event: &Event) -> Result<(), SessionError> {
+        self.line.clear();
+        event.write_line(&mut self.line)?;
+        self.file.write_all(&self.line).map_err(|e| SessionError::io(e).at_path(&self.path))
+    }
+
+    fn sync(&mut self) -> Result<(), SessionError> {
+        self.file.sync_data().map_err(|e| SessionError::io(e).at_path(&self.path))
+    }
+}
+
+/// What reading a log found.
+struct Loaded {
+    /// Byte length of the valid prefix (everything after is a torn line).
+    valid_len: u64,
+    /// True when the last valid line lacks its newline.
+    missing_newline: bool,
+}
+
+/// Reads a log, handing each event to `visit`. A torn last line is skipped; any other bad
+/// line is an error naming its line number.
+fn read_log(path: &Path, file: &File, mut visit: impl FnMut(Event)) -> Result<Loaded, SessionError> {
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let mut buf = Vec::with_capacity(4096);
+    let mut offset = 0u64;
+    let mut valid_len = 0u64;
+    let mut missing_newline = false;
+    let mut line_no = 0usize;
+    let mut last_seq: Option<u64> = None;
+    loop {
+        buf.clear();
+        let read = reader.read_until(b'\n', &mut buf).map_err(|e| SessionError::io(e).at_path(path))?;
+        if read == 0 {
+            break;
+        }
+        line_no += 1;
+        offset += read as u64;
+        let complete = buf.last() == Some(&b'\n');
+        let text = match std::str::from_utf8(&buf) {
+            Ok(text) => text.trim_end_matches(['\n', '\r']),
+            Err(_) if !complete => break,
+            Err(e) => {
+                return Err(SessionError::new(SessionErrorKind::Corrupt, format!("not UTF-8: {e}"))
+                    .at_path(path)
+                    .at_line(line_no));
+            }
+        };
+        if text.trim().is_empty() {
+            if complete {
+                valid_len = offset;
+            }
+            continue;
+        }
+        let event = match Event::parse(text) {
+            Ok(event) => event,
+            // A crash mid-write leaves a partial last line without its newline.
+            Err(_) if !complete => break,
+            Err(e) => return Err(e.at_path(path).at_line(line_no)),
+        };
+        if last_seq.is_none() && !matches!(event.kind, EventKind::SessionHeader(_)) {
+            return Err(SessionError::new(SessionErrorKind::Corrupt, "the first event is not session/header")
+                .at_path(path)
+                .at_line(line_no));
+        }
+        if let EventKind::SessionHeader(header) = &event.kind {
+            if last_seq.is_some() {
+                return Err(SessionError::new(SessionErrorKind::Corrupt, "a second session/header")
+                    .at_path(path)
+                    .at_line(line_no));
+            }
+            if header.version > FORMAT_VERSION {
+                return Err(SessionError::new(
+                    SessionErrorKind::Version,
+                    format!(
+                        "log format version {} is newer than this keel supports ({FORMAT_VERSION}); upgrade keel",
+                        header.version
+                    ),
+                )
+                .at_path(path));
+            }
+        }
+        if let Some(last) = last_seq
+            && event.seq <= last
+        {
+            return Err(SessionError::new(
+                SessionErrorKind::Corrupt,
+                format!("seq {} does not follow {last}", event.seq),
+            )
+            .at_path(path)
+            .at_line(line_no));
+        }
+        last_seq = Some(event.seq);
+        valid_len = offset;
+        missing_newline = !complete;
+        visit(event);
+    }
+    Ok(Loaded { valid_len, missing_newline })
+}
+
+impl JsonlStore {
+    /// A store rooted at `dir` (created on first write).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        JsonlStore { dir: dir.into() }
+    }
+
+    /// The folder holding the session files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The log file of session `id`.
+    pub fn path_of(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.jsonl"))
+    }
+
+    /// Finds the full id for an id or a unique prefix of one.
+    pub fn resolve_id(&self, id: &str) -> Result<String, SessionError> {
+        if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
+            return Err(SessionError::new(SessionErrorKind::Invalid, format!("`{id}` is not a session id")));
+        }
+        if self.path_of(id).is_file() {
+            return Ok(id.to_owned());
+        }
+        let mut matches: Vec<String> = self
+            .ids()?
+            .into_iter()
+            .filter(|candidate| candidate.starts_with(id))
+            .collect();
+        match matches.len() {
+            0 => Err(SessionError::new(SessionErrorKind::NotFound, format!("no session `{id}` in {}", self.dir.display()))),
+            1 => Ok(matches.remove(0)),
+            n => Err(SessionError::new(
+                SessionErrorKind::Invalid,
+                format!("`{id}` matches {n} sessions; give more of the id"),
+            )),
+        }
+    }
+
+    fn ids(&self) -> Result<Vec<String>, SessionError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(SessionError::io(e).at_path(&self.dir)),
+        };
+        let mut ids = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) {
+                ids.push(id.to_owned());
+            }
+        }
+        Ok(ids)
+    }
+
+    fn ensure_dir(&self) -> Result<(), SessionError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| SessionError::io(e).at_path(&self.dir))
+    }
+
+    fn lock(file: &File, id: &str, path: &Path) -> Result<(), SessionError> {
+        match file.try_lock() {
+            Ok(()) => Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => Err(SessionError::new(
+                SessionErrorKind::Locked,
+                format!(
+                    "session {id} is open in another keel process; wait for it to finish, or branch it with `keel sessions fork {id}`"
+                ),
+            )
+            .at_path(path)),
+            Err(std::fs::TryLockError::Error(e)) => Err(SessionError::io(e).at_path(path)),
+        }
+    }
+
+    fn create_with(&self, cwd: &str, parent: Option<ParentRef>) -> Result<Session, SessionError> {
+        self.ensure_dir()?;
+        let (id, path, file) = loop {
+            let id = crate::new_session_id();
+            let path = self.path_of(&id);
+            match OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
+                Ok(file) => break (id, path, file),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(SessionError::io(e).at_path(&path)),
+            }
+        };
+        Self::lock(&file, &id, &path)?;
+        let writer = JsonlWriter { file, path, line: Vec::with_capacity(4096) };
+        let session = Session::create(id, cwd, parent, Box::new(writer))?;
+        // Make the new directory entry durable too.
+        if let Ok(dir) = File::open(&self.dir) {
+            let _ = dir.sync_all();
+        }
+        Ok(session)
+    }
+
+    /// Reads every event of a session without locking it (for display and fork).
+    pub fn read_events(&self, id: &str) -> Result<Vec<Event>, SessionError> {
+        let id = self.resolve_id(id)?;
+        let path = self.path_of(&id);
+        let file = File::open(&path).map_err(|e| SessionError::io(e).at_path(&path))?;
+        let mut events = Vec::new();
+        read_log(&path, &file, |event| events.push(event))?;
+        Ok(events)
+    }
+
+    fn summarize(&self, id: String) -> Result<SessionSummary, SessionError> {
+        let path = self.path_of(&id);
+        let file = File::open(&path).map_err(|e| SessionError::io(e).at_path(&path))?;
+        let modified = file.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
+        let mut projection = Projection::new();
+        let mut events = 0u64;
+        read_log(&path, &file, |event| {
+            events += 1;
+            projection.apply(event);
+        })?;
+        Ok(SessionSummary::from_projection(id, &projection, modified, events))
+    }
+}
+
+impl SessionStore for JsonlStore {
+    fn create(&self, cwd: &str) -> Result<Session, SessionError> {
+        self.create_with(cwd, None)
+    }
+
+    fn open(&self, id: &str) -> Result<Session, SessionError> {
+        let id = self.resolve_id(id)?;
+        let path = self.path_of(&id);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| SessionError::io(e).at_path(&path))?;
+        Self::lock(&file, &id, &path)?;
+        let mut projection = Projection::new();
+        let loaded = read_log(&path, &file, |event| projection.apply(event))?;
+        let io = |e: std::io::Error| SessionError::io(e).at_path(&path);
+        // Drop a torn tail so the next append starts on a fresh line.
+        let len = file.metadata().map_err(io)?.len();
+        if loaded.valid_len < len {
+            file.set_len(loaded.valid_len).map_err(io)?;
+        }
+        file.seek(SeekFrom::Start(loaded.valid_len)).map_err(io)?;
+        if loaded.missing_newline {
+            file.write_all(b"\n").map_err(io)?;
+        }
+        let writer = JsonlWriter { file, path: path.clone(), line: Vec::with_capacity(4096) };
+        if projection.header().is_none() {
+            // Nothing survived, not even the header: start the log over under the same id.
+            let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+            return Session::create(id, &cwd, None, Box::new(writer));
+        }
+        Ok(Session::resume(id, projection, Box::new(writer)))
+    }
+
+    fn fork(&self, id: &str, at: Option<u64>) -> Result<Session, SessionError> {
+        let id = self.resolve_id(id)?;
+        let events = self.read_events(&id)?;
+        let last = events.last().map_or(0, |e| e.seq);
+        let at = at.unwrap_or(last);
+        if at > last {
+            return Err(SessionError::new(
+                SessionErrorKind::Invalid,
+                format!("session {id} ends at seq {last}; cannot fork at {at}"),
+            ));
+        }
+        let cwd = events
+            .first()
+            .and_then(|e| match &e.kind {
+                EventKind::SessionHeader(h) => Some(h.cwd.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let mut session = self.create_with(&cwd, Some(ParentRef { id, seq: at }))?;
+        for event in events {
+            if event.seq == 0 || event.seq > at || matches!(event.kind, EventKind::SessionHeader(_)) {
+                continue;
+            }
+            session.append_event(event, |_| {})?;
+        }
+        session.sync()?;
+        session.repair()?;
+        Ok(session)
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
+        let mut out = Vec::new();
+        for id in self.ids()? {
+            match self.summarize(id) {
+                Ok(summary) => out.push(summary),
+                // One unreadable file must not hide the others.
+                Err(_) => continue,
+            }
+        }
+        out.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| b.id.cmp(&a.id)));
+        Ok(out)
+    }
+
+    fn read(&self, id: &str) -> Result<Vec<Event>, SessionError> {
+        self.read_events(id)
+    }
+}

@@ -1,0 +1,44 @@
+//! keel's session log: an append-only list of events from which everything else is
+//! derived.
+//!
+//! - [`Event`] / [`EventKind`]: the vocabulary, one JSON line each on disk.
+//! - [`Session`]: a live session; appends events and folds them into a [`Projection`]
+//!   (the model-visible messages, open-turn state, totals).
+//! - [`derive_messages`]: the same fold as a pure function.
+//! - [`Session::repair`]: deterministic closing of an interrupted turn.
+//! - [`SessionStore`] with [`JsonlStore`]: create, open, list, fork.
+
+mod error;
+mod event;
+mod jsonl;
+mod projection;
+mod repair;
+mod session;
+mod store;
+pub mod time;
+
+pub use error::{SessionError, SessionErrorKind};
+pub use event::{
+    Event, EventKind, FORMAT_VERSION, InputSource, ParentRef, RequestHeader, SessionHeader, StepEnd, StepStart,
+    ToolCallStarted, ToolResultData, TurnEnd, TurnEndReason, TurnStart, UserInput,
+};
+pub use jsonl::{JsonlStore, JsonlWriter};
+pub use projection::{OpenTurn, PendingCall, Projection, derive_messages};
+pub use repair::{INTERRUPTED_CODE, NOT_STARTED, OUTCOME_UNKNOWN, RepairReport};
+pub use session::{EventWriter, MemoryWriter, NullWriter, Session};
+pub use store::{SessionStore, SessionSummary};
+
+/// A new session id: creation time (UTC, to the second) and 24 random bits, e.g.
+/// `20261130-051926-3fa9c1`. Sorts by creation time.
+pub fn new_session_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(now.as_nanos());
+    hasher.write_u32(std::process::id());
+    let random = hasher.finish() & 0xff_ffff;
+    let stamp = time::format_unix_millis(now.as_millis() as i64);
+    // 2026-11-30T05:19:26.000Z -> 20261130-051926
+    let compact: String = stamp[..19].chars().filter(|c| c.is_ascii_digit() || *c == 'T').collect();
+    format!("{}-{random:06x}", compact.replace('T', "-"))
+}

@@ -1,0 +1,187 @@
+//! The fold from events to what the loop needs: the model-visible messages, the state
+//! of an open turn, and totals. Loading a log and appending to it use this same fold,
+//! so the in-memory history can never drift from the file.
+
+use keel_llm::{Message, ToolResultMessage, Usage, UserMessage};
+
+use crate::event::{Event, EventKind, RequestHeader, SessionHeader, TurnEndReason};
+
+/// A tool call that has been requested but has no result yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingCall {
+    /// The call id.
+    pub call_id: String,
+    /// The tool name.
+    pub name: String,
+    /// Seq of the assistant message that asked for it.
+    pub message_seq: u64,
+    /// Seq of its `tool/call` event, once the tool started.
+    pub started_seq: Option<u64>,
+}
+
+/// A turn that has started and not ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenTurn {
+    /// The turn number.
+    pub turn: u32,
+    /// The open step within it, if any.
+    pub open_step: Option<u32>,
+    /// The last step number started in this turn.
+    pub last_step: u32,
+}
+
+/// Everything derived from a log, kept up to date one event at a time.
+#[derive(Debug, Clone, Default)]
+pub struct Projection {
+    header: Option<SessionHeader>,
+    request_header: Option<RequestHeader>,
+    messages: Vec<Message>,
+    pending: Vec<PendingCall>,
+    open_turn: Option<OpenTurn>,
+    last_seq: Option<u64>,
+    turns: u32,
+    last_turn_end: Option<TurnEndReason>,
+    usage: Usage,
+    first_prompt: Option<String>,
+}
+
+impl Projection {
+    /// An empty projection.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Folds one event in. Events must arrive in seq order.
+    pub fn apply(&mut self, event: Event) {
+        let seq = event.seq;
+        self.last_seq = Some(seq);
+        match event.kind {
+            EventKind::SessionHeader(header) => self.header = Some(header),
+            EventKind::RequestHeader(header) => self.request_header = Some(header),
+            EventKind::TurnStart(start) => {
+                self.turns = self.turns.max(start.turn);
+                self.open_turn = Some(OpenTurn { turn: start.turn, open_step: None, last_step: 0 });
+            }
+            EventKind::TurnEnd(end) => {
+                self.open_turn = None;
+                self.last_turn_end = Some(end.reason);
+            }
+            EventKind::StepStart(start) => {
+                if let Some(turn) = &mut self.open_turn {
+                    turn.open_step = Some(start.step);
+                    turn.last_step = start.step;
+                }
+            }
+            EventKind::StepEnd(_) => {
+                if let Some(turn) = &mut self.open_turn {
+                    turn.open_step = None;
+                }
+            }
+            EventKind::UserMessage(input) => {
+                if self.first_prompt.is_none() {
+                    self.first_prompt = Some(input.text.clone());
+                }
+                self.messages.push(Message::User(UserMessage { content: input.text }));
+            }
+            EventKind::AssistantMessage(message) => {
+                self.usage += message.usage;
+                for call in message.tool_calls() {
+                    self.pending.push(PendingCall {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        message_seq: seq,
+                        started_seq: None,
+                    });
+                }
+                // An aborted request that produced nothing is logged but not sent back:
+                // providers reject empty assistant messages.
+                if !message.is_empty() {
+                    self.messages.push(Message::Assistant(message));
+                }
+            }
+            EventKind::ToolCall(call) => {
+                if let Some(pending) = self.pending.iter_mut().find(|p| p.call_id == call.call_id) {
+                    pending.started_seq = Some(seq);
+                }
+            }
+            EventKind::ToolResult(result) => {
+                if let Some(index) = self.pending.iter().position(|p| p.call_id == result.call_id) {
+                    self.pending.remove(index);
+                }
+                self.messages.push(Message::ToolResult(ToolResultMessage {
+                    call_id: result.call_id,
+                    name: result.name,
+                    content: result.content,
+                    is_error: result.is_error,
+                }));
+            }
+        }
+    }
+
+    /// The model-visible conversation, in log order.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// The session header, once seen.
+    pub fn header(&self) -> Option<&SessionHeader> {
+        self.header.as_ref()
+    }
+
+    /// The request header in force.
+    pub fn request_header(&self) -> Option<&RequestHeader> {
+        self.request_header.as_ref()
+    }
+
+    /// Calls still waiting for a result, in the model's order.
+    pub fn pending_calls(&self) -> &[PendingCall] {
+        &self.pending
+    }
+
+    /// The turn in progress, if the last turn has not ended.
+    pub fn open_turn(&self) -> Option<&OpenTurn> {
+        self.open_turn.as_ref()
+    }
+
+    /// Seq of the last event applied.
+    pub fn last_seq(&self) -> Option<u64> {
+        self.last_seq
+    }
+
+    /// Number of turns started.
+    pub fn turns(&self) -> u32 {
+        self.turns
+    }
+
+    /// How the last finished turn ended.
+    pub fn last_turn_end(&self) -> Option<TurnEndReason> {
+        self.last_turn_end
+    }
+
+    /// Tokens used by every request in the session.
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// The first user message, for listings.
+    pub fn first_prompt(&self) -> Option<&str> {
+        self.first_prompt.as_deref()
+    }
+
+    /// True when the log ends mid-turn or with unanswered calls: repair is needed
+    /// before the next request.
+    pub fn needs_repair(&self) -> bool {
+        self.open_turn.is_some() || !self.pending.is_empty()
+    }
+}
+
+/// Folds events, in order, into the provider-neutral message list.
+///
+/// The loop never keeps a history of its own: every request is built from this fold.
+pub fn derive_messages<'a, I: IntoIterator<Item = &'a Event>>(events: I) -> Vec<Message> {
+    let mut projection = Projection::new();
+    for event in events {
+        projection.apply(event.clone());
+    }
+    projection.messages
+}

@@ -1,0 +1,72 @@
+//! The store trait: where sessions live.
+
+use std::time::SystemTime;
+
+use keel_llm::Usage;
+
+use crate::error::SessionError;
+use crate::event::{Event, ParentRef};
+use crate::projection::Projection;
+use crate::session::Session;
+
+/// A place that creates, opens, lists and forks sessions. The JSONL store is the first
+/// implementation; the trait keeps room for SQLite or PostgreSQL.
+pub trait SessionStore: Send + Sync {
+    /// Starts a new session for workspace `cwd`, locked for writing.
+    fn create(&self, cwd: &str) -> Result<Session, SessionError>;
+
+    /// Opens an existing session (id or unique id prefix) for writing. Does not repair:
+    /// call [`Session::repair`] (the agent loop does so before each turn).
+    fn open(&self, id: &str) -> Result<Session, SessionError>;
+
+    /// Branches session `id` at `at` (default: its last event) into a new session whose
+    /// header cites the parent. An open turn at the fork point is closed by repair.
+    fn fork(&self, id: &str, at: Option<u64>) -> Result<Session, SessionError>;
+
+    /// Every session, most recently changed first. Unreadable logs are skipped.
+    fn list(&self) -> Result<Vec<SessionSummary>, SessionError>;
+
+    /// All events of a session, read without locking it.
+    fn read(&self, id: &str) -> Result<Vec<Event>, SessionError>;
+}
+
+/// One line of a session listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// The session id.
+    pub id: String,
+    /// Creation time, RFC 3339.
+    pub created: String,
+    /// Last modification of the log.
+    pub modified: SystemTime,
+    /// The workspace folder.
+    pub cwd: String,
+    /// The first user message.
+    pub first_prompt: Option<String>,
+    /// Turns started.
+    pub turns: u32,
+    /// Tokens used.
+    pub usage: Usage,
+    /// The parent, when forked.
+    pub parent: Option<ParentRef>,
+    /// Number of events in the log.
+    pub events: u64,
+}
+
+impl SessionSummary {
+    /// Builds a summary from a folded log.
+    pub fn from_projection(id: String, projection: &Projection, modified: SystemTime, events: u64) -> Self {
+        let header = projection.header();
+        SessionSummary {
+            id,
+            created: header.map(|h| h.created.clone()).unwrap_or_default(),
+            modified,
+            cwd: header.map(|h| h.cwd.clone()).unwrap_or_default(),
+            first_prompt: projection.first_prompt().map(str::to_owned),
+            turns: projection.turns(),
+            usage: projection.usage(),
+            parent: header.and_then(|h| h.parent.clone()),
+            events,
+        }
+    }
+}
