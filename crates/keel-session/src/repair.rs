@@ -12,7 +12,8 @@ pub const OUTCOME_UNKNOWN: &str = "outcome unknown: keel stopped while this tool
 Verify the current state before retrying anything with side effects.";
 
 /// Result text for a call whose tool never ran.
-pub const NOT_STARTED: &str = "not started: keel stopped before this tool ran. Retry it if it is still needed.";
+pub const NOT_STARTED: &str =
+    "not started: keel stopped before this tool ran. Retry it if it is still needed.";
 
 /// Error code on results written by repair.
 pub const INTERRUPTED_CODE: &str = "interrupted";
@@ -66,7 +67,10 @@ pub fn closers(projection: &Projection) -> (Vec<EventKind>, RepairReport) {
     if let Some(turn) = projection.open_turn() {
         if let Some(step) = turn.open_step {
             report.closed_step = true;
-            events.push(EventKind::StepEnd(StepEnd { step, interrupted: true }));
+            events.push(EventKind::StepEnd(StepEnd {
+                step,
+                interrupted: true,
+            }));
         }
         report.closed_turn = true;
         events.push(EventKind::TurnEnd(TurnEnd {

@@ -1,0 +1,234 @@
+//! The agent: a model, tools, hooks and settings. Runs turns against a session.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use keel_llm::{ModelClient, Usage};
+use keel_session::{RequestHeader, TurnEndReason};
+
+use crate::hooks::{Hooks, NoHooks};
+use crate::inbox::Inbox;
+use crate::registry::ToolRegistry;
+use crate::tool::{DynTool, Tool};
+
+/// Settings of the loop.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The system prompt sent with every request.
+    pub system_prompt: String,
+    /// Steps allowed per turn before it ends with `max_steps` (default 50).
+    pub max_steps: u32,
+    /// When the step limit is hit, make one more request with tools disabled so the user
+    /// gets an answer built from what was learned (default off).
+    pub summary_on_step_limit: bool,
+    /// Concurrency-safe calls run together, at most this many at once (default 8).
+    pub max_parallel_tools: usize,
+    /// A call running longer than this ends with a `timeout` error (default none; tools
+    /// such as the shell have their own).
+    pub tool_timeout: Option<Duration>,
+    /// After an abort, how long a started tool may take to clean up before it is dropped
+    /// (default 5 s).
+    pub abort_grace: Duration,
+    /// The workspace root handed to tools.
+    pub workspace: PathBuf,
+    /// Where tools may keep files, one sub-folder per session (default none).
+    pub artifacts_root: Option<PathBuf>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            system_prompt: String::new(),
+            max_steps: 50,
+            summary_on_step_limit: false,
+            max_parallel_tools: 8,
+            tool_timeout: None,
+            abort_grace: Duration::from_secs(5),
+            workspace: PathBuf::from("."),
+            artifacts_root: None,
+        }
+    }
+}
+
+/// How a turn ended, with what it produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnOutcome {
+    /// The turn number in the session.
+    pub turn: u32,
+    /// Why it ended.
+    pub reason: TurnEndReason,
+    /// Explanation for anything but a normal completion.
+    pub message: Option<String>,
+    /// The text of the last assistant message.
+    pub final_text: String,
+    /// Steps taken.
+    pub steps: u32,
+    /// Tool calls answered.
+    pub tool_calls: u32,
+    /// Tokens used by the turn's requests.
+    pub usage: Usage,
+}
+
+/// A model, its tools and the loop's settings. Cheap to share across tasks; run as many
+/// sessions through one agent as you like.
+pub struct Agent {
+    pub(crate) model: Arc<dyn ModelClient>,
+    pub(crate) tools: ToolRegistry,
+    pub(crate) hooks: Arc<dyn Hooks>,
+    pub(crate) inbox: Inbox,
+    pub(crate) config: AgentConfig,
+    pub(crate) request_header: RequestHeader,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("model", &self.model.info())
+            .field("tools", &self.tools)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// Starts building an agent around `model`.
+    pub fn builder(model: impl ModelClient + 'static) -> AgentBuilder {
+        AgentBuilder::new(Arc::new(model))
+    }
+
+    /// Like [`Agent::builder`], for a model already shared.
+    pub fn builder_shared(model: Arc<dyn ModelClient>) -> AgentBuilder {
+        AgentBuilder::new(model)
+    }
+
+    /// The inbox for steering and follow-up input.
+    pub fn inbox(&self) -> &Inbox {
+        &self.inbox
+    }
+
+    /// The tools on offer.
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    /// The loop's settings.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// The model client.
+    pub fn model(&self) -> &Arc<dyn ModelClient> {
+        &self.model
+    }
+
+    /// Switches the model; the next step logs a new `request/header`.
+    pub fn set_model(&mut self, model: Arc<dyn ModelClient>) {
+        self.model = model;
+        self.request_header = header(&*self.model, &self.config, &self.tools);
+    }
+}
+
+fn header(model: &dyn ModelClient, config: &AgentConfig, tools: &ToolRegistry) -> RequestHeader {
+    let info = model.info();
+    RequestHeader {
+        provider: info.provider,
+        model: info.model,
+        system_prompt: config.system_prompt.clone(),
+        tools: tools.definitions().to_vec(),
+    }
+}
+
+/// Builds an [`Agent`].
+pub struct AgentBuilder {
+    model: Arc<dyn ModelClient>,
+    tools: ToolRegistry,
+    hooks: Arc<dyn Hooks>,
+    inbox: Inbox,
+    config: AgentConfig,
+}
+
+impl AgentBuilder {
+    fn new(model: Arc<dyn ModelClient>) -> Self {
+        AgentBuilder {
+            model,
+            tools: ToolRegistry::new(),
+            hooks: Arc::new(NoHooks),
+            inbox: Inbox::new(),
+            config: AgentConfig::default(),
+        }
+    }
+
+    /// Sets the system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.config.system_prompt = prompt.into();
+        self
+    }
+
+    /// Adds a typed tool.
+    pub fn tool<T: Tool>(mut self, tool: T) -> Self {
+        self.tools.register(tool);
+        self
+    }
+
+    /// Adds an object-safe tool.
+    pub fn tool_dyn(mut self, tool: Arc<dyn DynTool>) -> Self {
+        self.tools.register_dyn(tool);
+        self
+    }
+
+    /// Replaces the tool set.
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Sets the hooks.
+    pub fn hooks(mut self, hooks: impl Hooks + 'static) -> Self {
+        self.hooks = Arc::new(hooks);
+        self
+    }
+
+    /// Sets shared hooks.
+    pub fn hooks_shared(mut self, hooks: Arc<dyn Hooks>) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Uses an existing inbox handle.
+    pub fn inbox(mut self, inbox: Inbox) -> Self {
+        self.inbox = inbox;
+        self
+    }
+
+    /// Sets the workspace root handed to tools.
+    pub fn workspace(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.workspace = path.into();
+        self
+    }
+
+    /// Sets the step limit per turn.
+    pub fn max_steps(mut self, steps: u32) -> Self {
+        self.config.max_steps = steps;
+        self
+    }
+
+    /// Replaces all settings (the system prompt included).
+    pub fn config(mut self, config: AgentConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Builds the agent.
+    pub fn build(self) -> Agent {
+        let request_header = header(&*self.model, &self.config, &self.tools);
+        Agent {
+            model: self.model,
+            tools: self.tools,
+            hooks: self.hooks,
+            inbox: self.inbox,
+            config: self.config,
+            request_header,
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! Running one step's tool calls: validate, ask hooks, log `tool/call`, run (safe calls
+//! together, exclusive calls alone), log results in the model's order.
+
+use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use keel_llm::{AssistantMessage, ContentBlock, ToolCall};
+use keel_session::{EventKind, SessionError, ToolCallStarted, ToolResultData, TurnEndReason};
+use tokio::sync::mpsc;
+
+use crate::hooks::{HookDecision, ToolCallRequest};
+use crate::sink::AgentEvent;
+use crate::tool::{PreparedCall, Progress, ToolContext, ToolError, ToolOutput};
+use crate::turn::TurnRun;
+
+/// What the loop does after a step.
+#[derive(Debug)]
+pub(crate) enum StepControl {
+    /// Go on if calls were made (or input arrived).
+    Continue {
+        /// Whether the step ran (or answered) tool calls.
+        made_calls: bool,
+    },
+    /// A result concluded the turn.
+    Concluded,
+    /// End the turn now.
+    End(TurnEndReason, Option<String>),
+}
+
+/// Result text for a started call cut short by an abort.
+pub const ABORTED: &str = "Operation aborted";
+
+enum Plan {
+    Run {
+        prepared: PreparedCall,
+        concurrent: bool,
+        read_only: bool,
+    },
+    Fail(ToolError),
+}
+
+struct Item {
+    call: ToolCall,
+    plan: Plan,
+}
+
+/// Renames repeated call ids (some local models reuse one id) so results pair up.
+pub(crate) fn dedupe_call_ids(message: &mut AssistantMessage) {
+    let mut seen = HashSet::new();
+    for block in &mut message.content {
+        if let ContentBlock::ToolCall(call) = block
+            && !seen.insert(call.id.clone())
+        {
+            let mut n = 2;
+            while seen.contains(&format!("{}_{n}", call.id)) {
+                n += 1;
+            }
+            call.id = format!("{}_{n}", call.id);
+            seen.insert(call.id.clone());
+        }
+    }
+}
+
+fn plan(run: &TurnRun<'_>, call: ToolCall, length_cut: bool) -> Item {
+    let tools = &run.agent.tools;
+    let plan = match tools.get(&call.name) {
+        None => {
+            let names: Vec<&str> = tools.names().collect();
+            Plan::Fail(ToolError::new(
+                "unknown_tool",
+                format!(
+                    "Unknown tool `{}`. Available tools: {}.",
+                    call.name,
+                    names.join(", ")
+                ),
+            ))
+        }
+        Some(tool) => match tool.prepare(&call.arguments) {
+            Ok(prepared) => Plan::Run {
+                prepared,
+                concurrent: tool.is_concurrency_safe(),
+                read_only: tool.is_read_only(),
+            },
+            Err(mut error) => {
+                if length_cut {
+                    error.message = format!(
+                        "This call was cut off because the reply reached the output token limit, so it was not run. \
+                         Send it again with shorter arguments (for large content, write it in parts). Details: {}",
+                        error.message
+                    );
+                }
+                Plan::Fail(error)
+            }
+        },
+    };
+    Item { call, plan }
+}
+
+/// Splits the calls into batches that run one after another: a run of concurrency-safe
+/// calls (at most `pool` of them), or one exclusive call. Failed calls ride along.
+fn batches(items: Vec<Item>, pool: usize) -> Vec<Vec<Item>> {
+    let mut out = Vec::new();
+    let mut current: Vec<Item> = Vec::new();
+    let mut running = 0;
+    for item in items {
+        match &item.plan {
+            Plan::Run {
+                concurrent: false, ..
+            } => {
+                if !current.is_empty() {
+                    out.push(std::mem::take(&mut current));
+                    running = 0;
+                }
+                out.push(vec![item]);
+            }
+            Plan::Run {
+                concurrent: true, ..
+            } => {
+                if running == pool {
+                    out.push(std::mem::take(&mut current));
+                    running = 0;
+                }
+                running += 1;
+                current.push(item);
+            }
+            Plan::Fail(_) => current.push(item),
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// Answers calls that will not run, with `reason`, without starting them.
+pub(crate) fn refuse_calls(
+    run: &mut TurnRun<'_>,
+    calls: &[ToolCall],
+    message_seq: u64,
+    step: u32,
+    reason: &str,
+) -> Result<(), SessionError> {
+    for call in calls {
+        let result = result_data(
+            call,
+            message_seq,
+            Err(ToolError::new("not_started", reason)),
+            None,
+        );
+        commit(run, step, call, result, Duration::ZERO)?;
+    }
+    Ok(())
+}
+
+fn result_data(
+    call: &ToolCall,
+    source_seq: u64,
+    outcome: Result<ToolOutput, ToolError>,
+    duration: Option<Duration>,
+) -> ToolResultData {
+    let (content, is_error, error_code, concludes_turn) = match outcome {
+        Ok(output) => {
+            let code = output.is_error.then(|| "tool_error".to_owned());
+            (output.content, output.is_error, code, output.concludes_turn)
+        }
+        Err(error) => (error.message, true, Some(error.code), false),
+    };
+    ToolResultData {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        source_seq,
+        content,
+        is_error,
+        error_code,
+        concludes_turn,
+        duration_ms: duration.map(|d| d.as_millis() as u64),
+    }
+}
+
+fn commit(
+    run: &mut TurnRun<'_>,
+    step: u32,
+    call: &ToolCall,
+    result: ToolResultData,
+    duration: Duration,
+) -> Result<bool, SessionError> {
+    let concludes = result.concludes_turn;
+    run.tool_calls += 1;
+    run.sink.emit(&AgentEvent::ToolFinished {
+        step,
+        call,
+        result: &result,
+        duration,
+    });
+    run.log(EventKind::ToolResult(result))?;
+    Ok(concludes)
+}
+
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "unknown panic".to_owned()
+    }
+}
+
+/// Runs one prepared call with panic capture, the optional timeout and the abort grace.
+fn guarded(
+    prepared: PreparedCall,
+    ctx: ToolContext,
+    timeout: Option<Duration>,
+    grace: Duration,
+) -> BoxFuture<'static, (Result<ToolOutput, ToolError>, Duration)> {
+    Box::pin(async move {
+        let start = Instant::now();
+        let cancel = ctx.cancel.clone();
+        let work = AssertUnwindSafe(prepared(ctx)).catch_unwind();
+        let abort_deadline = async {
+            cancel.cancelled().await;
+            tokio::time::sleep(grace).await;
+        };
+        let timed_out = async {
+            match timeout {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut outcome = tokio::select! {
+            result = work => match result {
+                Ok(result) => result,
+                Err(panic) => Err(ToolError::new(
+                    "panic",
+                    format!("The tool crashed (panic: {}). This is a bug in the tool, not in your call; try another way.", panic_message(panic)),
+                )),
+            },
+            _ = abort_deadline => Err(ToolError::new("aborted", ABORTED)),
+            _ = timed_out => Err(ToolError::new(
+                "timeout",
+                format!("The tool did not finish within {} s and was stopped.", timeout.map_or(0, |t| t.as_secs())),
+            )),
+        };
+        if cancel.is_cancelled() {
+            outcome = Err(aborted(outcome));
+        }
+        (outcome, start.elapsed())
+    })
+}
+
+/// The result of a call that was running when the user aborted: "Operation aborted",
+/// plus whatever the tool had to say.
+fn aborted(outcome: Result<ToolOutput, ToolError>) -> ToolError {
+    let detail = match outcome {
+        Ok(output) => output.content,
+        Err(error) if error.message == ABORTED => String::new(),
+        Err(error) => error.message,
+    };
+    let message = if detail.trim().is_empty() {
+        ABORTED.to_owned()
+    } else {
+        format!("{ABORTED}\n{detail}")
+    };
+    ToolError::new("aborted", message)
+}
+
+/// Runs the calls of one assistant message. Every call gets exactly one result, logged
+/// in the model's order, before this returns.
+pub(crate) async fn execute_calls(
+    run: &mut TurnRun<'_>,
+    calls: Vec<ToolCall>,
+    message_seq: u64,
+    step: u32,
+    length_cut: bool,
+) -> Result<StepControl, SessionError> {
+    let items: Vec<Item> = calls
+        .into_iter()
+        .map(|call| plan(run, call, length_cut))
+        .collect();
+    let pool = run.agent.config.max_parallel_tools.max(1);
+    let mut concluded = false;
+    let mut stop: Option<(TurnEndReason, String)> = None;
+    let workspace: Arc<Path> = Arc::from(run.agent.config.workspace.as_path());
+    let artifacts: Option<Arc<Path>> = run
+        .agent
+        .config
+        .artifacts_root
+        .as_ref()
+        .map(|root| Arc::from(root.join(run.session.id()).as_path()));
+
+    for mut batch in batches(items, pool) {
+        if stop.is_none() && run.cancel.is_cancelled() {
+            stop = Some((TurnEndReason::Aborted, "aborted by the user".to_owned()));
+        }
+        if let Some((reason, detail)) = &stop {
+            let why = match reason {
+                TurnEndReason::Aborted => "not started: the user aborted the turn".to_owned(),
+                _ => format!("not started: the turn was stopped ({detail})"),
+            };
+            let calls: Vec<ToolCall> = batch.into_iter().map(|item| item.call).collect();
+            refuse_calls(run, &calls, message_seq, step, &why)?;
+            continue;
+        }
+
+        // Ask the hooks, in order, before anything in the batch starts.
+        for item in &mut batch {
+            let Plan::Run { read_only, .. } = item.plan else {
+                continue;
+            };
+            if stop.is_some() {
+                item.plan = Plan::Fail(ToolError::new(
+                    "not_started",
+                    "not started: an earlier call in this step stopped the turn",
+                ));
+                continue;
+            }
+            let request = ToolCallRequest {
+                call: &item.call,
+                read_only,
+                step,
+            };
+            let decision = tokio::select! {
+                biased;
+                _ = run.cancel.cancelled() => None,
+                decision = run.agent.hooks.before_tool_call(request) => Some(decision),
+            };
+            match decision {
+                Some(HookDecision::Allow) => {}
+                Some(HookDecision::Deny { reason }) => {
+                    item.plan = Plan::Fail(ToolError::new("denied", reason));
+                }
+                Some(HookDecision::DenyAndStop { reason }) => {
+                    item.plan = Plan::Fail(ToolError::new("denied", reason.clone()));
+                    stop = Some((TurnEndReason::Blocked, reason));
+                }
+                None => {
+                    stop = Some((TurnEndReason::Aborted, "aborted by the user".to_owned()));
+                    item.plan = Plan::Fail(ToolError::new(
+                        "not_started",
+                        "not started: the user aborted the turn",
+                    ));
+                }
+            }
+        }
+
+        // An abort that arrived while the hooks decided: nothing in the batch starts.
+        if run.cancel.is_cancelled() {
+            stop = Some((TurnEndReason::Aborted, "aborted by the user".to_owned()));
+            for item in &mut batch {
+                if let Plan::Run { .. } = item.plan {
+                    item.plan = Plan::Fail(ToolError::new(
+                        "not_started",
+                        "not started: the user aborted the turn",
+                    ));
+                }
+            }
+        }
+
+        // Durable before acting: every call about to start is logged, then synced. Calls
+        // that will not start cite their assistant message instead.
+        let mut sources = Vec::with_capacity(batch.len());
+        for item in &batch {
+            let seq = match item.plan {
+                Plan::Run { .. } => run.log(EventKind::ToolCall(ToolCallStarted {
+                    call_id: item.call.id.clone(),
+                    name: item.call.name.clone(),
+                    arguments: item.call.arguments.clone(),
+                }))?,
+                Plan::Fail(_) => message_seq,
+            };
+            sources.push(seq);
+        }
+        if sources.iter().any(|&seq| seq != message_seq) {
+            run.session.sync()?;
+        }
+
+        let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
+        let mut calls = Vec::with_capacity(batch.len());
+        let mut work = Vec::with_capacity(batch.len());
+        for item in batch {
+            let future: BoxFuture<'static, (Result<ToolOutput, ToolError>, Duration)> =
+                match item.plan {
+                    Plan::Fail(error) => Box::pin(std::future::ready((Err(error), Duration::ZERO))),
+                    Plan::Run { prepared, .. } => {
+                        run.sink.emit(&AgentEvent::ToolStarted {
+                            step,
+                            call: &item.call,
+                        });
+                        let ctx = ToolContext {
+                            cancel: run.cancel.child_token(),
+                            workspace: Arc::clone(&workspace),
+                            artifacts: artifacts.clone(),
+                            call_id: Arc::from(item.call.id.as_str()),
+                            progress: Some(progress_tx.clone()),
+                        };
+                        guarded(
+                            prepared,
+                            ctx,
+                            run.agent.config.tool_timeout,
+                            run.agent.config.abort_grace,
+                        )
+                    }
+                };
+            calls.push(item.call);
+            work.push(future);
+        }
+        drop(progress_tx);
+
+        let mut results = futures::stream::iter(work).buffered(pool);
+        let mut index = 0;
+        let mut progress_open = true;
+        loop {
+            tokio::select! {
+                progress = progress_rx.recv(), if progress_open => match progress {
+                    Some(p) => run.sink.emit(&AgentEvent::ToolProgress { call_id: &p.call_id, text: &p.text }),
+                    None => progress_open = false,
+                },
+                next = results.next() => {
+                    let Some((outcome, duration)) = next else { break };
+                    let call = &calls[index];
+                    let ran = !duration.is_zero();
+                    let result = result_data(call, sources[index], outcome, ran.then_some(duration));
+                    concluded |= commit(run, step, call, result, duration)?;
+                    index += 1;
+                }
+            }
+        }
+        while let Ok(p) = progress_rx.try_recv() {
+            run.sink.emit(&AgentEvent::ToolProgress {
+                call_id: &p.call_id,
+                text: &p.text,
+            });
+        }
+    }
+
+    Ok(match stop {
+        Some((reason, detail)) => StepControl::End(reason, Some(detail)),
+        None if concluded => StepControl::Concluded,
+        None => StepControl::Continue { made_calls: true },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn call(id: &str) -> ContentBlock {
+        ContentBlock::ToolCall(ToolCall {
+            id: id.into(),
+            name: "t".into(),
+            arguments: "{}".into(),
+        })
+    }
+
+    #[test]
+    fn repeated_call_ids_are_made_unique() {
+        let mut message = AssistantMessage {
+            content: vec![call("a"), call("a"), call("a_2"), call("a")],
+            ..Default::default()
+        };
+        dedupe_call_ids(&mut message);
+        let ids: Vec<String> = message.tool_calls().map(|c| c.id.clone()).collect();
+        assert_eq!(ids, vec!["a", "a_2", "a_2_2", "a_3"]);
+    }
+}

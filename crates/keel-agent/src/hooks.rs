@@ -1,0 +1,66 @@
+//! Hooks: points where the embedding program decides.
+
+use futures::future::BoxFuture;
+use keel_llm::ToolCall;
+
+/// What a `before_tool_call` hook decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookDecision {
+    /// Run the tool.
+    Allow,
+    /// Do not run it; the model gets `reason` as an error result and the turn goes on.
+    Deny {
+        /// Why, written for the model.
+        reason: String,
+    },
+    /// Do not run it, and end the turn as `blocked` after this step.
+    DenyAndStop {
+        /// Why, written for the model and the user.
+        reason: String,
+    },
+}
+
+/// A tool call about to run, as a hook sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolCallRequest<'a> {
+    /// The call as the model wrote it.
+    pub call: &'a ToolCall,
+    /// Whether the tool declares itself read-only.
+    pub read_only: bool,
+    /// The step number within the turn.
+    pub step: u32,
+}
+
+/// The state of a turn that is about to end.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnStopping<'a> {
+    /// The turn number.
+    pub turn: u32,
+    /// Steps taken so far.
+    pub steps: u32,
+    /// The text of the last assistant message.
+    pub final_text: &'a str,
+}
+
+/// Callbacks into the embedding program. Every method has a permissive default.
+pub trait Hooks: Send + Sync {
+    /// Decides whether a validated tool call may run. Called in the model's order,
+    /// one call at a time, before the call starts (so a UI can ask the user).
+    fn before_tool_call<'a>(&'a self, request: ToolCallRequest<'a>) -> BoxFuture<'a, HookDecision> {
+        let _ = request;
+        Box::pin(async { HookDecision::Allow })
+    }
+
+    /// Called when the turn would end. Returning input continues the turn with it as a
+    /// new user message.
+    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<String>> {
+        let _ = state;
+        Box::pin(async { None })
+    }
+}
+
+/// Hooks that allow everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoHooks;
+
+impl Hooks for NoHooks {}

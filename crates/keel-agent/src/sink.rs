@@ -1,0 +1,148 @@
+//! The sink: where the loop reports what happens, for a terminal, a JSON stream or a test.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use keel_llm::{ModelEvent, ToolCall};
+use keel_session::{Event, ToolResultData};
+
+/// Something the loop reports. Borrowed: a sink copies only what it keeps.
+#[derive(Debug, Clone, Copy)]
+pub enum AgentEvent<'a> {
+    /// An event was appended to the session log (every one is reported).
+    Logged(&'a Event),
+    /// Live model output: text, reasoning and tool-call fragments, and retries.
+    Model(&'a ModelEvent),
+    /// A tool call is starting.
+    ToolStarted {
+        /// Step number within the turn.
+        step: u32,
+        /// The call.
+        call: &'a ToolCall,
+    },
+    /// A running tool reported progress.
+    ToolProgress {
+        /// The call id.
+        call_id: &'a str,
+        /// The progress text.
+        text: &'a str,
+    },
+    /// A tool call has its result (also logged as `tool/result`).
+    ToolFinished {
+        /// Step number within the turn.
+        step: u32,
+        /// The call.
+        call: &'a ToolCall,
+        /// The result as logged.
+        result: &'a ToolResultData,
+        /// How long the call took (zero when it never ran).
+        duration: Duration,
+    },
+}
+
+/// Receives [`AgentEvent`]s. Must be cheap: it is called on the loop's path.
+pub trait Sink: Send + Sync {
+    /// Handles one event.
+    fn emit(&self, event: &AgentEvent<'_>);
+}
+
+/// A sink that ignores everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullSink;
+
+impl Sink for NullSink {
+    fn emit(&self, _event: &AgentEvent<'_>) {}
+}
+
+impl<F: Fn(&AgentEvent<'_>) + Send + Sync> Sink for F {
+    fn emit(&self, event: &AgentEvent<'_>) {
+        self(event)
+    }
+}
+
+/// An owned copy of an [`AgentEvent`], for sinks that record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordedEvent {
+    /// See [`AgentEvent::Logged`].
+    Logged(Event),
+    /// See [`AgentEvent::Model`].
+    Model(ModelEvent),
+    /// See [`AgentEvent::ToolStarted`].
+    ToolStarted {
+        /// Step number.
+        step: u32,
+        /// The call.
+        call: ToolCall,
+    },
+    /// See [`AgentEvent::ToolProgress`].
+    ToolProgress {
+        /// The call id.
+        call_id: String,
+        /// The text.
+        text: String,
+    },
+    /// See [`AgentEvent::ToolFinished`].
+    ToolFinished {
+        /// Step number.
+        step: u32,
+        /// The call.
+        call: ToolCall,
+        /// The result.
+        result: ToolResultData,
+        /// Duration.
+        duration: Duration,
+    },
+}
+
+/// A sink that keeps a copy of everything (for tests and replays).
+#[derive(Debug, Default)]
+pub struct RecordingSink {
+    events: Mutex<Vec<RecordedEvent>>,
+}
+
+impl RecordingSink {
+    /// An empty recorder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Everything recorded so far.
+    pub fn events(&self) -> Vec<RecordedEvent> {
+        match self.events.lock() {
+            Ok(events) => events.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+}
+
+impl Sink for RecordingSink {
+    fn emit(&self, event: &AgentEvent<'_>) {
+        let owned = match *event {
+            AgentEvent::Logged(e) => RecordedEvent::Logged(e.clone()),
+            AgentEvent::Model(m) => RecordedEvent::Model(m.clone()),
+            AgentEvent::ToolStarted { step, call } => RecordedEvent::ToolStarted {
+                step,
+                call: call.clone(),
+            },
+            AgentEvent::ToolProgress { call_id, text } => RecordedEvent::ToolProgress {
+                call_id: call_id.to_owned(),
+                text: text.to_owned(),
+            },
+            AgentEvent::ToolFinished {
+                step,
+                call,
+                result,
+                duration,
+            } => RecordedEvent::ToolFinished {
+                step,
+                call: call.clone(),
+                result: result.clone(),
+                duration,
+            },
+        };
+        match self.events.lock() {
+            Ok(mut events) => events.push(owned),
+            Err(poisoned) => poisoned.into_inner().push(owned),
+        }
+    }
+}

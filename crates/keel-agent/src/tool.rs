@@ -1,0 +1,288 @@
+//! The `Tool` trait: a typed tool whose JSON schema comes from its argument type.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use keel_llm::ToolDefinition;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::schema;
+
+/// What a tool returns to the model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// Plain text for the model.
+    pub content: String,
+    /// True when the call failed; `content` says why and what to do.
+    pub is_error: bool,
+    /// When true, the turn ends after this step (the tool delivered the final answer).
+    pub concludes_turn: bool,
+}
+
+impl ToolOutput {
+    /// A successful result.
+    pub fn text(content: impl Into<String>) -> Self {
+        ToolOutput {
+            content: content.into(),
+            is_error: false,
+            concludes_turn: false,
+        }
+    }
+
+    /// A failed result the model can act on.
+    pub fn error(content: impl Into<String>) -> Self {
+        ToolOutput {
+            content: content.into(),
+            is_error: true,
+            concludes_turn: false,
+        }
+    }
+
+    /// Marks the result as ending the turn.
+    pub fn concluding(mut self) -> Self {
+        self.concludes_turn = true;
+        self
+    }
+}
+
+/// A failed call. Becomes an `is_error` result carrying `code` and `message`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    /// Machine-readable class, e.g. `invalid_arguments`, `not_found`, `tool_error`.
+    pub code: String,
+    /// What went wrong and, where possible, how to fix it.
+    pub message: String,
+}
+
+impl ToolError {
+    /// An error of class `code`.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        ToolError {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A generic tool failure (`tool_error`).
+    pub fn msg(message: impl Into<String>) -> Self {
+        Self::new("tool_error", message)
+    }
+}
+
+/// Progress text a tool streams while it runs.
+#[derive(Debug, Clone)]
+pub(crate) struct Progress {
+    pub call_id: Arc<str>,
+    pub text: String,
+}
+
+/// What a running tool can use: cancellation, the workspace, a place for files, and a
+/// progress channel.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// Fires when the user aborts; a tool should stop and clean up promptly.
+    pub cancel: CancellationToken,
+    /// The workspace root every path is confined to.
+    pub workspace: Arc<Path>,
+    /// A folder for files the tool wants to keep (e.g. full command output), if any.
+    pub artifacts: Option<Arc<Path>>,
+    /// The id of the call being run.
+    pub call_id: Arc<str>,
+    pub(crate) progress: Option<mpsc::UnboundedSender<Progress>>,
+}
+
+impl ToolContext {
+    /// A context for running a tool outside the loop (tests, other harnesses).
+    pub fn new(workspace: impl AsRef<Path>) -> Self {
+        ToolContext {
+            cancel: CancellationToken::new(),
+            workspace: Arc::from(workspace.as_ref()),
+            artifacts: None,
+            call_id: Arc::from("call"),
+            progress: None,
+        }
+    }
+
+    /// Streams a line of progress to whoever watches the loop.
+    pub fn progress(&self, text: impl Into<String>) {
+        if let Some(sender) = &self.progress {
+            let _ = sender.send(Progress {
+                call_id: self.call_id.clone(),
+                text: text.into(),
+            });
+        }
+    }
+}
+
+/// A tool with typed arguments. Its schema is generated from `Args` (doc comments become
+/// descriptions, `Option` and `#[serde(default)]` fields are optional, enums become JSON
+/// `enum`s), so the schema and the code cannot drift.
+///
+/// Arguments are parsed from the model's raw string with serde; unknown fields are
+/// rejected. A parse failure goes back to the model with the schema summary.
+pub trait Tool: Send + Sync + 'static {
+    /// The argument type.
+    type Args: DeserializeOwned + JsonSchema + Send + 'static;
+
+    /// The name the model calls.
+    fn name(&self) -> &str;
+
+    /// What the tool does and when to use it, written for a model.
+    fn description(&self) -> &str;
+
+    /// True when the tool never changes anything (permission policies rely on it).
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    /// True when calls may run at the same time as other safe calls.
+    fn is_concurrency_safe(&self) -> bool {
+        self.is_read_only()
+    }
+
+    /// Runs the tool.
+    fn call(
+        &self,
+        args: Self::Args,
+        ctx: ToolContext,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+}
+
+/// A started call: run it with a context.
+pub type PreparedCall =
+    Box<dyn FnOnce(ToolContext) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send>;
+
+/// The object-safe face of a tool, for tools whose schema is not a Rust type (e.g. MCP)
+/// and for the registry. Every [`Tool`] gets one through [`typed`].
+pub trait DynTool: Send + Sync {
+    /// Name, description and schema, as offered to the model.
+    fn definition(&self) -> &ToolDefinition;
+
+    /// True when the tool never changes anything.
+    fn is_read_only(&self) -> bool;
+
+    /// True when calls may run concurrently with other safe calls.
+    fn is_concurrency_safe(&self) -> bool;
+
+    /// Validates the raw arguments and returns the call ready to run, or an
+    /// `invalid_arguments` error explaining the problem.
+    fn prepare(&self, arguments: &str) -> Result<PreparedCall, ToolError>;
+}
+
+/// Wraps a typed [`Tool`] as a [`DynTool`], generating its definition once.
+pub fn typed<T: Tool>(tool: T) -> Arc<dyn DynTool> {
+    Arc::new(TypedTool::new(tool))
+}
+
+struct TypedTool<T: Tool> {
+    tool: Arc<T>,
+    definition: ToolDefinition,
+    properties: Vec<String>,
+    summary: String,
+}
+
+impl<T: Tool> TypedTool<T> {
+    fn new(tool: T) -> Self {
+        let schema = schema::schema_for::<T::Args>();
+        let properties = schema::property_names(&schema);
+        let summary = schema::summarize(&schema);
+        let parameters = serde_json::value::to_raw_value(&schema).unwrap_or_default();
+        let definition = ToolDefinition {
+            name: tool.name().to_owned(),
+            description: tool.description().to_owned(),
+            parameters,
+        };
+        TypedTool {
+            tool: Arc::new(tool),
+            definition,
+            properties,
+            summary,
+        }
+    }
+}
+
+impl<T: Tool> DynTool for TypedTool<T> {
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.tool.is_read_only()
+    }
+
+    fn is_concurrency_safe(&self) -> bool {
+        self.tool.is_concurrency_safe()
+    }
+
+    fn prepare(&self, arguments: &str) -> Result<PreparedCall, ToolError> {
+        let args: T::Args = parse_arguments(
+            &self.definition.name,
+            arguments,
+            &self.properties,
+            &self.summary,
+        )?;
+        let tool = Arc::clone(&self.tool);
+        Ok(Box::new(move |ctx| {
+            Box::pin(async move { tool.call(args, ctx).await })
+        }))
+    }
+}
+
+/// Parses a model's raw argument string into `A`, rejecting fields not in `properties`.
+/// Errors name the problem and show `summary`, the expected shape.
+pub fn parse_arguments<A: DeserializeOwned>(
+    tool: &str,
+    raw: &str,
+    properties: &[String],
+    summary: &str,
+) -> Result<A, ToolError> {
+    let invalid = |problem: String| {
+        ToolError::new(
+            "invalid_arguments",
+            format!("Invalid arguments for `{tool}`: {problem}. Expected a JSON object {summary}."),
+        )
+    };
+    let raw = raw.trim();
+    // Models often send nothing at all for a tool without parameters.
+    let raw = if raw.is_empty() { "{}" } else { raw };
+    let value: Value =
+        serde_json::from_str(raw).map_err(|e| invalid(format!("not valid JSON ({e})")))?;
+    let Value::Object(map) = &value else {
+        return Err(invalid(format!(
+            "expected an object, got {}",
+            kind_of(&value)
+        )));
+    };
+    let unknown: Vec<&str> = map
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !properties.iter().any(|p| p == k))
+        .collect();
+    if !unknown.is_empty() {
+        let list = unknown
+            .iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(invalid(format!("unknown field {list}")));
+    }
+    serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

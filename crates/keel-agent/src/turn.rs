@@ -1,0 +1,294 @@
+//! The loop: a turn is steps until the model stops asking for tools.
+
+use futures::StreamExt;
+use keel_llm::{
+    AssistantMessage, FinishReason, ModelError, ModelEvent, ModelRequest, ToolChoice, Usage,
+};
+use keel_session::{
+    EventKind, InputSource, Session, SessionError, StepEnd, StepStart, TurnEnd, TurnEndReason,
+    TurnStart, UserInput,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, TurnOutcome};
+use crate::execute::{StepControl, execute_calls};
+use crate::hooks::TurnStopping;
+use crate::sink::{AgentEvent, Sink};
+
+/// Why the loop cannot go on at all: the session could not be written. Everything
+/// else (model errors, aborts, limits) ends the turn with a reason instead.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// Appending to or syncing the session log failed; nothing more is done without a log.
+    #[error("session log: {0}")]
+    Session(#[from] SessionError),
+}
+
+/// Text of the user message that asks for a final answer at the step limit.
+pub const STEP_LIMIT_SUMMARY_REQUEST: &str = "You have reached the step limit for this task, so no more tools can \
+be run. Reply now without calling tools: summarize what you found and did, what remains undone, and the \
+best answer you can give from what you learned.";
+
+/// State of one running turn.
+pub(crate) struct TurnRun<'a> {
+    pub agent: &'a Agent,
+    pub session: &'a mut Session,
+    pub sink: &'a dyn Sink,
+    pub cancel: &'a CancellationToken,
+    pub turn: u32,
+    pub step: u32,
+    pub usage: Usage,
+    pub tool_calls: u32,
+    pub final_text: String,
+}
+
+enum Reply {
+    Completed(AssistantMessage),
+    Aborted(AssistantMessage),
+    Failed(AssistantMessage, ModelError),
+}
+
+impl TurnRun<'_> {
+    /// Appends an event and shows it to the sink.
+    pub(crate) fn log(&mut self, kind: EventKind) -> Result<u64, SessionError> {
+        let sink = self.sink;
+        self.session
+            .append_observed(kind, |event| sink.emit(&AgentEvent::Logged(event)))
+    }
+
+    fn user(&mut self, text: String, source: InputSource) -> Result<u64, SessionError> {
+        self.log(EventKind::UserMessage(UserInput { text, source }))
+    }
+
+    async fn stream_reply(&mut self, tool_choice: ToolChoice) -> Reply {
+        let agent = self.agent;
+        let request = ModelRequest {
+            system: &agent.config.system_prompt,
+            messages: self.session.messages(),
+            tools: agent.tools.definitions(),
+            tool_choice,
+        };
+        let mut stream = agent.model.stream(request, self.cancel.child_token());
+        let mut partial = keel_llm::MessageBuilder::new();
+        loop {
+            let item = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => return Reply::Aborted(partial.into_partial(FinishReason::Aborted)),
+                item = stream.next() => item,
+            };
+            match item {
+                Some(Ok(ModelEvent::Completed(message))) => return Reply::Completed(message),
+                Some(Ok(event)) => {
+                    if let ModelEvent::Retrying { .. } = event {
+                        partial.clear();
+                    } else {
+                        partial.apply(&event);
+                    }
+                    self.sink.emit(&AgentEvent::Model(&event));
+                }
+                Some(Err(error)) => {
+                    return Reply::Failed(partial.into_partial(FinishReason::Error), error);
+                }
+                None => {
+                    let error = ModelError::new(
+                        keel_llm::ModelErrorKind::InvalidResponse,
+                        "the model stream ended without a complete message",
+                    );
+                    return Reply::Failed(partial.into_partial(FinishReason::Error), error);
+                }
+            }
+        }
+    }
+
+    /// One step: request, reply, tools. Returns how the loop should go on.
+    async fn step(&mut self, tool_choice: ToolChoice) -> Result<StepControl, SessionError> {
+        self.step += 1;
+        let step = self.step;
+        if self.session.projection().request_header() != Some(&self.agent.request_header) {
+            self.log(EventKind::RequestHeader(self.agent.request_header.clone()))?;
+        }
+        self.log(EventKind::StepStart(StepStart { step }))?;
+        let message = match self.stream_reply(tool_choice).await {
+            Reply::Completed(message) => message,
+            Reply::Aborted(partial) => {
+                self.log(EventKind::AssistantMessage(partial))?;
+                self.log(EventKind::StepEnd(StepEnd {
+                    step,
+                    interrupted: true,
+                }))?;
+                return Ok(StepControl::End(
+                    TurnEndReason::Aborted,
+                    Some("aborted by the user".into()),
+                ));
+            }
+            Reply::Failed(partial, error) => {
+                if !partial.is_empty() {
+                    self.log(EventKind::AssistantMessage(partial))?;
+                }
+                self.log(EventKind::StepEnd(StepEnd {
+                    step,
+                    interrupted: true,
+                }))?;
+                let message = format!(
+                    "model request failed ({}): {}",
+                    error.kind.as_str(),
+                    error.message
+                );
+                return Ok(StepControl::End(TurnEndReason::Error, Some(message)));
+            }
+        };
+        let mut message = message;
+        crate::execute::dedupe_call_ids(&mut message);
+        self.usage += message.usage;
+        self.final_text = message.text();
+        let calls: Vec<_> = message.tool_calls().cloned().collect();
+        let length_cut = message.finish_reason == FinishReason::Length;
+        let message_seq = self.log(EventKind::AssistantMessage(message))?;
+        let control = if calls.is_empty() {
+            StepControl::Continue { made_calls: false }
+        } else if tool_choice == ToolChoice::None {
+            // The model ignored "no tools": answer every call so the history stays valid.
+            crate::execute::refuse_calls(
+                self,
+                &calls,
+                message_seq,
+                step,
+                "not run: the step limit was reached",
+            )?;
+            StepControl::Continue { made_calls: false }
+        } else {
+            execute_calls(self, calls, message_seq, step, length_cut).await?
+        };
+        let interrupted = matches!(control, StepControl::End(TurnEndReason::Aborted, _));
+        self.log(EventKind::StepEnd(StepEnd { step, interrupted }))?;
+        Ok(control)
+    }
+
+    fn end(
+        &mut self,
+        reason: TurnEndReason,
+        message: Option<String>,
+    ) -> Result<TurnOutcome, SessionError> {
+        self.log(EventKind::TurnEnd(TurnEnd {
+            turn: self.turn,
+            reason,
+            message: message.clone(),
+            usage: self.usage,
+        }))?;
+        self.session.sync()?;
+        Ok(TurnOutcome {
+            turn: self.turn,
+            reason,
+            message,
+            final_text: std::mem::take(&mut self.final_text),
+            steps: self.step,
+            tool_calls: self.tool_calls,
+            usage: self.usage,
+        })
+    }
+
+    async fn run(&mut self, input: String) -> Result<TurnOutcome, SessionError> {
+        self.log(EventKind::TurnStart(TurnStart { turn: self.turn }))?;
+        self.user(input, InputSource::Prompt)?;
+        for text in self.agent.inbox.take_steering() {
+            self.user(text, InputSource::Steer)?;
+        }
+        self.session.sync()?;
+        loop {
+            if self.cancel.is_cancelled() {
+                return self.end(TurnEndReason::Aborted, Some("aborted by the user".into()));
+            }
+            let made_calls = match self.step(ToolChoice::Auto).await? {
+                StepControl::End(reason, message) => return self.end(reason, message),
+                StepControl::Concluded => return self.end(TurnEndReason::Completed, None),
+                StepControl::Continue { made_calls } => made_calls,
+            };
+            let steering = self.agent.inbox.take_steering();
+            let steered = !steering.is_empty();
+            for text in steering {
+                self.user(text, InputSource::Steer)?;
+            }
+            if !made_calls && !steered {
+                let state = TurnStopping {
+                    turn: self.turn,
+                    steps: self.step,
+                    final_text: &self.final_text,
+                };
+                match self.agent.hooks.turn_stopping(state).await {
+                    Some(text) => self.user(text, InputSource::Hook)?,
+                    None => return self.end(TurnEndReason::Completed, None),
+                };
+            }
+            if self.step >= self.agent.config.max_steps {
+                return self.step_limit().await;
+            }
+        }
+    }
+
+    async fn step_limit(&mut self) -> Result<TurnOutcome, SessionError> {
+        let limit = self.agent.config.max_steps;
+        let message = format!(
+            "stopped after {limit} steps (the step limit); raise it with --max-steps or continue in a new turn"
+        );
+        if self.agent.config.summary_on_step_limit && !self.cancel.is_cancelled() {
+            self.user(STEP_LIMIT_SUMMARY_REQUEST.to_owned(), InputSource::Harness)?;
+            if let StepControl::End(reason, detail) = self.step(ToolChoice::None).await? {
+                return self.end(reason, detail);
+            }
+        }
+        self.end(TurnEndReason::MaxSteps, Some(message))
+    }
+}
+
+impl Agent {
+    /// Runs one turn: `input` becomes a user message, then steps run until the model
+    /// answers without tools, the step limit, an abort (`cancel`), a blocking hook or an
+    /// error. Every event goes to `session` and to `sink`.
+    ///
+    /// An interrupted earlier turn is repaired first. `Err` means only that the session
+    /// log could not be written.
+    pub async fn run_turn(
+        &self,
+        session: &mut Session,
+        input: impl Into<String>,
+        sink: &dyn Sink,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, AgentError> {
+        session.repair_observed(|event| sink.emit(&AgentEvent::Logged(event)))?;
+        let turn = session.projection().turns() + 1;
+        let mut run = TurnRun {
+            agent: self,
+            session,
+            sink,
+            cancel,
+            turn,
+            step: 0,
+            usage: Usage::default(),
+            tool_calls: 0,
+            final_text: String::new(),
+        };
+        Ok(run.run(input.into()).await?)
+    }
+
+    /// Runs a turn for `input`, then one turn per queued follow-up input, until the inbox
+    /// has none or a turn does not complete. Returns every turn's outcome.
+    pub async fn run(
+        &self,
+        session: &mut Session,
+        input: impl Into<String>,
+        sink: &dyn Sink,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<TurnOutcome>, AgentError> {
+        let mut outcomes = vec![self.run_turn(session, input, sink, cancel).await?];
+        while outcomes
+            .last()
+            .is_some_and(|o| o.reason == TurnEndReason::Completed)
+        {
+            let Some(next) = self.inbox.take_follow_up() else {
+                break;
+            };
+            outcomes.push(self.run_turn(session, next, sink, cancel).await?);
+        }
+        Ok(outcomes)
+    }
+}

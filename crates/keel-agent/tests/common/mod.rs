@@ -1,0 +1,229 @@
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! Tools and checks shared by the loop tests.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use keel_agent::{Inbox, Tool, ToolContext, ToolError, ToolOutput};
+use keel_llm::Message;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Arguments of the read tool.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PathArgs {
+    /// File path.
+    pub path: String,
+}
+
+/// A read-only tool returning canned file contents.
+pub struct FakeRead;
+
+impl Tool for FakeRead {
+    type Args = PathArgs;
+    fn name(&self) -> &str {
+        "read_file"
+    }
+    fn description(&self) -> &str {
+        "Reads a file."
+    }
+    fn is_read_only(&self) -> bool {
+        true
+    }
+    async fn call(&self, args: PathArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        if args.path == "missing.txt" {
+            return Err(ToolError::new(
+                "not_found",
+                "missing.txt does not exist. Did you mean notes.txt?",
+            ));
+        }
+        Ok(ToolOutput::text(format!("contents of {}", args.path)))
+    }
+}
+
+/// Arguments of the sleep tools.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SleepArgs {
+    /// Milliseconds to sleep.
+    pub ms: u64,
+    /// A label for the timeline.
+    pub label: String,
+}
+
+/// (label, start, end) of each sleep.
+pub type Timeline = Arc<Mutex<Vec<(String, Instant, Instant)>>>;
+
+/// A concurrency-safe sleeper that records when it ran.
+pub struct SafeSleep(pub Timeline);
+
+impl Tool for SafeSleep {
+    type Args = SleepArgs;
+    fn name(&self) -> &str {
+        "safe_sleep"
+    }
+    fn description(&self) -> &str {
+        "Sleeps (read-only)."
+    }
+    fn is_read_only(&self) -> bool {
+        true
+    }
+    async fn call(&self, args: SleepArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        sleep_recorded(&self.0, args, ctx).await
+    }
+}
+
+/// An exclusive sleeper that records when it ran.
+pub struct ExclusiveSleep(pub Timeline);
+
+impl Tool for ExclusiveSleep {
+    type Args = SleepArgs;
+    fn name(&self) -> &str {
+        "exclusive_sleep"
+    }
+    fn description(&self) -> &str {
+        "Sleeps (exclusive)."
+    }
+    async fn call(&self, args: SleepArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        sleep_recorded(&self.0, args, ctx).await
+    }
+}
+
+async fn sleep_recorded(
+    timeline: &Timeline,
+    args: SleepArgs,
+    ctx: ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let start = Instant::now();
+    ctx.progress(format!("{} sleeping", args.label));
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_millis(args.ms)) => {}
+        _ = ctx.cancel.cancelled() => {
+            timeline.lock().unwrap().push((args.label.clone(), start, Instant::now()));
+            return Ok(ToolOutput::text(format!("{} interrupted", args.label)));
+        }
+    }
+    timeline
+        .lock()
+        .unwrap()
+        .push((args.label.clone(), start, Instant::now()));
+    Ok(ToolOutput::text(format!("{} slept", args.label)))
+}
+
+/// Arguments of tools that take nothing.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+/// A tool that always fails.
+pub struct Failing;
+
+impl Tool for Failing {
+    type Args = NoArgs;
+    fn name(&self) -> &str {
+        "failing"
+    }
+    fn description(&self) -> &str {
+        "Always fails."
+    }
+    async fn call(&self, _args: NoArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        Err(ToolError::msg(
+            "disk quota exceeded; free some space and retry",
+        ))
+    }
+}
+
+/// A tool that panics.
+pub struct Panicking;
+
+impl Tool for Panicking {
+    type Args = NoArgs;
+    fn name(&self) -> &str {
+        "panicking"
+    }
+    fn description(&self) -> &str {
+        "Panics."
+    }
+    async fn call(&self, _args: NoArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        panic!("index out of bounds in the tool")
+    }
+}
+
+/// A tool that queues steering input while it runs.
+pub struct Steerer(pub Inbox);
+
+impl Tool for Steerer {
+    type Args = NoArgs;
+    fn name(&self) -> &str {
+        "steerer"
+    }
+    fn description(&self) -> &str {
+        "Queues steering input."
+    }
+    async fn call(&self, _args: NoArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        self.0.steer("also check the tests");
+        Ok(ToolOutput::text("done"))
+    }
+}
+
+/// A tool whose result ends the turn.
+pub struct Finish;
+
+impl Tool for Finish {
+    type Args = NoArgs;
+    fn name(&self) -> &str {
+        "finish"
+    }
+    fn description(&self) -> &str {
+        "Delivers the final answer."
+    }
+    async fn call(&self, _args: NoArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text("final answer delivered").concluding())
+    }
+}
+
+/// Asserts a provider-valid history: every call answered exactly once, in call order,
+/// before the next user or assistant message.
+pub fn assert_provider_valid(messages: &[Message]) {
+    let mut expected: Vec<String> = Vec::new();
+    for (i, message) in messages.iter().enumerate() {
+        match message {
+            Message::Assistant(a) => {
+                assert!(
+                    expected.is_empty(),
+                    "message {i}: calls {expected:?} unanswered"
+                );
+                assert!(!a.is_empty(), "message {i}: empty assistant message");
+                expected = a.tool_calls().map(|c| c.id.clone()).collect();
+            }
+            Message::User(_) => assert!(
+                expected.is_empty(),
+                "message {i}: calls {expected:?} unanswered"
+            ),
+            Message::ToolResult(r) => {
+                assert_eq!(
+                    expected.first(),
+                    Some(&r.call_id),
+                    "message {i}: result out of order"
+                );
+                expected.remove(0);
+            }
+        }
+    }
+    assert!(
+        expected.is_empty(),
+        "calls {expected:?} unanswered at the end"
+    );
+}
+
+/// The tool results of a history, as (call id, content, is_error).
+pub fn results(messages: &[Message]) -> Vec<(String, String, bool)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult(r) => Some((r.call_id.clone(), r.content.clone(), r.is_error)),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,317 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The loop end to end with the scripted model: history, finish reasons, usage, events.
+
+mod common;
+
+use common::*;
+use keel_agent::{Agent, NullSink, RecordedEvent, RecordingSink};
+use keel_llm::{
+    CancellationToken, ContentBlock, FinishReason, Message, ToolChoice, Usage, UserMessage,
+};
+use keel_session::{EventKind, JsonlStore, SessionStore, TurnEndReason, derive_messages};
+use keel_testkit::{ScriptedModel, reply};
+use pretty_assertions::assert_eq;
+
+#[tokio::test]
+async fn five_step_task_requests_are_exactly_the_derived_history() {
+    let model = ScriptedModel::new([
+        reply()
+            .text("Reading the index first.")
+            .call("read_file", r#"{"path":"index.txt"}"#),
+        reply()
+            .call("read_file", r#"{"path":"a.txt"}"#)
+            .call("read_file", r#"{"path":"b.txt"}"#)
+            .call("read_file", r#"{"path":"c.txt"}"#),
+        reply()
+            .thinking("b looks relevant")
+            .call("read_file", r#"{"path":"b2.txt"}"#),
+        reply().call("read_file", r#"{"path":"missing.txt"}"#),
+        reply().text("All files read: a, b, c.").usage(300, 20),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path());
+    let mut session = store.create("/work").unwrap();
+    let agent = Agent::builder(model.clone())
+        .system_prompt("Be precise.")
+        .tool(FakeRead)
+        .build();
+
+    let outcome = agent
+        .run_turn(
+            &mut session,
+            "Summarize the files",
+            &NullSink,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed);
+    assert_eq!(outcome.final_text, "All files read: a, b, c.");
+    assert_eq!(outcome.steps, 5);
+    assert_eq!(outcome.tool_calls, 6);
+    assert_eq!(
+        outcome.usage,
+        Usage {
+            input_tokens: 700,
+            output_tokens: 60,
+            ..Usage::default()
+        }
+    );
+
+    let events = store.read(session.id()).unwrap();
+    let requests = model.requests();
+    assert_eq!(requests.len(), 5);
+    // Each request carries exactly the history derived from the log up to its step/start.
+    let step_starts: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e.kind, EventKind::StepStart(_)))
+        .map(|(i, _)| i)
+        .collect();
+    for (request, start) in requests.iter().zip(step_starts) {
+        assert_eq!(request.messages, derive_messages(&events[..start]));
+        assert_eq!(request.system, "Be precise.");
+        assert_eq!(request.tool_choice, ToolChoice::Auto);
+        assert_eq!(request.tools.len(), 1);
+    }
+    assert_eq!(session.messages(), derive_messages(&events).as_slice());
+    assert_provider_valid(session.messages());
+    assert_eq!(
+        results(session.messages())
+            .iter()
+            .map(|r| (r.1.as_str(), r.2))
+            .collect::<Vec<_>>(),
+        vec![
+            ("contents of index.txt", false),
+            ("contents of a.txt", false),
+            ("contents of b.txt", false),
+            ("contents of c.txt", false),
+            ("contents of b2.txt", false),
+            ("missing.txt does not exist. Did you mean notes.txt?", true),
+        ]
+    );
+    // The header is logged once, before the first step.
+    let headers = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::RequestHeader(_)))
+        .count();
+    assert_eq!(headers, 1);
+}
+
+#[tokio::test]
+async fn content_decides_control_flow_not_the_finish_reason() {
+    let model = ScriptedModel::new([
+        // Calls with finish reason `stop` still run.
+        reply()
+            .call("read_file", r#"{"path":"x"}"#)
+            .finish(FinishReason::Stop),
+        // No calls with finish reason `tool_use` ends the turn.
+        reply().text("done").finish(FinishReason::ToolUse),
+    ]);
+    let agent = Agent::builder(model.clone()).tool(FakeRead).build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let outcome = agent
+        .run_turn(&mut session, "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed);
+    assert_eq!(outcome.steps, 2);
+    assert_eq!(
+        results(session.messages()),
+        vec![("call_read_file_0".into(), "contents of x".into(), false)]
+    );
+    assert_eq!(model.remaining(), 0);
+}
+
+#[tokio::test]
+async fn sink_sees_every_logged_event_and_tool_lines() {
+    let model = ScriptedModel::new([
+        reply().call("read_file", r#"{"path":"x"}"#),
+        reply().text("ok"),
+    ]);
+    let agent = Agent::builder(model).tool(FakeRead).build();
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path());
+    let mut session = store.create("/w").unwrap();
+    let sink = RecordingSink::new();
+    agent
+        .run_turn(&mut session, "go", &sink, &CancellationToken::new())
+        .await
+        .unwrap();
+
+    let recorded = sink.events();
+    let logged: Vec<_> = recorded
+        .iter()
+        .filter_map(|e| match e {
+            RecordedEvent::Logged(event) => Some(event.clone()),
+            _ => None,
+        })
+        .collect();
+    let on_disk = store.read(session.id()).unwrap();
+    assert_eq!(
+        logged,
+        on_disk[1..].to_vec(),
+        "every appended event reaches the sink"
+    );
+    let finished: Vec<_> = recorded
+        .iter()
+        .filter_map(|e| match e {
+            RecordedEvent::ToolFinished {
+                step, call, result, ..
+            } => Some((*step, call.name.clone(), result.content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        finished,
+        vec![(1, "read_file".to_owned(), "contents of x".to_owned())]
+    );
+    assert!(recorded.iter().any(
+        |e| matches!(e, RecordedEvent::Model(keel_llm::ModelEvent::TextDelta(t)) if t == "ok")
+    ));
+}
+
+#[tokio::test]
+async fn usage_is_summed_per_turn_and_per_session() {
+    let model = ScriptedModel::new([
+        reply().call("read_file", r#"{"path":"x"}"#).usage(100, 10),
+        reply().text("a").usage(150, 5),
+        reply().text("b").usage(200, 7),
+    ]);
+    let agent = Agent::builder(model).tool(FakeRead).build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let first = agent
+        .run_turn(&mut session, "one", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    let second = agent
+        .run_turn(&mut session, "two", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        first.usage,
+        Usage {
+            input_tokens: 250,
+            output_tokens: 15,
+            ..Usage::default()
+        }
+    );
+    assert_eq!(
+        second.usage,
+        Usage {
+            input_tokens: 200,
+            output_tokens: 7,
+            ..Usage::default()
+        }
+    );
+    assert_eq!(second.turn, 2);
+    assert_eq!(
+        session.projection().usage(),
+        Usage {
+            input_tokens: 450,
+            output_tokens: 22,
+            ..Usage::default()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_concluding_result_ends_the_turn_after_its_step() {
+    let model = ScriptedModel::new([
+        reply().call("finish", "{}"),
+        reply().text("never requested"),
+    ]);
+    let agent = Agent::builder(model.clone()).tool(Finish).build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let outcome = agent
+        .run_turn(&mut session, "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (outcome.reason, outcome.steps),
+        (TurnEndReason::Completed, 1)
+    );
+    assert_eq!(model.remaining(), 1);
+}
+
+#[tokio::test]
+async fn model_errors_end_the_turn_and_keep_the_partial_reply() {
+    let error =
+        keel_llm::ModelError::new(keel_llm::ModelErrorKind::Auth, "401: set DEEPSEEK_API_KEY");
+    let model = ScriptedModel::new([
+        reply().text("I will start by").fail(error),
+        reply().text("recovered"),
+    ]);
+    let agent = Agent::builder(model).build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let outcome = agent
+        .run_turn(&mut session, "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Error);
+    assert!(
+        outcome
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("DEEPSEEK_API_KEY")
+    );
+    match &session.messages()[1] {
+        Message::Assistant(partial) => {
+            assert!(partial.interrupted);
+            assert_eq!(
+                partial.content,
+                vec![ContentBlock::Text {
+                    text: "I will start by".into()
+                }]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let next = agent
+        .run_turn(&mut session, "again", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(next.reason, TurnEndReason::Completed);
+    assert_provider_valid(session.messages());
+}
+
+#[tokio::test]
+async fn changing_the_model_logs_a_new_request_header() {
+    let model = ScriptedModel::new([reply().text("a"), reply().text("b"), reply().text("c")]);
+    let mut agent = Agent::builder(model.clone()).build();
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path());
+    let mut session = store.create("/w").unwrap();
+    agent
+        .run_turn(&mut session, "one", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    agent
+        .run_turn(&mut session, "two", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    let renamed = ScriptedModel::new([reply().text("c")]);
+    renamed.set_model_name("bigger");
+    agent.set_model(std::sync::Arc::new(renamed));
+    agent
+        .run_turn(&mut session, "three", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    let models: Vec<String> = store
+        .read(session.id())
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::RequestHeader(h) => Some(h.model),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(models, vec!["script", "bigger"]);
+    assert_eq!(
+        session.messages()[2],
+        Message::User(UserMessage {
+            content: "two".into()
+        })
+    );
+}
