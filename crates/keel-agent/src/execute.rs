@@ -37,11 +37,7 @@ pub(crate) enum StepControl {
 pub const ABORTED: &str = "Operation aborted";
 
 enum Plan {
-    Run {
-        prepared: PreparedCall,
-        concurrent: bool,
-        read_only: bool,
-    },
+    Run { prepared: PreparedCall, concurrent: bool, read_only: bool },
     Fail(ToolError),
 }
 
@@ -74,19 +70,13 @@ fn plan(run: &TurnRun<'_>, call: ToolCall, length_cut: bool) -> Item {
             let names: Vec<&str> = tools.names().collect();
             Plan::Fail(ToolError::new(
                 "unknown_tool",
-                format!(
-                    "Unknown tool `{}`. Available tools: {}.",
-                    call.name,
-                    names.join(", ")
-                ),
+                format!("Unknown tool `{}`. Available tools: {}.", call.name, names.join(", ")),
             ))
         }
         Some(tool) => match tool.prepare(&call.arguments) {
-            Ok(prepared) => Plan::Run {
-                prepared,
-                concurrent: tool.is_concurrency_safe(),
-                read_only: tool.is_read_only(),
-            },
+            Ok(prepared) => {
+                Plan::Run { prepared, concurrent: tool.is_concurrency_safe(), read_only: tool.is_read_only() }
+            }
             Err(mut error) => {
                 if length_cut {
                     error.message = format!(
@@ -110,18 +100,14 @@ fn batches(items: Vec<Item>, pool: usize) -> Vec<Vec<Item>> {
     let mut running = 0;
     for item in items {
         match &item.plan {
-            Plan::Run {
-                concurrent: false, ..
-            } => {
+            Plan::Run { concurrent: false, .. } => {
                 if !current.is_empty() {
                     out.push(std::mem::take(&mut current));
                     running = 0;
                 }
                 out.push(vec![item]);
             }
-            Plan::Run {
-                concurrent: true, ..
-            } => {
+            Plan::Run { concurrent: true, .. } => {
                 if running == pool {
                     out.push(std::mem::take(&mut current));
                     running = 0;
@@ -147,12 +133,7 @@ pub(crate) fn refuse_calls(
     reason: &str,
 ) -> Result<(), SessionError> {
     for call in calls {
-        let result = result_data(
-            call,
-            message_seq,
-            Err(ToolError::new("not_started", reason)),
-            None,
-        );
+        let result = result_data(call, message_seq, Err(ToolError::new("not_started", reason)), None);
         commit(run, step, call, result, Duration::ZERO)?;
     }
     Ok(())
@@ -192,12 +173,7 @@ fn commit(
 ) -> Result<bool, SessionError> {
     let concludes = result.concludes_turn;
     run.tool_calls += 1;
-    run.sink.emit(&AgentEvent::ToolFinished {
-        step,
-        call,
-        result: &result,
-        duration,
-    });
+    run.sink.emit(&AgentEvent::ToolFinished { step, call, result: &result, duration });
     run.log(EventKind::ToolResult(result))?;
     Ok(concludes)
 }
@@ -262,11 +238,7 @@ fn aborted(outcome: Result<ToolOutput, ToolError>) -> ToolError {
         Err(error) if error.message == ABORTED => String::new(),
         Err(error) => error.message,
     };
-    let message = if detail.trim().is_empty() {
-        ABORTED.to_owned()
-    } else {
-        format!("{ABORTED}\n{detail}")
-    };
+    let message = if detail.trim().is_empty() { ABORTED.to_owned() } else { format!("{ABORTED}\n{detail}") };
     ToolError::new("aborted", message)
 }
 
@@ -279,20 +251,13 @@ pub(crate) async fn execute_calls(
     step: u32,
     length_cut: bool,
 ) -> Result<StepControl, SessionError> {
-    let items: Vec<Item> = calls
-        .into_iter()
-        .map(|call| plan(run, call, length_cut))
-        .collect();
+    let items: Vec<Item> = calls.into_iter().map(|call| plan(run, call, length_cut)).collect();
     let pool = run.agent.config.max_parallel_tools.max(1);
     let mut concluded = false;
     let mut stop: Option<(TurnEndReason, String)> = None;
     let workspace: Arc<Path> = Arc::from(run.agent.config.workspace.as_path());
-    let artifacts: Option<Arc<Path>> = run
-        .agent
-        .config
-        .artifacts_root
-        .as_ref()
-        .map(|root| Arc::from(root.join(run.session.id()).as_path()));
+    let artifacts: Option<Arc<Path>> =
+        run.agent.config.artifacts_root.as_ref().map(|root| Arc::from(root.join(run.session.id()).as_path()));
 
     for mut batch in batches(items, pool) {
         if stop.is_none() && run.cancel.is_cancelled() {
@@ -320,11 +285,7 @@ pub(crate) async fn execute_calls(
                 ));
                 continue;
             }
-            let request = ToolCallRequest {
-                call: &item.call,
-                read_only,
-                step,
-            };
+            let request = ToolCallRequest { call: &item.call, read_only, step };
             let decision = tokio::select! {
                 biased;
                 _ = run.cancel.cancelled() => None,
@@ -341,10 +302,8 @@ pub(crate) async fn execute_calls(
                 }
                 None => {
                     stop = Some((TurnEndReason::Aborted, "aborted by the user".to_owned()));
-                    item.plan = Plan::Fail(ToolError::new(
-                        "not_started",
-                        "not started: the user aborted the turn",
-                    ));
+                    item.plan =
+                        Plan::Fail(ToolError::new("not_started", "not started: the user aborted the turn"));
                 }
             }
         }
@@ -354,10 +313,8 @@ pub(crate) async fn execute_calls(
             stop = Some((TurnEndReason::Aborted, "aborted by the user".to_owned()));
             for item in &mut batch {
                 if let Plan::Run { .. } = item.plan {
-                    item.plan = Plan::Fail(ToolError::new(
-                        "not_started",
-                        "not started: the user aborted the turn",
-                    ));
+                    item.plan =
+                        Plan::Fail(ToolError::new("not_started", "not started: the user aborted the turn"));
                 }
             }
         }
@@ -384,29 +341,20 @@ pub(crate) async fn execute_calls(
         let mut calls = Vec::with_capacity(batch.len());
         let mut work = Vec::with_capacity(batch.len());
         for item in batch {
-            let future: BoxFuture<'static, (Result<ToolOutput, ToolError>, Duration)> =
-                match item.plan {
-                    Plan::Fail(error) => Box::pin(std::future::ready((Err(error), Duration::ZERO))),
-                    Plan::Run { prepared, .. } => {
-                        run.sink.emit(&AgentEvent::ToolStarted {
-                            step,
-                            call: &item.call,
-                        });
-                        let ctx = ToolContext {
-                            cancel: run.cancel.child_token(),
-                            workspace: Arc::clone(&workspace),
-                            artifacts: artifacts.clone(),
-                            call_id: Arc::from(item.call.id.as_str()),
-                            progress: Some(progress_tx.clone()),
-                        };
-                        guarded(
-                            prepared,
-                            ctx,
-                            run.agent.config.tool_timeout,
-                            run.agent.config.abort_grace,
-                        )
-                    }
-                };
+            let future: BoxFuture<'static, (Result<ToolOutput, ToolError>, Duration)> = match item.plan {
+                Plan::Fail(error) => Box::pin(std::future::ready((Err(error), Duration::ZERO))),
+                Plan::Run { prepared, .. } => {
+                    run.sink.emit(&AgentEvent::ToolStarted { step, call: &item.call });
+                    let ctx = ToolContext {
+                        cancel: run.cancel.child_token(),
+                        workspace: Arc::clone(&workspace),
+                        artifacts: artifacts.clone(),
+                        call_id: Arc::from(item.call.id.as_str()),
+                        progress: Some(progress_tx.clone()),
+                    };
+                    guarded(prepared, ctx, run.agent.config.tool_timeout, run.agent.config.abort_grace)
+                }
+            };
             calls.push(item.call);
             work.push(future);
         }
@@ -432,10 +380,7 @@ pub(crate) async fn execute_calls(
             }
         }
         while let Ok(p) = progress_rx.try_recv() {
-            run.sink.emit(&AgentEvent::ToolProgress {
-                call_id: &p.call_id,
-                text: &p.text,
-            });
+            run.sink.emit(&AgentEvent::ToolProgress { call_id: &p.call_id, text: &p.text });
         }
     }
 
@@ -452,11 +397,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn call(id: &str) -> ContentBlock {
-        ContentBlock::ToolCall(ToolCall {
-            id: id.into(),
-            name: "t".into(),
-            arguments: "{}".into(),
-        })
+        ContentBlock::ToolCall(ToolCall { id: id.into(), name: "t".into(), arguments: "{}".into() })
     }
 
     #[test]

@@ -51,9 +51,7 @@ pub use hooks::{HookDecision, Hooks, NoHooks, ToolCallRequest, TurnStopping};
 pub use inbox::Inbox;
 pub use registry::ToolRegistry;
 pub use sink::{AgentEvent, NullSink, RecordedEvent, RecordingSink, Sink};
-pub use tool::{
-    DynTool, PreparedCall, Tool, ToolContext, ToolError, ToolOutput, parse_arguments, typed,
-};
+pub use tool::{DynTool, PreparedCall, Tool, ToolContext, ToolError, ToolOutput, parse_arguments, typed};
 pub use turn::{AgentError, STEP_LIMIT_SUMMARY_REQUEST};
 
 pub use keel_session::Session;

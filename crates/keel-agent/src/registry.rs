@@ -15,9 +15,7 @@ pub struct ToolRegistry {
 
 impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries(self.tools.iter().map(|t| &t.definition().name))
-            .finish()
+        f.debug_list().entries(self.tools.iter().map(|t| &t.definition().name)).finish()
     }
 }
 

@@ -18,9 +18,7 @@ pub fn schema_for<T: JsonSchema>() -> Value {
         root.remove("$schema");
         // The tool's own description says this; do not send it twice.
         root.remove("description");
-        if !root.contains_key("properties")
-            && root.get("type").and_then(Value::as_str) == Some("object")
-        {
+        if !root.contains_key("properties") && root.get("type").and_then(Value::as_str) == Some("object") {
             root.insert("properties".into(), Value::Object(Map::new()));
         }
     }
@@ -107,11 +105,7 @@ pub fn summarize(schema: &Value) -> String {
 
 fn type_of(prop: &Value) -> String {
     if let Some(values) = prop.get("enum").and_then(Value::as_array) {
-        return values
-            .iter()
-            .map(Value::to_string)
-            .collect::<Vec<_>>()
-            .join(" | ");
+        return values.iter().map(Value::to_string).collect::<Vec<_>>().join(" | ");
     }
     match prop.get("type") {
         Some(Value::String(ty)) if ty == "array" => match prop.get("items") {
@@ -119,11 +113,7 @@ fn type_of(prop: &Value) -> String {
             None => "array".to_owned(),
         },
         Some(Value::String(ty)) => ty.clone(),
-        Some(Value::Array(types)) => types
-            .iter()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join(" | "),
+        Some(Value::Array(types)) => types.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" | "),
         _ => "any".to_owned(),
     }
 }

@@ -120,25 +120,13 @@ impl Sink for RecordingSink {
         let owned = match *event {
             AgentEvent::Logged(e) => RecordedEvent::Logged(e.clone()),
             AgentEvent::Model(m) => RecordedEvent::Model(m.clone()),
-            AgentEvent::ToolStarted { step, call } => RecordedEvent::ToolStarted {
-                step,
-                call: call.clone(),
-            },
-            AgentEvent::ToolProgress { call_id, text } => RecordedEvent::ToolProgress {
-                call_id: call_id.to_owned(),
-                text: text.to_owned(),
-            },
-            AgentEvent::ToolFinished {
-                step,
-                call,
-                result,
-                duration,
-            } => RecordedEvent::ToolFinished {
-                step,
-                call: call.clone(),
-                result: result.clone(),
-                duration,
-            },
+            AgentEvent::ToolStarted { step, call } => RecordedEvent::ToolStarted { step, call: call.clone() },
+            AgentEvent::ToolProgress { call_id, text } => {
+                RecordedEvent::ToolProgress { call_id: call_id.to_owned(), text: text.to_owned() }
+            }
+            AgentEvent::ToolFinished { step, call, result, duration } => {
+                RecordedEvent::ToolFinished { step, call: call.clone(), result: result.clone(), duration }
+            }
         };
         match self.events.lock() {
             Ok(mut events) => events.push(owned),

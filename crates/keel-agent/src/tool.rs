@@ -28,20 +28,12 @@ pub struct ToolOutput {
 impl ToolOutput {
     /// A successful result.
     pub fn text(content: impl Into<String>) -> Self {
-        ToolOutput {
-            content: content.into(),
-            is_error: false,
-            concludes_turn: false,
-        }
+        ToolOutput { content: content.into(), is_error: false, concludes_turn: false }
     }
 
     /// A failed result the model can act on.
     pub fn error(content: impl Into<String>) -> Self {
-        ToolOutput {
-            content: content.into(),
-            is_error: true,
-            concludes_turn: false,
-        }
+        ToolOutput { content: content.into(), is_error: true, concludes_turn: false }
     }
 
     /// Marks the result as ending the turn.
@@ -64,10 +56,7 @@ pub struct ToolError {
 impl ToolError {
     /// An error of class `code`.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        ToolError {
-            code: code.into(),
-            message: message.into(),
-        }
+        ToolError { code: code.into(), message: message.into() }
     }
 
     /// A generic tool failure (`tool_error`).
@@ -113,10 +102,7 @@ impl ToolContext {
     /// Streams a line of progress to whoever watches the loop.
     pub fn progress(&self, text: impl Into<String>) {
         if let Some(sender) = &self.progress {
-            let _ = sender.send(Progress {
-                call_id: self.call_id.clone(),
-                text: text.into(),
-            });
+            let _ = sender.send(Progress { call_id: self.call_id.clone(), text: text.into() });
         }
     }
 }
@@ -199,12 +185,7 @@ impl<T: Tool> TypedTool<T> {
             description: tool.description().to_owned(),
             parameters,
         };
-        TypedTool {
-            tool: Arc::new(tool),
-            definition,
-            properties,
-            summary,
-        }
+        TypedTool { tool: Arc::new(tool), definition, properties, summary }
     }
 }
 
@@ -222,16 +203,10 @@ impl<T: Tool> DynTool for TypedTool<T> {
     }
 
     fn prepare(&self, arguments: &str) -> Result<PreparedCall, ToolError> {
-        let args: T::Args = parse_arguments(
-            &self.definition.name,
-            arguments,
-            &self.properties,
-            &self.summary,
-        )?;
+        let args: T::Args =
+            parse_arguments(&self.definition.name, arguments, &self.properties, &self.summary)?;
         let tool = Arc::clone(&self.tool);
-        Ok(Box::new(move |ctx| {
-            Box::pin(async move { tool.call(args, ctx).await })
-        }))
+        Ok(Box::new(move |ctx| Box::pin(async move { tool.call(args, ctx).await })))
     }
 }
 
@@ -252,25 +227,14 @@ pub fn parse_arguments<A: DeserializeOwned>(
     let raw = raw.trim();
     // Models often send nothing at all for a tool without parameters.
     let raw = if raw.is_empty() { "{}" } else { raw };
-    let value: Value =
-        serde_json::from_str(raw).map_err(|e| invalid(format!("not valid JSON ({e})")))?;
+    let value: Value = serde_json::from_str(raw).map_err(|e| invalid(format!("not valid JSON ({e})")))?;
     let Value::Object(map) = &value else {
-        return Err(invalid(format!(
-            "expected an object, got {}",
-            kind_of(&value)
-        )));
+        return Err(invalid(format!("expected an object, got {}", kind_of(&value))));
     };
-    let unknown: Vec<&str> = map
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !properties.iter().any(|p| p == k))
-        .collect();
+    let unknown: Vec<&str> =
+        map.keys().map(String::as_str).filter(|k| !properties.iter().any(|p| p == k)).collect();
     if !unknown.is_empty() {
-        let list = unknown
-            .iter()
-            .map(|k| format!("`{k}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let list = unknown.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
         return Err(invalid(format!("unknown field {list}")));
     }
     serde_json::from_value(value).map_err(|e| invalid(e.to_string()))

@@ -1,12 +1,10 @@
 //! The loop: a turn is steps until the model stops asking for tools.
 
 use futures::StreamExt;
-use keel_llm::{
-    AssistantMessage, FinishReason, ModelError, ModelEvent, ModelRequest, ToolChoice, Usage,
-};
+use keel_llm::{AssistantMessage, FinishReason, ModelError, ModelEvent, ModelRequest, ToolChoice, Usage};
 use keel_session::{
-    EventKind, InputSource, Session, SessionError, StepEnd, StepStart, TurnEnd, TurnEndReason,
-    TurnStart, UserInput,
+    EventKind, InputSource, Session, SessionError, StepEnd, StepStart, TurnEnd, TurnEndReason, TurnStart,
+    UserInput,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -52,8 +50,7 @@ impl TurnRun<'_> {
     /// Appends an event and shows it to the sink.
     pub(crate) fn log(&mut self, kind: EventKind) -> Result<u64, SessionError> {
         let sink = self.sink;
-        self.session
-            .append_observed(kind, |event| sink.emit(&AgentEvent::Logged(event)))
+        self.session.append_observed(kind, |event| sink.emit(&AgentEvent::Logged(event)))
     }
 
     fn user(&mut self, text: String, source: InputSource) -> Result<u64, SessionError> {
@@ -112,28 +109,15 @@ impl TurnRun<'_> {
             Reply::Completed(message) => message,
             Reply::Aborted(partial) => {
                 self.log(EventKind::AssistantMessage(partial))?;
-                self.log(EventKind::StepEnd(StepEnd {
-                    step,
-                    interrupted: true,
-                }))?;
-                return Ok(StepControl::End(
-                    TurnEndReason::Aborted,
-                    Some("aborted by the user".into()),
-                ));
+                self.log(EventKind::StepEnd(StepEnd { step, interrupted: true }))?;
+                return Ok(StepControl::End(TurnEndReason::Aborted, Some("aborted by the user".into())));
             }
             Reply::Failed(partial, error) => {
                 if !partial.is_empty() {
                     self.log(EventKind::AssistantMessage(partial))?;
                 }
-                self.log(EventKind::StepEnd(StepEnd {
-                    step,
-                    interrupted: true,
-                }))?;
-                let message = format!(
-                    "model request failed ({}): {}",
-                    error.kind.as_str(),
-                    error.message
-                );
+                self.log(EventKind::StepEnd(StepEnd { step, interrupted: true }))?;
+                let message = format!("model request failed ({}): {}", error.kind.as_str(), error.message);
                 return Ok(StepControl::End(TurnEndReason::Error, Some(message)));
             }
         };
@@ -164,11 +148,7 @@ impl TurnRun<'_> {
         Ok(control)
     }
 
-    fn end(
-        &mut self,
-        reason: TurnEndReason,
-        message: Option<String>,
-    ) -> Result<TurnOutcome, SessionError> {
+    fn end(&mut self, reason: TurnEndReason, message: Option<String>) -> Result<TurnOutcome, SessionError> {
         self.log(EventKind::TurnEnd(TurnEnd {
             turn: self.turn,
             reason,
@@ -209,11 +189,7 @@ impl TurnRun<'_> {
                 self.user(text, InputSource::Steer)?;
             }
             if !made_calls && !steered {
-                let state = TurnStopping {
-                    turn: self.turn,
-                    steps: self.step,
-                    final_text: &self.final_text,
-                };
+                let state = TurnStopping { turn: self.turn, steps: self.step, final_text: &self.final_text };
                 match self.agent.hooks.turn_stopping(state).await {
                     Some(text) => self.user(text, InputSource::Hook)?,
                     None => return self.end(TurnEndReason::Completed, None),
@@ -280,10 +256,7 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Result<Vec<TurnOutcome>, AgentError> {
         let mut outcomes = vec![self.run_turn(session, input, sink, cancel).await?];
-        while outcomes
-            .last()
-            .is_some_and(|o| o.reason == TurnEndReason::Completed)
-        {
+        while outcomes.last().is_some_and(|o| o.reason == TurnEndReason::Completed) {
             let Some(next) = self.inbox.take_follow_up() else {
                 break;
             };

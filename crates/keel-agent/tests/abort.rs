@@ -26,10 +26,7 @@ fn cancel_after(cancel: &CancellationToken, ms: u64) {
 #[tokio::test]
 async fn abort_during_the_model_stream_keeps_the_partial_text() {
     let model = ScriptedModel::new([
-        reply()
-            .thinking("let me think")
-            .text("The answer starts")
-            .hang(),
+        reply().thinking("let me think").text("The answer starts").hang(),
         reply().text("next"),
     ]);
     let agent = Agent::builder(model.clone()).build();
@@ -38,10 +35,7 @@ async fn abort_during_the_model_stream_keeps_the_partial_text() {
     let mut session = store.create("/w").unwrap();
     let cancel = CancellationToken::new();
     cancel_after(&cancel, 50);
-    let outcome = agent
-        .run_turn(&mut session, "go", &NullSink, &cancel)
-        .await
-        .unwrap();
+    let outcome = agent.run_turn(&mut session, "go", &NullSink, &cancel).await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Aborted);
     match session.messages().last().unwrap() {
         Message::Assistant(m) => {
@@ -50,41 +44,19 @@ async fn abort_during_the_model_stream_keeps_the_partial_text() {
             assert_eq!(
                 m.content,
                 vec![
-                    ContentBlock::Thinking {
-                        text: "let me think".into(),
-                        signature: None
-                    },
-                    ContentBlock::Text {
-                        text: "The answer starts".into()
-                    }
+                    ContentBlock::Thinking { text: "let me think".into(), signature: None },
+                    ContentBlock::Text { text: "The answer starts".into() }
                 ]
             );
         }
         other => panic!("{other:?}"),
     }
     // The session stays usable and the next request is valid.
-    let next = agent
-        .run_turn(
-            &mut session,
-            "continue",
-            &NullSink,
-            &CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let next = agent.run_turn(&mut session, "continue", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(next.reason, TurnEndReason::Completed);
     assert_provider_valid(&model.requests()[1].messages);
-    let kinds: Vec<&str> = store
-        .read(session.id())
-        .unwrap()
-        .iter()
-        .map(|e| e.kind.type_name())
-        .collect();
-    assert!(
-        kinds
-            .windows(3)
-            .any(|w| w == ["assistant/message", "step/end", "turn/end"])
-    );
+    let kinds: Vec<&str> = store.read(session.id()).unwrap().iter().map(|e| e.kind.type_name()).collect();
+    assert!(kinds.windows(3).any(|w| w == ["assistant/message", "step/end", "turn/end"]));
 }
 
 #[tokio::test]
@@ -97,37 +69,22 @@ async fn abort_during_a_tool_answers_started_and_unstarted_calls() {
             .call("exclusive_sleep", r#"{"ms":10,"label":"later"}"#),
         reply().text("after abort"),
     ]);
-    let agent = Agent::builder(model.clone())
-        .tool(ExclusiveSleep(timeline.clone()))
-        .build();
+    let agent = Agent::builder(model.clone()).tool(ExclusiveSleep(timeline.clone())).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let cancel = CancellationToken::new();
     cancel_after(&cancel, 100);
     let started = std::time::Instant::now();
-    let outcome = agent
-        .run_turn(&mut session, "go", &NullSink, &cancel)
-        .await
-        .unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "the tool was not stopped promptly"
-    );
+    let outcome = agent.run_turn(&mut session, "go", &NullSink, &cancel).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2), "the tool was not stopped promptly");
     assert_eq!(outcome.reason, TurnEndReason::Aborted);
     let results = results(session.messages());
     assert_eq!(results.len(), 2);
     assert_eq!(results[0].1, format!("{ABORTED}\nlong interrupted"));
     assert!(results[0].2);
     assert!(results[1].1.starts_with("not started"), "{:?}", results[1]);
-    assert_eq!(
-        timeline.lock().unwrap().len(),
-        1,
-        "the second call never ran"
-    );
+    assert_eq!(timeline.lock().unwrap().len(), 1, "the second call never ran");
 
-    agent
-        .run_turn(&mut session, "go on", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    agent.run_turn(&mut session, "go on", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_provider_valid(&model.requests()[1].messages);
 }
 
@@ -135,10 +92,7 @@ async fn abort_during_a_tool_answers_started_and_unstarted_calls() {
 struct CancelBetween(CancellationToken, Mutex<u32>);
 
 impl Hooks for CancelBetween {
-    fn before_tool_call<'a>(
-        &'a self,
-        _request: ToolCallRequest<'a>,
-    ) -> BoxFuture<'a, HookDecision> {
+    fn before_tool_call<'a>(&'a self, _request: ToolCallRequest<'a>) -> BoxFuture<'a, HookDecision> {
         Box::pin(async move {
             let mut seen = self.1.lock().unwrap();
             *seen += 1;
@@ -166,19 +120,13 @@ async fn abort_between_tools_leaves_later_calls_not_started() {
         .hooks(CancelBetween(cancel.clone(), Mutex::new(0)))
         .build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent
-        .run_turn(&mut session, "go", &NullSink, &cancel)
-        .await
-        .unwrap();
+    let outcome = agent.run_turn(&mut session, "go", &NullSink, &cancel).await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Aborted);
     let results = results(session.messages());
     assert_eq!(results[0].1, "one slept");
     assert!(results[1].1.starts_with("not started"), "{:?}", results[1]);
     assert!(results[2].1.starts_with("not started"), "{:?}", results[2]);
-    agent
-        .run_turn(&mut session, "again", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    agent.run_turn(&mut session, "again", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_provider_valid(&model.requests()[1].messages);
 }
 
@@ -189,21 +137,11 @@ async fn abort_before_any_output_logs_an_empty_interrupted_message_not_sent_back
     let mut session = keel_agent::Session::in_memory("/w");
     let cancel = CancellationToken::new();
     cancel_after(&cancel, 20);
-    let outcome = agent
-        .run_turn(&mut session, "go", &NullSink, &cancel)
-        .await
-        .unwrap();
+    let outcome = agent.run_turn(&mut session, "go", &NullSink, &cancel).await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Aborted);
-    agent
-        .run_turn(&mut session, "again", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    agent.run_turn(&mut session, "again", &NullSink, &CancellationToken::new()).await.unwrap();
     let sent = &model.requests()[1].messages;
-    assert_eq!(
-        sent.len(),
-        2,
-        "two user messages, no empty assistant message: {sent:?}"
-    );
+    assert_eq!(sent.len(), 2, "two user messages, no empty assistant message: {sent:?}");
     assert_provider_valid(sent);
 }
 
@@ -228,19 +166,13 @@ async fn a_tool_ignoring_cancellation_is_dropped_after_the_grace_period() {
         }
     }
     let model = ScriptedModel::new([reply().call("stubborn", "{}")]);
-    let config = keel_agent::AgentConfig {
-        abort_grace: Duration::from_millis(100),
-        ..Default::default()
-    };
+    let config = keel_agent::AgentConfig { abort_grace: Duration::from_millis(100), ..Default::default() };
     let agent = Agent::builder(model).config(config).tool(Stubborn).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let cancel = CancellationToken::new();
     cancel_after(&cancel, 50);
     let started = std::time::Instant::now();
-    let outcome = agent
-        .run_turn(&mut session, "go", &NullSink, &cancel)
-        .await
-        .unwrap();
+    let outcome = agent.run_turn(&mut session, "go", &NullSink, &cancel).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(outcome.reason, TurnEndReason::Aborted);
     assert_eq!(results(session.messages())[0].1, ABORTED);

@@ -27,22 +27,14 @@ async fn three_safe_calls_overlap() {
             .call("safe_sleep", &sleep_args("c", 200)),
         reply().text("done"),
     ]);
-    let agent = Agent::builder(model)
-        .tool(SafeSleep(timeline.clone()))
-        .build();
+    let agent = Agent::builder(model).tool(SafeSleep(timeline.clone())).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let start = Instant::now();
-    agent
-        .run_turn(&mut session, "go", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
     let elapsed = start.elapsed();
     // Serial would be 600 ms; together they take about 200.
     assert!(elapsed < Duration::from_millis(450), "took {elapsed:?}");
-    let contents: Vec<String> = results(session.messages())
-        .into_iter()
-        .map(|r| r.1)
-        .collect();
+    let contents: Vec<String> = results(session.messages()).into_iter().map(|r| r.1).collect();
     assert_eq!(contents, vec!["a slept", "b slept", "c slept"]);
 }
 
@@ -63,37 +55,16 @@ async fn an_exclusive_call_waits_for_the_pool_and_runs_alone() {
         .tool(ExclusiveSleep(timeline.clone()))
         .build();
     let mut session = keel_agent::Session::in_memory("/w");
-    agent
-        .run_turn(&mut session, "go", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
     let spans = timeline.lock().unwrap().clone();
-    let span = |label: &str| {
-        spans
-            .iter()
-            .find(|s| s.0 == label)
-            .map(|s| (s.1, s.2))
-            .unwrap()
-    };
+    let span = |label: &str| spans.iter().find(|s| s.0 == label).map(|s| (s.1, s.2)).unwrap();
     let (a, b, x, c, d) = (span("a"), span("b"), span("x"), span("c"), span("d"));
-    assert!(
-        x.0 >= a.1 && x.0 >= b.1,
-        "exclusive started before the safe calls ended"
-    );
-    assert!(
-        c.0 >= x.1 && d.0 >= x.1,
-        "later safe calls started before the exclusive one ended"
-    );
+    assert!(x.0 >= a.1 && x.0 >= b.1, "exclusive started before the safe calls ended");
+    assert!(c.0 >= x.1 && d.0 >= x.1, "later safe calls started before the exclusive one ended");
     assert!(b.0 < a.1, "a and b overlapped");
     // Results in call order even though b finished before a and d before c.
-    let contents: Vec<String> = results(session.messages())
-        .into_iter()
-        .map(|r| r.1)
-        .collect();
-    assert_eq!(
-        contents,
-        vec!["a slept", "b slept", "x slept", "c slept", "d slept"]
-    );
+    let contents: Vec<String> = results(session.messages()).into_iter().map(|r| r.1).collect();
+    assert_eq!(contents, vec!["a slept", "b slept", "x slept", "c slept", "d slept"]);
     assert_provider_valid(session.messages());
 }
 
@@ -105,32 +76,16 @@ async fn the_pool_is_bounded() {
         first = first.call("safe_sleep", &sleep_args(&format!("s{i}"), 100));
     }
     let model = ScriptedModel::new([first, reply().text("done")]);
-    let config = AgentConfig {
-        max_parallel_tools: 2,
-        ..AgentConfig::default()
-    };
-    let agent = Agent::builder(model)
-        .config(config)
-        .tool(SafeSleep(timeline.clone()))
-        .build();
+    let config = AgentConfig { max_parallel_tools: 2, ..AgentConfig::default() };
+    let agent = Agent::builder(model).config(config).tool(SafeSleep(timeline.clone())).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let start = Instant::now();
-    agent
-        .run_turn(&mut session, "go", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
     // Two at a time: about 200 ms, never about 100.
-    assert!(
-        start.elapsed() >= Duration::from_millis(190),
-        "took {:?}",
-        start.elapsed()
-    );
+    assert!(start.elapsed() >= Duration::from_millis(190), "took {:?}", start.elapsed());
     let spans = timeline.lock().unwrap().clone();
     for probe in &spans {
-        let overlapping = spans
-            .iter()
-            .filter(|s| s.1 < probe.2 && probe.1 < s.2)
-            .count();
+        let overlapping = spans.iter().filter(|s| s.1 < probe.2 && probe.1 < s.2).count();
         assert!(overlapping <= 2, "more than two ran at once: {spans:?}");
     }
 }
@@ -138,17 +93,11 @@ async fn the_pool_is_bounded() {
 #[tokio::test]
 async fn progress_reaches_the_sink() {
     let timeline: Timeline = Arc::new(Mutex::new(Vec::new()));
-    let model = ScriptedModel::new([
-        reply().call("safe_sleep", &sleep_args("p", 1)),
-        reply().text("done"),
-    ]);
+    let model = ScriptedModel::new([reply().call("safe_sleep", &sleep_args("p", 1)), reply().text("done")]);
     let agent = Agent::builder(model).tool(SafeSleep(timeline)).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let sink = RecordingSink::new();
-    agent
-        .run_turn(&mut session, "go", &sink, &CancellationToken::new())
-        .await
-        .unwrap();
+    agent.run_turn(&mut session, "go", &sink, &CancellationToken::new()).await.unwrap();
     let progress: Vec<String> = sink
         .events()
         .into_iter()

@@ -16,38 +16,21 @@ use proptest::prelude::*;
 fn record() -> Vec<u8> {
     let timeline: Timeline = Arc::new(Mutex::new(Vec::new()));
     let model = ScriptedModel::new([
-        reply()
-            .text("Looking.")
-            .call("read_file", r#"{"path":"a"}"#)
-            .call("read_file", r#"{"path":"b"}"#),
-        reply()
-            .call("exclusive_sleep", r#"{"ms":1,"label":"x"}"#)
-            .call("read_file", r#"{"path":"c"}"#),
+        reply().text("Looking.").call("read_file", r#"{"path":"a"}"#).call("read_file", r#"{"path":"b"}"#),
+        reply().call("exclusive_sleep", r#"{"ms":1,"label":"x"}"#).call("read_file", r#"{"path":"c"}"#),
         reply().call("nope", "{}").call("read_file", "{bad json"),
         reply().text("Done with é and ✓."),
         reply().call("read_file", r#"{"path":"d"}"#),
         reply().text("Second turn done."),
     ]);
-    let agent = Agent::builder(model)
-        .tool(FakeRead)
-        .tool(ExclusiveSleep(timeline))
-        .build();
+    let agent = Agent::builder(model).tool(FakeRead).tool(ExclusiveSleep(timeline)).build();
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        agent
-            .run_turn(&mut session, "first", &NullSink, &CancellationToken::new())
-            .await
-            .unwrap();
-        agent
-            .run_turn(&mut session, "second", &NullSink, &CancellationToken::new())
-            .await
-            .unwrap();
+        agent.run_turn(&mut session, "first", &NullSink, &CancellationToken::new()).await.unwrap();
+        agent.run_turn(&mut session, "second", &NullSink, &CancellationToken::new()).await.unwrap();
     });
     std::fs::read(store.path_of(session.id())).unwrap()
 }

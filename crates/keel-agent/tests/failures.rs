@@ -34,19 +34,11 @@ async fn run_calls(calls: &[(&str, &str)]) -> Vec<(String, bool, Option<String>)
         first = first.call(name, args);
     }
     let model = ScriptedModel::new([first, reply().text("done")]);
-    let agent = Agent::builder(model)
-        .tool(FakeRead)
-        .tool(Failing)
-        .tool(Panicking)
-        .hooks(DenyFailing)
-        .build();
+    let agent = Agent::builder(model).tool(FakeRead).tool(Failing).tool(Panicking).hooks(DenyFailing).build();
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
-    let outcome = agent
-        .run_turn(&mut session, "go", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_provider_valid(session.messages());
     store
@@ -71,10 +63,7 @@ async fn unknown_tool_lists_available_names() {
     let (content, is_error, code) = single("reed_file", r#"{"path":"a"}"#).await;
     assert!(is_error);
     assert_eq!(code.as_deref(), Some("unknown_tool"));
-    assert_eq!(
-        content,
-        "Unknown tool `reed_file`. Available tools: read_file, failing, panicking."
-    );
+    assert_eq!(content, "Unknown tool `reed_file`. Available tools: read_file, failing, panicking.");
 }
 
 #[tokio::test]
@@ -82,14 +71,8 @@ async fn malformed_json_is_reported_with_the_expected_shape() {
     let (content, is_error, code) = single("read_file", r#"{"path": "a""#).await;
     assert!(is_error);
     assert_eq!(code.as_deref(), Some("invalid_arguments"));
-    assert!(
-        content.starts_with("Invalid arguments for `read_file`: not valid JSON"),
-        "{content}"
-    );
-    assert!(
-        content.ends_with("Expected a JSON object {path: string (required)}."),
-        "{content}"
-    );
+    assert!(content.starts_with("Invalid arguments for `read_file`: not valid JSON"), "{content}");
+    assert!(content.ends_with("Expected a JSON object {path: string (required)}."), "{content}");
 }
 
 #[tokio::test]
@@ -110,20 +93,14 @@ async fn extra_field_is_rejected() {
 async fn wrong_type_is_named() {
     let (content, is_error, _) = single("read_file", r#"{"path": 42}"#).await;
     assert!(is_error);
-    assert!(
-        content.contains("invalid type: integer `42`, expected a string"),
-        "{content}"
-    );
+    assert!(content.contains("invalid type: integer `42`, expected a string"), "{content}");
 }
 
 #[tokio::test]
 async fn non_object_arguments_are_rejected() {
     let (content, is_error, _) = single("read_file", r#"["a"]"#).await;
     assert!(is_error);
-    assert!(
-        content.contains("expected an object, got an array"),
-        "{content}"
-    );
+    assert!(content.contains("expected an object, got an array"), "{content}");
 }
 
 #[tokio::test]
@@ -139,10 +116,7 @@ async fn tool_panic_becomes_an_error_result_and_the_loop_lives_on() {
     let (content, is_error, code) = single("panicking", "{}").await;
     assert!(is_error);
     assert_eq!(code.as_deref(), Some("panic"));
-    assert!(
-        content.contains("index out of bounds in the tool"),
-        "{content}"
-    );
+    assert!(content.contains("index out of bounds in the tool"), "{content}");
 }
 
 #[tokio::test]
@@ -150,10 +124,7 @@ async fn hook_denial_is_an_error_result_and_the_turn_goes_on() {
     let (content, is_error, code) = single("read_file", r#"{"path":"forbidden.txt"}"#).await;
     assert!(is_error);
     assert_eq!(code.as_deref(), Some("denied"));
-    assert_eq!(
-        content,
-        "reading forbidden files is not allowed by the user's policy"
-    );
+    assert_eq!(content, "reading forbidden files is not allowed by the user's policy");
 }
 
 #[tokio::test]
@@ -188,9 +159,7 @@ impl Hooks for StopOnFailing {
     fn before_tool_call<'a>(&'a self, request: ToolCallRequest<'a>) -> BoxFuture<'a, HookDecision> {
         Box::pin(async move {
             if request.call.name == "failing" {
-                HookDecision::DenyAndStop {
-                    reason: "policy forbids `failing`; stopping".into(),
-                }
+                HookDecision::DenyAndStop { reason: "policy forbids `failing`; stopping".into() }
             } else {
                 HookDecision::Allow
             }
@@ -207,30 +176,16 @@ async fn deny_and_stop_blocks_the_turn_and_answers_every_call() {
             .call("read_file", r#"{"path":"b"}"#),
         reply().text("unreachable"),
     ]);
-    let agent = Agent::builder(model.clone())
-        .tool(FakeRead)
-        .tool(Failing)
-        .hooks(StopOnFailing)
-        .build();
+    let agent = Agent::builder(model.clone()).tool(FakeRead).tool(Failing).hooks(StopOnFailing).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent
-        .run_turn(&mut session, "go", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Blocked);
-    assert_eq!(
-        outcome.message.as_deref(),
-        Some("policy forbids `failing`; stopping")
-    );
+    assert_eq!(outcome.message.as_deref(), Some("policy forbids `failing`; stopping"));
     assert_provider_valid(session.messages());
     let results = results(session.messages());
     assert_eq!(results.len(), 3);
     assert_eq!(results[0].1, "contents of a");
     assert!(results[1].2 && results[1].1.contains("policy forbids"));
-    assert!(
-        results[2].2 && results[2].1.starts_with("not started"),
-        "{:?}",
-        results[2]
-    );
+    assert!(results[2].2 && results[2].1.starts_with("not started"), "{:?}", results[2]);
     assert_eq!(model.remaining(), 1, "no request after a blocked step");
 }

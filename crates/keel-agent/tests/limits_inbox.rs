@@ -5,43 +5,25 @@ mod common;
 
 use common::*;
 use futures::future::BoxFuture;
-use keel_agent::{
-    Agent, AgentConfig, Hooks, Inbox, NullSink, STEP_LIMIT_SUMMARY_REQUEST, TurnStopping,
-};
+use keel_agent::{Agent, AgentConfig, Hooks, Inbox, NullSink, STEP_LIMIT_SUMMARY_REQUEST, TurnStopping};
 use keel_llm::{CancellationToken, Message, ToolChoice, UserMessage};
 use keel_session::{EventKind, InputSource, JsonlStore, SessionStore, TurnEndReason};
 use keel_testkit::{ScriptedModel, reply};
 use pretty_assertions::assert_eq;
 
 fn looping_model(steps: usize) -> ScriptedModel {
-    ScriptedModel::new(
-        (0..steps).map(|i| reply().call("read_file", &format!(r#"{{"path":"f{i}"}}"#))),
-    )
+    ScriptedModel::new((0..steps).map(|i| reply().call("read_file", &format!(r#"{{"path":"f{i}"}}"#))))
 }
 
 #[tokio::test]
 async fn step_limit_ends_the_turn_with_a_clear_message() {
     let model = looping_model(10);
-    let agent = Agent::builder(model.clone())
-        .tool(FakeRead)
-        .max_steps(3)
-        .build();
+    let agent = Agent::builder(model.clone()).tool(FakeRead).max_steps(3).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent
-        .run_turn(&mut session, "loop", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = agent.run_turn(&mut session, "loop", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::MaxSteps);
     assert_eq!(outcome.steps, 3);
-    assert!(
-        outcome
-            .message
-            .as_deref()
-            .unwrap()
-            .contains("stopped after 3 steps"),
-        "{:?}",
-        outcome.message
-    );
+    assert!(outcome.message.as_deref().unwrap().contains("stopped after 3 steps"), "{:?}", outcome.message);
     assert_eq!(model.requests().len(), 3);
     assert_provider_valid(session.messages());
 }
@@ -50,22 +32,12 @@ async fn step_limit_ends_the_turn_with_a_clear_message() {
 async fn step_limit_summary_request_has_tools_disabled() {
     let model = looping_model(3);
     model.push(reply().text("Summary: read f0..f2."));
-    let config = AgentConfig {
-        max_steps: 3,
-        summary_on_step_limit: true,
-        ..AgentConfig::default()
-    };
-    let agent = Agent::builder(model.clone())
-        .config(config)
-        .tool(FakeRead)
-        .build();
+    let config = AgentConfig { max_steps: 3, summary_on_step_limit: true, ..AgentConfig::default() };
+    let agent = Agent::builder(model.clone()).config(config).tool(FakeRead).build();
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
-    let outcome = agent
-        .run_turn(&mut session, "loop", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = agent.run_turn(&mut session, "loop", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::MaxSteps);
     assert_eq!(outcome.final_text, "Summary: read f0..f2.");
     let requests = model.requests();
@@ -74,18 +46,14 @@ async fn step_limit_summary_request_has_tools_disabled() {
     assert_eq!(last.tool_choice, ToolChoice::None);
     assert_eq!(
         last.messages.last(),
-        Some(&Message::User(UserMessage {
-            content: STEP_LIMIT_SUMMARY_REQUEST.into()
-        }))
+        Some(&Message::User(UserMessage { content: STEP_LIMIT_SUMMARY_REQUEST.into() }))
     );
     // The harness's request is logged like any other input (model-visible means logged).
     let harness_inputs = store
         .read(session.id())
         .unwrap()
         .into_iter()
-        .filter(
-            |e| matches!(&e.kind, EventKind::UserMessage(u) if u.source == InputSource::Harness),
-        )
+        .filter(|e| matches!(&e.kind, EventKind::UserMessage(u) if u.source == InputSource::Harness))
         .count();
     assert_eq!(harness_inputs, 1);
 }
@@ -94,20 +62,10 @@ async fn step_limit_summary_request_has_tools_disabled() {
 async fn a_summary_reply_that_still_calls_tools_gets_refusals() {
     let model = looping_model(2);
     model.push(reply().call("read_file", r#"{"path":"again"}"#));
-    let config = AgentConfig {
-        max_steps: 2,
-        summary_on_step_limit: true,
-        ..AgentConfig::default()
-    };
-    let agent = Agent::builder(model.clone())
-        .config(config)
-        .tool(FakeRead)
-        .build();
+    let config = AgentConfig { max_steps: 2, summary_on_step_limit: true, ..AgentConfig::default() };
+    let agent = Agent::builder(model.clone()).config(config).tool(FakeRead).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent
-        .run_turn(&mut session, "loop", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = agent.run_turn(&mut session, "loop", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::MaxSteps);
     let last = results(session.messages()).pop().unwrap();
     assert!(last.2 && last.1.contains("step limit"), "{last:?}");
@@ -117,32 +75,14 @@ async fn a_summary_reply_that_still_calls_tools_gets_refusals() {
 #[tokio::test]
 async fn steering_sent_while_tools_run_is_seen_in_the_next_step() {
     let inbox = Inbox::new();
-    let model = ScriptedModel::new([
-        reply().call("steerer", "{}"),
-        reply().text("checked the tests too"),
-    ]);
-    let agent = Agent::builder(model.clone())
-        .inbox(inbox.clone())
-        .tool(Steerer(inbox.clone()))
-        .build();
+    let model = ScriptedModel::new([reply().call("steerer", "{}"), reply().text("checked the tests too")]);
+    let agent = Agent::builder(model.clone()).inbox(inbox.clone()).tool(Steerer(inbox.clone())).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent
-        .run_turn(
-            &mut session,
-            "fix the bug",
-            &NullSink,
-            &CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let outcome =
+        agent.run_turn(&mut session, "fix the bug", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     let second = &model.requests()[1].messages;
-    assert_eq!(
-        second.last(),
-        Some(&Message::User(UserMessage {
-            content: "also check the tests".into()
-        }))
-    );
+    assert_eq!(second.last(), Some(&Message::User(UserMessage { content: "also check the tests".into() })));
     assert_provider_valid(second);
 }
 
@@ -167,14 +107,8 @@ async fn steering_after_a_final_answer_continues_the_turn() {
     let agent = Agent::builder(model.clone()).inbox(inbox.clone()).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let sink = SteerOnce(inbox, std::sync::Mutex::new(false));
-    let outcome = agent
-        .run_turn(&mut session, "go", &sink, &CancellationToken::new())
-        .await
-        .unwrap();
-    assert_eq!(
-        (outcome.steps, outcome.final_text.as_str()),
-        (2, "now really done")
-    );
+    let outcome = agent.run_turn(&mut session, "go", &sink, &CancellationToken::new()).await.unwrap();
+    assert_eq!((outcome.steps, outcome.final_text.as_str()), (2, "now really done"));
 }
 
 #[tokio::test]
@@ -185,26 +119,12 @@ async fn follow_up_starts_a_new_turn_after_the_current_one() {
         reply().text("one"),
         reply().text("two"),
     ]);
-    let agent = Agent::builder(model.clone())
-        .inbox(inbox.clone())
-        .tool(FakeRead)
-        .build();
+    let agent = Agent::builder(model.clone()).inbox(inbox.clone()).tool(FakeRead).build();
     inbox.follow_up("and then summarize");
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcomes = agent
-        .run(
-            &mut session,
-            "first task",
-            &NullSink,
-            &CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let outcomes = agent.run(&mut session, "first task", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(
-        outcomes
-            .iter()
-            .map(|o| (o.turn, o.final_text.as_str()))
-            .collect::<Vec<_>>(),
+        outcomes.iter().map(|o| (o.turn, o.final_text.as_str())).collect::<Vec<_>>(),
         vec![(1, "one"), (2, "two")]
     );
     // The follow-up was not injected into the first turn.
@@ -216,9 +136,7 @@ async fn follow_up_starts_a_new_turn_after_the_current_one() {
     );
     assert_eq!(
         model.requests()[2].messages.last(),
-        Some(&Message::User(UserMessage {
-            content: "and then summarize".into()
-        }))
+        Some(&Message::User(UserMessage { content: "and then summarize".into() }))
     );
 }
 
@@ -240,22 +158,12 @@ impl Hooks for KeepGoingOnce {
 #[tokio::test]
 async fn turn_stopping_hook_can_continue_the_turn() {
     let model = ScriptedModel::new([reply().text("done"), reply().text("tests pass")]);
-    let agent = Agent::builder(model.clone())
-        .hooks(KeepGoingOnce(std::sync::Mutex::new(false)))
-        .build();
+    let agent = Agent::builder(model.clone()).hooks(KeepGoingOnce(std::sync::Mutex::new(false))).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent
-        .run_turn(&mut session, "go", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
-    assert_eq!(
-        (outcome.reason, outcome.steps),
-        (TurnEndReason::Completed, 2)
-    );
+    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    assert_eq!((outcome.reason, outcome.steps), (TurnEndReason::Completed, 2));
     assert_eq!(
         model.requests()[1].messages.last(),
-        Some(&Message::User(UserMessage {
-            content: "Run the tests before you stop.".into()
-        }))
+        Some(&Message::User(UserMessage { content: "Run the tests before you stop.".into() }))
     );
 }

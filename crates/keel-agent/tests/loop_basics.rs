@@ -5,9 +5,7 @@ mod common;
 
 use common::*;
 use keel_agent::{Agent, NullSink, RecordedEvent, RecordingSink};
-use keel_llm::{
-    CancellationToken, ContentBlock, FinishReason, Message, ToolChoice, Usage, UserMessage,
-};
+use keel_llm::{CancellationToken, ContentBlock, FinishReason, Message, ToolChoice, Usage, UserMessage};
 use keel_session::{EventKind, JsonlStore, SessionStore, TurnEndReason, derive_messages};
 use keel_testkit::{ScriptedModel, reply};
 use pretty_assertions::assert_eq;
@@ -15,48 +13,29 @@ use pretty_assertions::assert_eq;
 #[tokio::test]
 async fn five_step_task_requests_are_exactly_the_derived_history() {
     let model = ScriptedModel::new([
-        reply()
-            .text("Reading the index first.")
-            .call("read_file", r#"{"path":"index.txt"}"#),
+        reply().text("Reading the index first.").call("read_file", r#"{"path":"index.txt"}"#),
         reply()
             .call("read_file", r#"{"path":"a.txt"}"#)
             .call("read_file", r#"{"path":"b.txt"}"#)
             .call("read_file", r#"{"path":"c.txt"}"#),
-        reply()
-            .thinking("b looks relevant")
-            .call("read_file", r#"{"path":"b2.txt"}"#),
+        reply().thinking("b looks relevant").call("read_file", r#"{"path":"b2.txt"}"#),
         reply().call("read_file", r#"{"path":"missing.txt"}"#),
         reply().text("All files read: a, b, c.").usage(300, 20),
     ]);
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/work").unwrap();
-    let agent = Agent::builder(model.clone())
-        .system_prompt("Be precise.")
-        .tool(FakeRead)
-        .build();
+    let agent = Agent::builder(model.clone()).system_prompt("Be precise.").tool(FakeRead).build();
 
     let outcome = agent
-        .run_turn(
-            &mut session,
-            "Summarize the files",
-            &NullSink,
-            &CancellationToken::new(),
-        )
+        .run_turn(&mut session, "Summarize the files", &NullSink, &CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_eq!(outcome.final_text, "All files read: a, b, c.");
     assert_eq!(outcome.steps, 5);
     assert_eq!(outcome.tool_calls, 6);
-    assert_eq!(
-        outcome.usage,
-        Usage {
-            input_tokens: 700,
-            output_tokens: 60,
-            ..Usage::default()
-        }
-    );
+    assert_eq!(outcome.usage, Usage { input_tokens: 700, output_tokens: 60, ..Usage::default() });
 
     let events = store.read(session.id()).unwrap();
     let requests = model.requests();
@@ -77,10 +56,7 @@ async fn five_step_task_requests_are_exactly_the_derived_history() {
     assert_eq!(session.messages(), derive_messages(&events).as_slice());
     assert_provider_valid(session.messages());
     assert_eq!(
-        results(session.messages())
-            .iter()
-            .map(|r| (r.1.as_str(), r.2))
-            .collect::<Vec<_>>(),
+        results(session.messages()).iter().map(|r| (r.1.as_str(), r.2)).collect::<Vec<_>>(),
         vec![
             ("contents of index.txt", false),
             ("contents of a.txt", false),
@@ -91,10 +67,7 @@ async fn five_step_task_requests_are_exactly_the_derived_history() {
         ]
     );
     // The header is logged once, before the first step.
-    let headers = events
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::RequestHeader(_)))
-        .count();
+    let headers = events.iter().filter(|e| matches!(e.kind, EventKind::RequestHeader(_))).count();
     assert_eq!(headers, 1);
 }
 
@@ -102,42 +75,28 @@ async fn five_step_task_requests_are_exactly_the_derived_history() {
 async fn content_decides_control_flow_not_the_finish_reason() {
     let model = ScriptedModel::new([
         // Calls with finish reason `stop` still run.
-        reply()
-            .call("read_file", r#"{"path":"x"}"#)
-            .finish(FinishReason::Stop),
+        reply().call("read_file", r#"{"path":"x"}"#).finish(FinishReason::Stop),
         // No calls with finish reason `tool_use` ends the turn.
         reply().text("done").finish(FinishReason::ToolUse),
     ]);
     let agent = Agent::builder(model.clone()).tool(FakeRead).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent
-        .run_turn(&mut session, "go", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_eq!(outcome.steps, 2);
-    assert_eq!(
-        results(session.messages()),
-        vec![("call_read_file_0".into(), "contents of x".into(), false)]
-    );
+    assert_eq!(results(session.messages()), vec![("call_read_file_0".into(), "contents of x".into(), false)]);
     assert_eq!(model.remaining(), 0);
 }
 
 #[tokio::test]
 async fn sink_sees_every_logged_event_and_tool_lines() {
-    let model = ScriptedModel::new([
-        reply().call("read_file", r#"{"path":"x"}"#),
-        reply().text("ok"),
-    ]);
+    let model = ScriptedModel::new([reply().call("read_file", r#"{"path":"x"}"#), reply().text("ok")]);
     let agent = Agent::builder(model).tool(FakeRead).build();
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
     let sink = RecordingSink::new();
-    agent
-        .run_turn(&mut session, "go", &sink, &CancellationToken::new())
-        .await
-        .unwrap();
+    agent.run_turn(&mut session, "go", &sink, &CancellationToken::new()).await.unwrap();
 
     let recorded = sink.events();
     let logged: Vec<_> = recorded
@@ -148,27 +107,22 @@ async fn sink_sees_every_logged_event_and_tool_lines() {
         })
         .collect();
     let on_disk = store.read(session.id()).unwrap();
-    assert_eq!(
-        logged,
-        on_disk[1..].to_vec(),
-        "every appended event reaches the sink"
-    );
+    assert_eq!(logged, on_disk[1..].to_vec(), "every appended event reaches the sink");
     let finished: Vec<_> = recorded
         .iter()
         .filter_map(|e| match e {
-            RecordedEvent::ToolFinished {
-                step, call, result, ..
-            } => Some((*step, call.name.clone(), result.content.clone())),
+            RecordedEvent::ToolFinished { step, call, result, .. } => {
+                Some((*step, call.name.clone(), result.content.clone()))
+            }
             _ => None,
         })
         .collect();
-    assert_eq!(
-        finished,
-        vec![(1, "read_file".to_owned(), "contents of x".to_owned())]
+    assert_eq!(finished, vec![(1, "read_file".to_owned(), "contents of x".to_owned())]);
+    assert!(
+        recorded
+            .iter()
+            .any(|e| matches!(e, RecordedEvent::Model(keel_llm::ModelEvent::TextDelta(t)) if t == "ok"))
     );
-    assert!(recorded.iter().any(
-        |e| matches!(e, RecordedEvent::Model(keel_llm::ModelEvent::TextDelta(t)) if t == "ok")
-    ));
 }
 
 #[tokio::test]
@@ -180,98 +134,44 @@ async fn usage_is_summed_per_turn_and_per_session() {
     ]);
     let agent = Agent::builder(model).tool(FakeRead).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let first = agent
-        .run_turn(&mut session, "one", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
-    let second = agent
-        .run_turn(&mut session, "two", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
-    assert_eq!(
-        first.usage,
-        Usage {
-            input_tokens: 250,
-            output_tokens: 15,
-            ..Usage::default()
-        }
-    );
-    assert_eq!(
-        second.usage,
-        Usage {
-            input_tokens: 200,
-            output_tokens: 7,
-            ..Usage::default()
-        }
-    );
+    let first = agent.run_turn(&mut session, "one", &NullSink, &CancellationToken::new()).await.unwrap();
+    let second = agent.run_turn(&mut session, "two", &NullSink, &CancellationToken::new()).await.unwrap();
+    assert_eq!(first.usage, Usage { input_tokens: 250, output_tokens: 15, ..Usage::default() });
+    assert_eq!(second.usage, Usage { input_tokens: 200, output_tokens: 7, ..Usage::default() });
     assert_eq!(second.turn, 2);
     assert_eq!(
         session.projection().usage(),
-        Usage {
-            input_tokens: 450,
-            output_tokens: 22,
-            ..Usage::default()
-        }
+        Usage { input_tokens: 450, output_tokens: 22, ..Usage::default() }
     );
 }
 
 #[tokio::test]
 async fn a_concluding_result_ends_the_turn_after_its_step() {
-    let model = ScriptedModel::new([
-        reply().call("finish", "{}"),
-        reply().text("never requested"),
-    ]);
+    let model = ScriptedModel::new([reply().call("finish", "{}"), reply().text("never requested")]);
     let agent = Agent::builder(model.clone()).tool(Finish).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent
-        .run_turn(&mut session, "go", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
-    assert_eq!(
-        (outcome.reason, outcome.steps),
-        (TurnEndReason::Completed, 1)
-    );
+    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    assert_eq!((outcome.reason, outcome.steps), (TurnEndReason::Completed, 1));
     assert_eq!(model.remaining(), 1);
 }
 
 #[tokio::test]
 async fn model_errors_end_the_turn_and_keep_the_partial_reply() {
-    let error =
-        keel_llm::ModelError::new(keel_llm::ModelErrorKind::Auth, "401: set DEEPSEEK_API_KEY");
-    let model = ScriptedModel::new([
-        reply().text("I will start by").fail(error),
-        reply().text("recovered"),
-    ]);
+    let error = keel_llm::ModelError::new(keel_llm::ModelErrorKind::Auth, "401: set DEEPSEEK_API_KEY");
+    let model = ScriptedModel::new([reply().text("I will start by").fail(error), reply().text("recovered")]);
     let agent = Agent::builder(model).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent
-        .run_turn(&mut session, "go", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Error);
-    assert!(
-        outcome
-            .message
-            .as_deref()
-            .unwrap()
-            .contains("DEEPSEEK_API_KEY")
-    );
+    assert!(outcome.message.as_deref().unwrap().contains("DEEPSEEK_API_KEY"));
     match &session.messages()[1] {
         Message::Assistant(partial) => {
             assert!(partial.interrupted);
-            assert_eq!(
-                partial.content,
-                vec![ContentBlock::Text {
-                    text: "I will start by".into()
-                }]
-            );
+            assert_eq!(partial.content, vec![ContentBlock::Text { text: "I will start by".into() }]);
         }
         other => panic!("{other:?}"),
     }
-    let next = agent
-        .run_turn(&mut session, "again", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let next = agent.run_turn(&mut session, "again", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(next.reason, TurnEndReason::Completed);
     assert_provider_valid(session.messages());
 }
@@ -283,21 +183,12 @@ async fn changing_the_model_logs_a_new_request_header() {
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
-    agent
-        .run_turn(&mut session, "one", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
-    agent
-        .run_turn(&mut session, "two", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    agent.run_turn(&mut session, "one", &NullSink, &CancellationToken::new()).await.unwrap();
+    agent.run_turn(&mut session, "two", &NullSink, &CancellationToken::new()).await.unwrap();
     let renamed = ScriptedModel::new([reply().text("c")]);
     renamed.set_model_name("bigger");
     agent.set_model(std::sync::Arc::new(renamed));
-    agent
-        .run_turn(&mut session, "three", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
+    agent.run_turn(&mut session, "three", &NullSink, &CancellationToken::new()).await.unwrap();
     let models: Vec<String> = store
         .read(session.id())
         .unwrap()
@@ -308,10 +199,5 @@ async fn changing_the_model_logs_a_new_request_header() {
         })
         .collect();
     assert_eq!(models, vec!["script", "bigger"]);
-    assert_eq!(
-        session.messages()[2],
-        Message::User(UserMessage {
-            content: "two".into()
-        })
-    );
+    assert_eq!(session.messages()[2], Message::User(UserMessage { content: "two".into() }));
 }

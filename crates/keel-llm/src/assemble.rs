@@ -28,9 +28,7 @@ impl MessageBuilder {
         if let Some(ContentBlock::Text { text }) = self.content.last_mut() {
             text.push_str(delta);
         } else {
-            self.content.push(ContentBlock::Text {
-                text: delta.to_owned(),
-            });
+            self.content.push(ContentBlock::Text { text: delta.to_owned() });
         }
     }
 
@@ -42,10 +40,7 @@ impl MessageBuilder {
         if let Some(ContentBlock::Thinking { text, .. }) = self.content.last_mut() {
             text.push_str(delta);
         } else {
-            self.content.push(ContentBlock::Thinking {
-                text: delta.to_owned(),
-                signature: None,
-            });
+            self.content.push(ContentBlock::Thinking { text: delta.to_owned(), signature: None });
         }
     }
 
@@ -54,21 +49,12 @@ impl MessageBuilder {
         if let Some(ContentBlock::Thinking { signature, .. }) = self.content.last_mut() {
             *signature = Some(value);
         } else {
-            self.content.push(ContentBlock::Thinking {
-                text: String::new(),
-                signature: Some(value),
-            });
+            self.content.push(ContentBlock::Thinking { text: String::new(), signature: Some(value) });
         }
     }
 
     /// Applies a fragment of the tool call at `index`.
-    pub fn push_tool_call(
-        &mut self,
-        index: usize,
-        id: Option<&str>,
-        name: Option<&str>,
-        arguments: &str,
-    ) {
+    pub fn push_tool_call(&mut self, index: usize, id: Option<&str>, name: Option<&str>, arguments: &str) {
         let position = match self.calls.iter().find(|(i, _)| *i == index) {
             Some(&(_, position)) => position,
             None => {
@@ -101,12 +87,9 @@ impl MessageBuilder {
         match event {
             ModelEvent::TextDelta(text) => self.push_text(text),
             ModelEvent::ThinkingDelta(text) => self.push_thinking(text),
-            ModelEvent::ToolCallDelta {
-                index,
-                id,
-                name,
-                arguments,
-            } => self.push_tool_call(*index, id.as_deref(), name.as_deref(), arguments),
+            ModelEvent::ToolCallDelta { index, id, name, arguments } => {
+                self.push_tool_call(*index, id.as_deref(), name.as_deref(), arguments)
+            }
             ModelEvent::Retrying { .. } | ModelEvent::Completed(_) => {}
         }
     }
@@ -138,23 +121,14 @@ impl MessageBuilder {
                 call.id = format!("call_{n}");
             }
         }
-        AssistantMessage {
-            content,
-            finish_reason,
-            raw_finish_reason,
-            usage,
-            interrupted: false,
-        }
+        AssistantMessage { content, finish_reason, raw_finish_reason, usage, interrupted: false }
     }
 
     /// What arrived before an interruption: text and reasoning only (an unfinished tool
     /// call cannot be run), marked `interrupted`.
     pub fn into_partial(self, finish_reason: FinishReason) -> AssistantMessage {
-        let content = self
-            .content
-            .into_iter()
-            .filter(|block| !matches!(block, ContentBlock::ToolCall(_)))
-            .collect();
+        let content =
+            self.content.into_iter().filter(|block| !matches!(block, ContentBlock::ToolCall(_))).collect();
         AssistantMessage {
             content,
             finish_reason,
@@ -183,9 +157,7 @@ mod tests {
         assert_eq!(
             message.content,
             vec![
-                ContentBlock::Text {
-                    text: "Let me look.".into()
-                },
+                ContentBlock::Text { text: "Let me look.".into() },
                 ContentBlock::ToolCall(ToolCall {
                     id: "a".into(),
                     name: "read_file".into(),
@@ -211,13 +183,8 @@ mod tests {
             message,
             AssistantMessage {
                 content: vec![
-                    ContentBlock::Thinking {
-                        text: "think".into(),
-                        signature: None
-                    },
-                    ContentBlock::Text {
-                        text: "answer so far".into()
-                    },
+                    ContentBlock::Thinking { text: "think".into(), signature: None },
+                    ContentBlock::Text { text: "answer so far".into() },
                 ],
                 finish_reason: FinishReason::Aborted,
                 raw_finish_reason: None,
@@ -235,11 +202,7 @@ mod tests {
         let message = builder.finish(FinishReason::Stop, None, Usage::default());
         assert_eq!(
             message.tool_calls().cloned().collect::<Vec<_>>(),
-            vec![ToolCall {
-                id: "call_0".into(),
-                name: "ls".into(),
-                arguments: "{}".into()
-            }]
+            vec![ToolCall { id: "call_0".into(), name: "ls".into(), arguments: "{}".into() }]
         );
     }
 }

@@ -112,11 +112,7 @@ pub trait ModelClient: Send + Sync {
 
     /// Start a request. `cancel` fires when the user aborts; implementations should stop
     /// promptly (the caller also drops the stream).
-    fn stream<'a>(
-        &'a self,
-        request: ModelRequest<'a>,
-        cancel: CancellationToken,
-    ) -> ModelStream<'a>;
+    fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a>;
 }
 
 impl<T: ModelClient + ?Sized> ModelClient for std::sync::Arc<T> {
@@ -124,11 +120,7 @@ impl<T: ModelClient + ?Sized> ModelClient for std::sync::Arc<T> {
         (**self).info()
     }
 
-    fn stream<'a>(
-        &'a self,
-        request: ModelRequest<'a>,
-        cancel: CancellationToken,
-    ) -> ModelStream<'a> {
+    fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
         (**self).stream(request, cancel)
     }
 }

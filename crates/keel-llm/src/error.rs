@@ -73,12 +73,7 @@ pub struct ModelError {
 impl ModelError {
     /// A new error of `kind`.
     pub fn new(kind: ModelErrorKind, message: impl Into<String>) -> Self {
-        ModelError {
-            kind,
-            message: message.into(),
-            retry_after: None,
-            status: None,
-        }
+        ModelError { kind, message: message.into(), retry_after: None, status: None }
     }
 
     /// Sets the HTTP status.

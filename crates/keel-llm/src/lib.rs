@@ -10,13 +10,10 @@ mod error;
 mod message;
 
 pub use assemble::MessageBuilder;
-pub use client::{
-    ModelClient, ModelEvent, ModelInfo, ModelRequest, ModelStream, ToolChoice, ToolDefinition,
-};
+pub use client::{ModelClient, ModelEvent, ModelInfo, ModelRequest, ModelStream, ToolChoice, ToolDefinition};
 pub use error::{ModelError, ModelErrorKind};
 pub use message::{
-    AssistantMessage, ContentBlock, FinishReason, Message, ToolCall, ToolResultMessage, Usage,
-    UserMessage,
+    AssistantMessage, ContentBlock, FinishReason, Message, ToolCall, ToolResultMessage, Usage, UserMessage,
 };
 
 /// Re-exported so implementers and callers share one token type.

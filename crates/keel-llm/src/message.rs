@@ -223,10 +223,7 @@ mod tests {
     fn assistant_message_round_trips_compactly() {
         let message = AssistantMessage {
             content: vec![
-                ContentBlock::Thinking {
-                    text: "hmm".into(),
-                    signature: None,
-                },
+                ContentBlock::Thinking { text: "hmm".into(), signature: None },
                 ContentBlock::Text { text: "ok".into() },
                 ContentBlock::ToolCall(ToolCall {
                     id: "c1".into(),
@@ -236,11 +233,7 @@ mod tests {
             ],
             finish_reason: FinishReason::ToolUse,
             raw_finish_reason: Some("tool_calls".into()),
-            usage: Usage {
-                input_tokens: 10,
-                output_tokens: 2,
-                ..Usage::default()
-            },
+            usage: Usage { input_tokens: 10, output_tokens: 2, ..Usage::default() },
             interrupted: false,
         };
         let json = serde_json::to_string(&message).unwrap();
@@ -260,20 +253,7 @@ mod tests {
 
     #[test]
     fn usage_sums() {
-        let a = Usage {
-            input_tokens: 1,
-            output_tokens: 2,
-            cached_tokens: 3,
-            reasoning_tokens: 4,
-        };
-        assert_eq!(
-            a + a,
-            Usage {
-                input_tokens: 2,
-                output_tokens: 4,
-                cached_tokens: 6,
-                reasoning_tokens: 8
-            }
-        );
+        let a = Usage { input_tokens: 1, output_tokens: 2, cached_tokens: 3, reasoning_tokens: 4 };
+        assert_eq!(a + a, Usage { input_tokens: 2, output_tokens: 4, cached_tokens: 6, reasoning_tokens: 8 });
     }
 }

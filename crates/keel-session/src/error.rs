@@ -38,12 +38,7 @@ pub struct SessionError {
 impl SessionError {
     /// A new error.
     pub fn new(kind: SessionErrorKind, message: impl Into<String>) -> Self {
-        SessionError {
-            kind,
-            message: message.into(),
-            path: None,
-            line: None,
-        }
+        SessionError { kind, message: message.into(), path: None, line: None }
     }
 
     pub(crate) fn io(err: std::io::Error) -> Self {

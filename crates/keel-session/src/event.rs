@@ -274,12 +274,7 @@ struct EventIn<'a> {
 
 impl Serialize for Event {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        EventOut {
-            seq: self.seq,
-            time: &self.time,
-            kind: &self.kind,
-        }
-        .serialize(serializer)
+        EventOut { seq: self.seq, time: &self.time, kind: &self.kind }.serialize(serializer)
     }
 }
 
@@ -318,11 +313,7 @@ impl Event {
                 )));
             }
         };
-        Ok(Event {
-            seq: raw.seq,
-            time: raw.time.into_owned(),
-            kind,
-        })
+        Ok(Event { seq: raw.seq, time: raw.time.into_owned(), kind })
     }
 
     /// Serializes the event as one JSON line, newline included, into `out`.
@@ -340,11 +331,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn round_trip(kind: EventKind) {
-        let event = Event {
-            seq: 7,
-            time: "2026-11-30T05:00:00.000Z".into(),
-            kind,
-        };
+        let event = Event { seq: 7, time: "2026-11-30T05:00:00.000Z".into(), kind };
         let mut line = Vec::new();
         event.write_line(&mut line).unwrap();
         let text = std::str::from_utf8(&line).unwrap();
@@ -361,10 +348,7 @@ mod tests {
             id: "s".into(),
             created: "t".into(),
             cwd: "/w".into(),
-            parent: Some(ParentRef {
-                id: "p".into(),
-                seq: 3,
-            }),
+            parent: Some(ParentRef { id: "p".into(), seq: 3 }),
         }));
         round_trip(EventKind::RequestHeader(RequestHeader {
             provider: "p".into(),
@@ -381,20 +365,11 @@ mod tests {
             turn: 1,
             reason: TurnEndReason::MaxSteps,
             message: Some("limit".into()),
-            usage: Usage {
-                input_tokens: 1,
-                ..Usage::default()
-            },
+            usage: Usage { input_tokens: 1, ..Usage::default() },
         }));
         round_trip(EventKind::StepStart(StepStart { step: 2 }));
-        round_trip(EventKind::StepEnd(StepEnd {
-            step: 2,
-            interrupted: true,
-        }));
-        round_trip(EventKind::UserMessage(UserInput {
-            text: "hi".into(),
-            source: InputSource::Steer,
-        }));
+        round_trip(EventKind::StepEnd(StepEnd { step: 2, interrupted: true }));
+        round_trip(EventKind::UserMessage(UserInput { text: "hi".into(), source: InputSource::Steer }));
         round_trip(EventKind::AssistantMessage(AssistantMessage {
             content: vec![ContentBlock::Text { text: "x".into() }],
             finish_reason: FinishReason::Stop,
@@ -419,11 +394,7 @@ mod tests {
 
     #[test]
     fn wire_shape_is_seq_time_type_data() {
-        let event = Event {
-            seq: 1,
-            time: "T".into(),
-            kind: EventKind::TurnStart(TurnStart { turn: 1 }),
-        };
+        let event = Event { seq: 1, time: "T".into(), kind: EventKind::TurnStart(TurnStart { turn: 1 }) };
         let mut line = Vec::new();
         event.write_line(&mut line).unwrap();
         assert_eq!(
@@ -434,8 +405,7 @@ mod tests {
 
     #[test]
     fn unknown_type_is_a_clear_error() {
-        let err =
-            Event::parse(r#"{"seq":1,"time":"T","type":"future/thing","data":{}}"#).unwrap_err();
+        let err = Event::parse(r#"{"seq":1,"time":"T","type":"future/thing","data":{}}"#).unwrap_err();
         assert!(err.message.contains("future/thing"), "{}", err.message);
     }
 }

@@ -33,15 +33,11 @@ impl EventWriter for JsonlWriter {
     fn append(&mut self, event: &Event) -> Result<(), SessionError> {
         self.line.clear();
         event.write_line(&mut self.line)?;
-        self.file
-            .write_all(&self.line)
-            .map_err(|e| SessionError::io(e).at_path(&self.path))
+        self.file.write_all(&self.line).map_err(|e| SessionError::io(e).at_path(&self.path))
     }
 
     fn sync(&mut self) -> Result<(), SessionError> {
-        self.file
-            .sync_data()
-            .map_err(|e| SessionError::io(e).at_path(&self.path))
+        self.file.sync_data().map_err(|e| SessionError::io(e).at_path(&self.path))
     }
 }
 
@@ -55,11 +51,7 @@ struct Loaded {
 
 /// Reads a log, handing each event to `visit`. A torn last line is skipped; any other bad
 /// line is an error naming its line number.
-fn read_log(
-    path: &Path,
-    file: &File,
-    mut visit: impl FnMut(Event),
-) -> Result<Loaded, SessionError> {
+fn read_log(path: &Path, file: &File, mut visit: impl FnMut(Event)) -> Result<Loaded, SessionError> {
     let mut reader = BufReader::with_capacity(256 * 1024, file);
     let mut buf = Vec::with_capacity(4096);
     let mut offset = 0u64;
@@ -69,9 +61,7 @@ fn read_log(
     let mut last_seq: Option<u64> = None;
     loop {
         buf.clear();
-        let read = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| SessionError::io(e).at_path(path))?;
+        let read = reader.read_until(b'\n', &mut buf).map_err(|e| SessionError::io(e).at_path(path))?;
         if read == 0 {
             break;
         }
@@ -82,12 +72,9 @@ fn read_log(
             Ok(text) => text.trim_end_matches(['\n', '\r']),
             Err(_) if !complete => break,
             Err(e) => {
-                return Err(SessionError::new(
-                    SessionErrorKind::Corrupt,
-                    format!("not UTF-8: {e}"),
-                )
-                .at_path(path)
-                .at_line(line_no));
+                return Err(SessionError::new(SessionErrorKind::Corrupt, format!("not UTF-8: {e}"))
+                    .at_path(path)
+                    .at_line(line_no));
             }
         };
         if text.trim().is_empty() {
@@ -112,12 +99,9 @@ fn read_log(
         }
         if let EventKind::SessionHeader(header) = &event.kind {
             if last_seq.is_some() {
-                return Err(SessionError::new(
-                    SessionErrorKind::Corrupt,
-                    "a second session/header",
-                )
-                .at_path(path)
-                .at_line(line_no));
+                return Err(SessionError::new(SessionErrorKind::Corrupt, "a second session/header")
+                    .at_path(path)
+                    .at_line(line_no));
             }
             if header.version > FORMAT_VERSION {
                 return Err(SessionError::new(
@@ -145,10 +129,7 @@ fn read_log(
         missing_newline = !complete;
         visit(event);
     }
-    Ok(Loaded {
-        valid_len,
-        missing_newline,
-    })
+    Ok(Loaded { valid_len, missing_newline })
 }
 
 impl JsonlStore {
@@ -170,19 +151,13 @@ impl JsonlStore {
     /// Finds the full id for an id or a unique prefix of one.
     pub fn resolve_id(&self, id: &str) -> Result<String, SessionError> {
         if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
-            return Err(SessionError::new(
-                SessionErrorKind::Invalid,
-                format!("`{id}` is not a session id"),
-            ));
+            return Err(SessionError::new(SessionErrorKind::Invalid, format!("`{id}` is not a session id")));
         }
         if self.path_of(id).is_file() {
             return Ok(id.to_owned());
         }
-        let mut matches: Vec<String> = self
-            .ids()?
-            .into_iter()
-            .filter(|candidate| candidate.starts_with(id))
-            .collect();
+        let mut matches: Vec<String> =
+            self.ids()?.into_iter().filter(|candidate| candidate.starts_with(id)).collect();
         match matches.len() {
             0 => Err(SessionError::new(
                 SessionErrorKind::NotFound,
@@ -235,23 +210,14 @@ impl JsonlStore {
         let (id, path, file) = loop {
             let id = crate::new_session_id();
             let path = self.path_of(&id);
-            match OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&path)
-            {
+            match OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
                 Ok(file) => break (id, path, file),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(SessionError::io(e).at_path(&path)),
             }
         };
         Self::lock(&file, &id, &path)?;
-        let writer = JsonlWriter {
-            file,
-            path,
-            line: Vec::with_capacity(4096),
-        };
+        let writer = JsonlWriter { file, path, line: Vec::with_capacity(4096) };
         let session = Session::create(id, cwd, parent, Box::new(writer))?;
         // Make the new directory entry durable too.
         if let Ok(dir) = File::open(&self.dir) {
@@ -273,22 +239,14 @@ impl JsonlStore {
     fn summarize(&self, id: String) -> Result<SessionSummary, SessionError> {
         let path = self.path_of(&id);
         let file = File::open(&path).map_err(|e| SessionError::io(e).at_path(&path))?;
-        let modified = file
-            .metadata()
-            .and_then(|m| m.modified())
-            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let modified = file.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
         let mut projection = Projection::new();
         let mut events = 0u64;
         read_log(&path, &file, |event| {
             events += 1;
             projection.apply(event);
         })?;
-        Ok(SessionSummary::from_projection(
-            id,
-            &projection,
-            modified,
-            events,
-        ))
+        Ok(SessionSummary::from_projection(id, &projection, modified, events))
     }
 }
 
@@ -318,16 +276,10 @@ impl SessionStore for JsonlStore {
         if loaded.missing_newline {
             file.write_all(b"\n").map_err(io)?;
         }
-        let writer = JsonlWriter {
-            file,
-            path: path.clone(),
-            line: Vec::with_capacity(4096),
-        };
+        let writer = JsonlWriter { file, path: path.clone(), line: Vec::with_capacity(4096) };
         if projection.header().is_none() {
             // Nothing survived, not even the header: start the log over under the same id.
-            let cwd = std::env::current_dir()
-                .map(|d| d.display().to_string())
-                .unwrap_or_default();
+            let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
             return Session::create(id, &cwd, None, Box::new(writer));
         }
         Ok(Session::resume(id, projection, Box::new(writer)))
@@ -353,8 +305,7 @@ impl SessionStore for JsonlStore {
             .unwrap_or_default();
         let mut session = self.create_with(&cwd, Some(ParentRef { id, seq: at }))?;
         for event in events {
-            if event.seq == 0 || event.seq > at || matches!(event.kind, EventKind::SessionHeader(_))
-            {
+            if event.seq == 0 || event.seq > at || matches!(event.kind, EventKind::SessionHeader(_)) {
                 continue;
             }
             session.append_event(event, |_| {})?;

@@ -19,9 +19,8 @@ pub mod time;
 
 pub use error::{SessionError, SessionErrorKind};
 pub use event::{
-    Event, EventKind, FORMAT_VERSION, InputSource, ParentRef, RequestHeader, SessionHeader,
-    StepEnd, StepStart, ToolCallStarted, ToolResultData, TurnEnd, TurnEndReason, TurnStart,
-    UserInput,
+    Event, EventKind, FORMAT_VERSION, InputSource, ParentRef, RequestHeader, SessionHeader, StepEnd,
+    StepStart, ToolCallStarted, ToolResultData, TurnEnd, TurnEndReason, TurnStart, UserInput,
 };
 pub use jsonl::{JsonlStore, JsonlWriter};
 pub use projection::{OpenTurn, PendingCall, Projection, derive_messages};
@@ -33,18 +32,13 @@ pub use store::{SessionStore, SessionSummary};
 /// `20261130-051926-3fa9c1`. Sorts by creation time.
 pub fn new_session_id() -> String {
     use std::hash::{BuildHasher, Hasher};
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u128(now.as_nanos());
     hasher.write_u32(std::process::id());
     let random = hasher.finish() & 0xff_ffff;
     let stamp = time::format_unix_millis(now.as_millis() as i64);
     // 2026-11-30T05:19:26.000Z -> 20261130-051926
-    let compact: String = stamp[..19]
-        .chars()
-        .filter(|c| c.is_ascii_digit() || *c == 'T')
-        .collect();
+    let compact: String = stamp[..19].chars().filter(|c| c.is_ascii_digit() || *c == 'T').collect();
     format!("{}-{random:06x}", compact.replace('T', "-"))
 }

@@ -60,11 +60,7 @@ impl Projection {
             EventKind::RequestHeader(header) => self.request_header = Some(header),
             EventKind::TurnStart(start) => {
                 self.turns = self.turns.max(start.turn);
-                self.open_turn = Some(OpenTurn {
-                    turn: start.turn,
-                    open_step: None,
-                    last_step: 0,
-                });
+                self.open_turn = Some(OpenTurn { turn: start.turn, open_step: None, last_step: 0 });
             }
             EventKind::TurnEnd(end) => {
                 self.open_turn = None;
@@ -85,9 +81,7 @@ impl Projection {
                 if self.first_prompt.is_none() {
                     self.first_prompt = Some(input.text.clone());
                 }
-                self.messages.push(Message::User(UserMessage {
-                    content: input.text,
-                }));
+                self.messages.push(Message::User(UserMessage { content: input.text }));
             }
             EventKind::AssistantMessage(message) => {
                 self.usage += message.usage;
@@ -111,11 +105,7 @@ impl Projection {
                 }
             }
             EventKind::ToolResult(result) => {
-                if let Some(index) = self
-                    .pending
-                    .iter()
-                    .position(|p| p.call_id == result.call_id)
-                {
+                if let Some(index) = self.pending.iter().position(|p| p.call_id == result.call_id) {
                     self.pending.remove(index);
                 }
                 self.messages.push(Message::ToolResult(ToolResultMessage {

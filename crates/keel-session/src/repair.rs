@@ -67,10 +67,7 @@ pub fn closers(projection: &Projection) -> (Vec<EventKind>, RepairReport) {
     if let Some(turn) = projection.open_turn() {
         if let Some(step) = turn.open_step {
             report.closed_step = true;
-            events.push(EventKind::StepEnd(StepEnd {
-                step,
-                interrupted: true,
-            }));
+            events.push(EventKind::StepEnd(StepEnd { step, interrupted: true }));
         }
         report.closed_turn = true;
         events.push(EventKind::TurnEnd(TurnEnd {

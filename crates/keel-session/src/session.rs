@@ -97,12 +97,7 @@ impl Session {
         parent: Option<ParentRef>,
         writer: Box<dyn EventWriter>,
     ) -> Result<Session, SessionError> {
-        let mut session = Session {
-            id: id.clone(),
-            writer,
-            projection: Projection::new(),
-            next_seq: 0,
-        };
+        let mut session = Session { id: id.clone(), writer, projection: Projection::new(), next_seq: 0 };
         session.append(EventKind::SessionHeader(SessionHeader {
             version: FORMAT_VERSION,
             id,
@@ -129,11 +124,7 @@ impl Session {
             cwd: cwd.to_owned(),
             parent: None,
         });
-        session.projection.apply(Event {
-            seq: 0,
-            time: now_rfc3339(),
-            kind: header,
-        });
+        session.projection.apply(Event { seq: 0, time: now_rfc3339(), kind: header });
         session.next_seq = 1;
         session
     }
@@ -141,12 +132,7 @@ impl Session {
     /// Resumes a session from an already-folded projection (used by stores).
     pub fn resume(id: String, projection: Projection, writer: Box<dyn EventWriter>) -> Session {
         let next_seq = projection.last_seq().map_or(0, |seq| seq + 1);
-        Session {
-            id,
-            writer,
-            projection,
-            next_seq,
-        }
+        Session { id, writer, projection, next_seq }
     }
 
     /// The session id.
@@ -167,11 +153,7 @@ impl Session {
         observe: impl FnOnce(&Event),
     ) -> Result<u64, SessionError> {
         let seq = self.next_seq;
-        let event = Event {
-            seq,
-            time: now_rfc3339(),
-            kind,
-        };
+        let event = Event { seq, time: now_rfc3339(), kind };
         self.append_event(event, observe)?;
         Ok(seq)
     }
@@ -184,11 +166,7 @@ impl Session {
         if event.seq < self.next_seq {
             return Err(SessionError::new(
                 crate::SessionErrorKind::Invalid,
-                format!(
-                    "event seq {} is not after {}",
-                    event.seq,
-                    self.next_seq.saturating_sub(1)
-                ),
+                format!("event seq {} is not after {}", event.seq, self.next_seq.saturating_sub(1)),
             ));
         }
         self.writer.append(&event)?;
@@ -224,10 +202,7 @@ impl Session {
     }
 
     /// Like [`Session::repair`], showing each appended closer to `observe`.
-    pub fn repair_observed(
-        &mut self,
-        mut observe: impl FnMut(&Event),
-    ) -> Result<RepairReport, SessionError> {
+    pub fn repair_observed(&mut self, mut observe: impl FnMut(&Event)) -> Result<RepairReport, SessionError> {
         if !self.projection.needs_repair() {
             return Ok(RepairReport::default());
         }

@@ -55,12 +55,7 @@ pub struct SessionSummary {
 
 impl SessionSummary {
     /// Builds a summary from a folded log.
-    pub fn from_projection(
-        id: String,
-        projection: &Projection,
-        modified: SystemTime,
-        events: u64,
-    ) -> Self {
+    pub fn from_projection(id: String, projection: &Projection, modified: SystemTime, events: u64) -> Self {
         let header = projection.header();
         SessionSummary {
             id,

@@ -4,9 +4,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The current time as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub fn now_rfc3339() -> String {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     format_unix_millis(since.as_millis() as i64)
 }
 
@@ -46,13 +44,7 @@ mod tests {
     #[test]
     fn formats_known_instants() {
         assert_eq!(format_unix_millis(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            format_unix_millis(951_782_400_123),
-            "2000-02-29T00:00:00.123Z"
-        );
-        assert_eq!(
-            format_unix_millis(1_796_015_966_000),
-            "2026-11-30T05:19:26.000Z"
-        );
+        assert_eq!(format_unix_millis(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(format_unix_millis(1_796_015_966_000), "2026-11-30T05:19:26.000Z");
     }
 }

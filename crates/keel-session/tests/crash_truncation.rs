@@ -18,16 +18,12 @@ pub fn assert_calls_answered_in_order(messages: &[Message]) {
     for message in messages {
         match message {
             Message::Assistant(a) => {
-                assert!(
-                    expected.is_empty(),
-                    "calls {expected:?} unanswered before next assistant message"
-                );
+                assert!(expected.is_empty(), "calls {expected:?} unanswered before next assistant message");
                 expected = a.tool_calls().map(|c| c.id.clone()).collect();
             }
-            Message::User(_) => assert!(
-                expected.is_empty(),
-                "calls {expected:?} unanswered before user message"
-            ),
+            Message::User(_) => {
+                assert!(expected.is_empty(), "calls {expected:?} unanswered before user message")
+            }
             Message::ToolResult(r) => {
                 *seen.entry(r.call_id.clone()).or_default() += 1;
                 assert_eq!(expected.first(), Some(&r.call_id), "result out of order");

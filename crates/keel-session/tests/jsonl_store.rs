@@ -42,9 +42,7 @@ fn second_writer_is_refused_with_a_clear_message() {
     assert_eq!(err.kind, SessionErrorKind::Locked);
     assert!(err.message.contains("another keel process"), "{err}");
     drop(session);
-    store
-        .open(&err.path.unwrap().file_stem().unwrap().to_string_lossy())
-        .unwrap();
+    store.open(&err.path.unwrap().file_stem().unwrap().to_string_lossy()).unwrap();
 }
 
 #[test]
@@ -56,12 +54,8 @@ fn torn_last_line_is_dropped_and_the_log_stays_appendable() {
     let id = session.id().to_owned();
     drop(session);
     let path = store.path_of(&id);
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap();
-    file.write_all(br#"{"seq":2,"time":"T","type":"user/mess"#)
-        .unwrap();
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    file.write_all(br#"{"seq":2,"time":"T","type":"user/mess"#).unwrap();
     drop(file);
 
     let mut session = store.open(&id).unwrap();
@@ -70,19 +64,12 @@ fn torn_last_line_is_dropped_and_the_log_stays_appendable() {
     session.append(user("again")).unwrap();
     drop(session);
     let events = store.read(&id).unwrap();
-    assert_eq!(
-        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        vec![0, 1, 2]
-    );
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![0, 1, 2]);
     assert_eq!(
         derive_messages(&events),
         vec![
-            Message::User(UserMessage {
-                content: "hello".into()
-            }),
-            Message::User(UserMessage {
-                content: "again".into()
-            })
+            Message::User(UserMessage { content: "hello".into() }),
+            Message::User(UserMessage { content: "again".into() })
         ]
     );
 }
@@ -131,20 +118,11 @@ fn repair_closes_started_and_unstarted_calls_then_step_and_turn() {
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
-    session
-        .append(EventKind::TurnStart(TurnStart { turn: 1 }))
-        .unwrap();
+    session.append(EventKind::TurnStart(TurnStart { turn: 1 })).unwrap();
     session.append(user("go")).unwrap();
-    session
-        .append(EventKind::StepStart(StepStart { step: 1 }))
-        .unwrap();
-    let message_seq = session
-        .append(assistant_calls(&[
-            ("a", "shell"),
-            ("b", "shell"),
-            ("c", "read_file"),
-        ]))
-        .unwrap();
+    session.append(EventKind::StepStart(StepStart { step: 1 })).unwrap();
+    let message_seq =
+        session.append(assistant_calls(&[("a", "shell"), ("b", "shell"), ("c", "read_file")])).unwrap();
     let sa = session.append(call("a", "shell")).unwrap();
     session.append(result("a", "shell", sa)).unwrap();
     let sb = session.append(call("b", "shell")).unwrap();
@@ -155,23 +133,11 @@ fn repair_closes_started_and_unstarted_calls_then_step_and_turn() {
     assert!(session.projection().needs_repair());
     let report = session.repair().unwrap();
     assert_eq!(
-        (
-            report.outcome_unknown,
-            report.not_started,
-            report.closed_step,
-            report.closed_turn
-        ),
+        (report.outcome_unknown, report.not_started, report.closed_step, report.closed_turn),
         (1, 1, true, true)
     );
-    let tail: Vec<EventKind> = store
-        .read(&id)
-        .unwrap()
-        .into_iter()
-        .rev()
-        .take(4)
-        .rev()
-        .map(|e| e.kind)
-        .collect();
+    let tail: Vec<EventKind> =
+        store.read(&id).unwrap().into_iter().rev().take(4).rev().map(|e| e.kind).collect();
     match &tail[..] {
         [
             EventKind::ToolResult(b),
@@ -180,12 +146,7 @@ fn repair_closes_started_and_unstarted_calls_then_step_and_turn() {
             EventKind::TurnEnd(end),
         ] => {
             assert_eq!(
-                (
-                    b.call_id.as_str(),
-                    b.source_seq,
-                    b.content.as_str(),
-                    b.is_error
-                ),
+                (b.call_id.as_str(), b.source_seq, b.content.as_str(), b.is_error),
                 ("b", sb, OUTCOME_UNKNOWN, true)
             );
             assert_eq!(
@@ -240,10 +201,8 @@ fn fork_cites_parent_and_closes_an_open_turn_at_the_fork_point() {
     }
     assert_eq!(&events[1..=at as usize], &parent[1..=at as usize]);
     let messages = derive_messages(&events);
-    let not_started = messages
-        .iter()
-        .filter(|m| matches!(m, Message::ToolResult(r) if r.content == NOT_STARTED))
-        .count();
+    let not_started =
+        messages.iter().filter(|m| matches!(m, Message::ToolResult(r) if r.content == NOT_STARTED)).count();
     assert_eq!(not_started, 3);
 
     let err = store.fork(&parent_id, Some(10_000)).unwrap_err();
@@ -266,14 +225,8 @@ fn list_summarizes_sessions_and_ids_resolve_by_prefix() {
     assert_eq!(list[0].first_prompt.as_deref(), Some("read the files"));
     assert_eq!(list[0].usage.input_tokens, 50);
     assert_eq!(store.resolve_id(&id[..id.len() - 2]).unwrap(), id);
-    assert_eq!(
-        store.resolve_id("nope").unwrap_err().kind,
-        SessionErrorKind::NotFound
-    );
-    assert_eq!(
-        store.resolve_id("../etc").unwrap_err().kind,
-        SessionErrorKind::Invalid
-    );
+    assert_eq!(store.resolve_id("nope").unwrap_err().kind, SessionErrorKind::NotFound);
+    assert_eq!(store.resolve_id("../etc").unwrap_err().kind, SessionErrorKind::Invalid);
 }
 
 #[test]

@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keel_llm::{
-    AssistantMessage, CancellationToken, ContentBlock, FinishReason, Message, ModelClient,
-    ModelError, ModelErrorKind, ModelEvent, ModelInfo, ModelRequest, ModelStream, ToolCall,
-    ToolChoice, ToolDefinition, Usage,
+    AssistantMessage, CancellationToken, ContentBlock, FinishReason, Message, ModelClient, ModelError,
+    ModelErrorKind, ModelEvent, ModelInfo, ModelRequest, ModelStream, ToolCall, ToolChoice, ToolDefinition,
+    Usage,
 };
 
 /// One request as the scripted model received it.
@@ -47,11 +47,7 @@ pub fn reply() -> ReplyBuilder {
     ReplyBuilder {
         content: Vec::new(),
         finish: None,
-        usage: Usage {
-            input_tokens: 100,
-            output_tokens: 10,
-            ..Usage::default()
-        },
+        usage: Usage { input_tokens: 100, output_tokens: 10, ..Usage::default() },
         delay: Duration::ZERO,
         chunk: 16,
         ending: Ending::Complete,
@@ -67,10 +63,7 @@ impl ReplyBuilder {
 
     /// Adds reasoning text.
     pub fn thinking(mut self, text: &str) -> Self {
-        self.content.push(ContentBlock::Thinking {
-            text: text.into(),
-            signature: None,
-        });
+        self.content.push(ContentBlock::Thinking { text: text.into(), signature: None });
         self
     }
 
@@ -98,11 +91,7 @@ impl ReplyBuilder {
 
     /// Sets the reported usage.
     pub fn usage(mut self, input: u64, output: u64) -> Self {
-        self.usage = Usage {
-            input_tokens: input,
-            output_tokens: output,
-            ..Usage::default()
-        };
+        self.usage = Usage { input_tokens: input, output_tokens: output, ..Usage::default() };
         self
     }
 
@@ -132,15 +121,9 @@ impl ReplyBuilder {
 
     /// The message this reply completes with.
     pub fn message(&self) -> AssistantMessage {
-        let has_calls = self
-            .content
-            .iter()
-            .any(|b| matches!(b, ContentBlock::ToolCall(_)));
-        let finish = self.finish.unwrap_or(if has_calls {
-            FinishReason::ToolUse
-        } else {
-            FinishReason::Stop
-        });
+        let has_calls = self.content.iter().any(|b| matches!(b, ContentBlock::ToolCall(_)));
+        let finish =
+            self.finish.unwrap_or(if has_calls { FinishReason::ToolUse } else { FinishReason::Stop });
         AssistantMessage {
             content: self.content.clone(),
             finish_reason: finish,
@@ -155,11 +138,12 @@ impl ReplyBuilder {
         let mut index = 0;
         for block in &self.content {
             match block {
-                ContentBlock::Text { text } => out
-                    .extend(pieces(text, self.chunk).map(|p| ModelEvent::TextDelta(p.to_owned()))),
-                ContentBlock::Thinking { text, .. } => out.extend(
-                    pieces(text, self.chunk).map(|p| ModelEvent::ThinkingDelta(p.to_owned())),
-                ),
+                ContentBlock::Text { text } => {
+                    out.extend(pieces(text, self.chunk).map(|p| ModelEvent::TextDelta(p.to_owned())))
+                }
+                ContentBlock::Thinking { text, .. } => {
+                    out.extend(pieces(text, self.chunk).map(|p| ModelEvent::ThinkingDelta(p.to_owned())))
+                }
                 ContentBlock::ToolCall(call) => {
                     let mut first = true;
                     for piece in pieces(&call.arguments, self.chunk) {
@@ -208,6 +192,7 @@ struct State {
     script: VecDeque<ReplyBuilder>,
     requests: Vec<RecordedRequest>,
     model: Option<String>,
+    not_recording: bool,
 }
 
 /// A [`ModelClient`] that replays scripted replies in order and records each request.
@@ -220,19 +205,18 @@ pub struct ScriptedModel {
 impl ScriptedModel {
     /// A model that will give these replies, one per request.
     pub fn new(replies: impl IntoIterator<Item = ReplyBuilder>) -> Self {
-        let state = State {
-            script: replies.into_iter().collect(),
-            requests: Vec::new(),
-            model: None,
-        };
-        ScriptedModel {
-            state: Arc::new(Mutex::new(state)),
-        }
+        let state = State { script: replies.into_iter().collect(), ..State::default() };
+        ScriptedModel { state: Arc::new(Mutex::new(state)) }
     }
 
     /// Reports `model` as the model name (default `script`). Clones share the name.
     pub fn set_model_name(&self, model: &str) {
         self.state.lock().unwrap().model = Some(model.to_owned());
+    }
+
+    /// Stops recording requests (benchmarks: recording copies the whole history).
+    pub fn stop_recording(&self) {
+        self.state.lock().unwrap().not_recording = true;
     }
 
     /// Adds a reply at the end of the script.
@@ -253,32 +237,21 @@ impl ScriptedModel {
 
 impl ModelClient for ScriptedModel {
     fn info(&self) -> ModelInfo {
-        let model = self
-            .state
-            .lock()
-            .unwrap()
-            .model
-            .clone()
-            .unwrap_or_else(|| "script".into());
-        ModelInfo {
-            provider: "scripted".into(),
-            model,
-        }
+        let model = self.state.lock().unwrap().model.clone().unwrap_or_else(|| "script".into());
+        ModelInfo { provider: "scripted".into(), model }
     }
 
-    fn stream<'a>(
-        &'a self,
-        request: ModelRequest<'a>,
-        cancel: CancellationToken,
-    ) -> ModelStream<'a> {
+    fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
         let next = {
             let mut state = self.state.lock().unwrap();
-            state.requests.push(RecordedRequest {
-                system: request.system.to_owned(),
-                messages: request.messages.to_vec(),
-                tools: request.tools.to_vec(),
-                tool_choice: request.tool_choice,
-            });
+            if !state.not_recording {
+                state.requests.push(RecordedRequest {
+                    system: request.system.to_owned(),
+                    messages: request.messages.to_vec(),
+                    tools: request.tools.to_vec(),
+                    tool_choice: request.tool_choice,
+                });
+            }
             state.script.pop_front()
         };
         Box::pin(async_stream(next, cancel))
@@ -291,10 +264,8 @@ fn async_stream(
 ) -> impl futures::Stream<Item = Result<ModelEvent, ModelError>> + Send {
     use futures::StreamExt;
     let Some(reply) = next else {
-        let error = ModelError::new(
-            ModelErrorKind::InvalidResponse,
-            "scripted model: the script is exhausted",
-        );
+        let error =
+            ModelError::new(ModelErrorKind::InvalidResponse, "scripted model: the script is exhausted");
         return futures::stream::once(async move { Err(error) }).left_stream();
     };
     let delay = reply.delay;

@@ -33,10 +33,7 @@ impl Tool for FakeRead {
     }
     async fn call(&self, args: PathArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         if args.path == "missing.txt" {
-            return Err(ToolError::new(
-                "not_found",
-                "missing.txt does not exist. Did you mean notes.txt?",
-            ));
+            return Err(ToolError::new("not_found", "missing.txt does not exist. Did you mean notes.txt?"));
         }
         Ok(ToolOutput::text(format!("contents of {}", args.path)))
     }
@@ -104,10 +101,7 @@ async fn sleep_recorded(
             return Ok(ToolOutput::text(format!("{} interrupted", args.label)));
         }
     }
-    timeline
-        .lock()
-        .unwrap()
-        .push((args.label.clone(), start, Instant::now()));
+    timeline.lock().unwrap().push((args.label.clone(), start, Instant::now()));
     Ok(ToolOutput::text(format!("{} slept", args.label)))
 }
 
@@ -128,9 +122,7 @@ impl Tool for Failing {
         "Always fails."
     }
     async fn call(&self, _args: NoArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-        Err(ToolError::msg(
-            "disk quota exceeded; free some space and retry",
-        ))
+        Err(ToolError::msg("disk quota exceeded; free some space and retry"))
     }
 }
 
@@ -190,31 +182,18 @@ pub fn assert_provider_valid(messages: &[Message]) {
     for (i, message) in messages.iter().enumerate() {
         match message {
             Message::Assistant(a) => {
-                assert!(
-                    expected.is_empty(),
-                    "message {i}: calls {expected:?} unanswered"
-                );
+                assert!(expected.is_empty(), "message {i}: calls {expected:?} unanswered");
                 assert!(!a.is_empty(), "message {i}: empty assistant message");
                 expected = a.tool_calls().map(|c| c.id.clone()).collect();
             }
-            Message::User(_) => assert!(
-                expected.is_empty(),
-                "message {i}: calls {expected:?} unanswered"
-            ),
+            Message::User(_) => assert!(expected.is_empty(), "message {i}: calls {expected:?} unanswered"),
             Message::ToolResult(r) => {
-                assert_eq!(
-                    expected.first(),
-                    Some(&r.call_id),
-                    "message {i}: result out of order"
-                );
+                assert_eq!(expected.first(), Some(&r.call_id), "message {i}: result out of order");
                 expected.remove(0);
             }
         }
     }
-    assert!(
-        expected.is_empty(),
-        "calls {expected:?} unanswered at the end"
-    );
+    assert!(expected.is_empty(), "calls {expected:?} unanswered at the end");
 }
 
 /// The tool results of a history, as (call id, content, is_error).

@@ -1,0 +1,72 @@
+//! Runs the weather demo and prints each step.
+//!
+//! Without configuration it replays the scripted trajectory a good model takes, so the
+//! loop can be watched with no account and no server.
+
+use std::time::Instant;
+
+use keel_agent::{AgentEvent, Session, Sink};
+use keel_example_weather::{TASK, agent, fake_celsius};
+use keel_llm::CancellationToken;
+use keel_testkit::{ScriptedModel, reply};
+
+/// Prints one line per finished tool call.
+struct Lines;
+
+impl Sink for Lines {
+    fn emit(&self, event: &AgentEvent<'_>) {
+        if let AgentEvent::ToolFinished { step, call, result, duration } = event {
+            let mark = if result.is_error { "✗" } else { "✓" };
+            eprintln!(
+                "  step {step} {mark} {}({}) -> {} [{:.1} ms]",
+                call.name,
+                call.arguments,
+                result.content.trim().replace('\n', " | "),
+                duration.as_secs_f64() * 1000.0
+            );
+        }
+    }
+}
+
+fn scripted() -> ScriptedModel {
+    let (oslo, cairo, lima) = (fake_celsius("Oslo"), fake_celsius("Cairo"), fake_celsius("Lima"));
+    let coldest = [("Oslo", oslo), ("Cairo", cairo), ("Lima", lima)]
+        .into_iter()
+        .fold(("", f64::MAX), |a, b| if b.1 < a.1 { b } else { a });
+    ScriptedModel::new([
+        reply().call("read_file", r#"{"path":"cities.txt"}"#),
+        reply()
+            .call("get_weather", r#"{"city":"Oslo"}"#)
+            .call("get_weather", r#"{"city":"Cairo"}"#)
+            .call("get_weather", r#"{"city":"Lima"}"#),
+        reply().call("calculate", &format!(r#"{{"expression":"({oslo} + {cairo} + {lima}) / 3"}}"#)),
+        reply().text(&format!(
+            "The average is {:.1} °C; the coldest city is {} at {:.1} °C.",
+            (oslo + cairo + lima) / 3.0,
+            coldest.0,
+            coldest.1
+        )),
+    ])
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let workspace = std::env::temp_dir().join(format!("keel-weather-{}", std::process::id()));
+    std::fs::create_dir_all(&workspace)?;
+    std::fs::write(workspace.join("cities.txt"), "Oslo\nCairo\nLima\n")?;
+    eprintln!("task: {TASK}\nmodel: scripted (replays a good model's trajectory)");
+    let agent = agent(scripted(), &workspace);
+    let mut session = Session::in_memory(&workspace.display().to_string());
+    let start = Instant::now();
+    let outcome = agent.run_turn(&mut session, TASK, &Lines, &CancellationToken::new()).await?;
+    eprintln!(
+        "{} steps, {} tool calls, {:?}, {:.1} ms",
+        outcome.steps,
+        outcome.tool_calls,
+        outcome.reason,
+        start.elapsed().as_secs_f64() * 1000.0
+    );
+    println!("{}", outcome.final_text);
+    std::fs::remove_dir_all(&workspace)?;
+    Ok(())
+}
