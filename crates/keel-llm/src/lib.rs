@@ -8,6 +8,12 @@ mod assemble;
 mod client;
 mod error;
 mod message;
+#[cfg(feature = "http")]
+pub mod openai;
+#[cfg(feature = "http")]
+mod retry;
+pub mod sse;
+pub mod text_calls;
 
 pub use assemble::MessageBuilder;
 pub use client::{ModelClient, ModelEvent, ModelInfo, ModelRequest, ModelStream, ToolChoice, ToolDefinition};

@@ -3,6 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod chat;
+pub mod http;
 mod scripted;
 
+pub use chat::ChatStream;
+pub use http::{HttpRequest, MockResponse, MockServer};
 pub use scripted::{RecordedRequest, ReplyBuilder, ScriptedModel, reply};

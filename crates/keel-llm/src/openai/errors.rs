@@ -1,0 +1,149 @@
+//! HTTP failures mapped to keel's error kinds, with messages that say what to do.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::error::{ModelError, ModelErrorKind};
+
+const CONTEXT_MARKERS: &[&str] = &[
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "context window",
+    "too many tokens",
+    "prompt is too long",
+    "exceeds the context",
+    "reduce the length",
+    "exceed_context_size",
+];
+
+fn error_text(error: &Value) -> String {
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .or_else(|| error.as_str())
+        .map(str::to_owned)
+        .unwrap_or_else(|| error.to_string());
+    truncate(&message, 600)
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Classifies an `{"error": …}` object found in a body or a stream chunk.
+pub(crate) fn classify_error_object(error: &Value, status: Option<u16>) -> ModelError {
+    let message = error_text(error);
+    let code = status.or_else(|| {
+        error
+            .get("code")
+            .and_then(|c| c.as_u64().or_else(|| c.as_str().and_then(|s| s.parse().ok())))
+            .and_then(|c| u16::try_from(c).ok())
+    });
+    let kind = match code {
+        Some(429) => ModelErrorKind::RateLimited,
+        Some(401 | 403) => ModelErrorKind::Auth,
+        Some(400..=499) => ModelErrorKind::InvalidRequest,
+        _ => ModelErrorKind::Server,
+    };
+    let lowered = message.to_lowercase();
+    let kind = if CONTEXT_MARKERS.iter().any(|m| lowered.contains(m)) {
+        ModelErrorKind::ContextOverflow
+    } else {
+        kind
+    };
+    let mut err = ModelError::new(kind, format!("the provider reported an error: {message}"));
+    err.status = code;
+    err
+}
+
+/// Parses `Retry-After` (seconds) or `retry-after-ms`.
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    if let Some(ms) =
+        headers.get("retry-after-ms").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok())
+    {
+        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+    }
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    value.trim().parse::<f64>().ok().map(|s| Duration::from_secs_f64(s.max(0.0)))
+}
+
+/// Maps a non-success HTTP response to an error.
+pub(crate) fn from_status(status: u16, body: &[u8], api_key_env: Option<&str>, provider: &str) -> ModelError {
+    let text = String::from_utf8_lossy(body);
+    let detail = match serde_json::from_slice::<Value>(body) {
+        Ok(json) => match json.get("error") {
+            Some(error) => error_text(error),
+            None => truncate(text.trim(), 600),
+        },
+        Err(_) => truncate(text.trim(), 600),
+    };
+    let lowered = detail.to_lowercase();
+    let (kind, message) = match status {
+        401 | 403 => {
+            let fix = match api_key_env {
+                Some(var) => format!("set {var} (or KEEL_API_KEY) to a valid API key"),
+                None => "set KEEL_API_KEY to a valid API key".to_owned(),
+            };
+            (
+                ModelErrorKind::Auth,
+                format!("{provider} rejected the credentials (HTTP {status}): {detail}. Fix: {fix}."),
+            )
+        }
+        400 | 413 if CONTEXT_MARKERS.iter().any(|m| lowered.contains(m)) => (
+            ModelErrorKind::ContextOverflow,
+            format!("the conversation no longer fits the model's context window (HTTP {status}): {detail}"),
+        ),
+        404 => (
+            ModelErrorKind::InvalidRequest,
+            format!("{provider} answered 404 (wrong base URL or model name?): {detail}"),
+        ),
+        429 => (ModelErrorKind::RateLimited, format!("{provider} is rate limiting (HTTP 429): {detail}")),
+        500..=599 => (ModelErrorKind::Server, format!("{provider} failed (HTTP {status}): {detail}")),
+        _ => (
+            ModelErrorKind::InvalidRequest,
+            format!("{provider} rejected the request (HTTP {status}): {detail}"),
+        ),
+    };
+    ModelError::new(kind, message).with_status(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_names_the_variable() {
+        let err = from_status(
+            401,
+            br#"{"error":{"message":"Invalid API key"}}"#,
+            Some("DEEPSEEK_API_KEY"),
+            "deepseek",
+        );
+        assert_eq!(err.kind, ModelErrorKind::Auth);
+        assert!(err.message.contains("DEEPSEEK_API_KEY"), "{}", err.message);
+        assert!(err.message.contains("Invalid API key"));
+    }
+
+    #[test]
+    fn context_overflow_is_typed() {
+        let err = from_status(
+            400,
+            br#"{"error":{"message":"This model's maximum context length is 65536 tokens. However, you requested 70000 tokens","code":"context_length_exceeded"}}"#,
+            None,
+            "openai",
+        );
+        assert_eq!(err.kind, ModelErrorKind::ContextOverflow);
+        let other = from_status(400, b"bad tool schema", None, "x");
+        assert_eq!(other.kind, ModelErrorKind::InvalidRequest);
+        assert_eq!(from_status(503, b"", None, "x").kind, ModelErrorKind::Server);
+    }
+}

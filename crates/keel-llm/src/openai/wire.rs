@@ -1,0 +1,449 @@
+//! Chat Completions wire types: borrowed for the request, lenient for the response.
+//! Unknown fields are ignored and unknown values kept raw; nothing here fails on a
+//! server's extension.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::config::{MaxTokensField, OpenAiConfig, ReasoningReplay};
+use crate::client::{ModelRequest, ToolChoice};
+use crate::message::{ContentBlock, Message, Usage};
+
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        content: Cow<'a, str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<Cow<'a, str>>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireToolCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    arguments: Cow<'a, str>,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireToolSpec<'a>,
+}
+
+#[derive(Serialize)]
+struct WireToolSpec<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a RawValue,
+}
+
+/// Joins the blocks of one kind; borrows when there is only one.
+fn joined<'a>(blocks: &'a [ContentBlock], thinking: bool) -> Option<Cow<'a, str>> {
+    let mut parts = blocks.iter().filter_map(|b| match (b, thinking) {
+        (ContentBlock::Text { text }, false) | (ContentBlock::Thinking { text, .. }, true) => {
+            Some(text.as_str())
+        }
+        _ => None,
+    });
+    let first = parts.next()?;
+    match parts.next() {
+        None => Some(Cow::Borrowed(first)),
+        Some(second) => {
+            let mut all = String::from(first);
+            all.push_str(second);
+            parts.for_each(|p| all.push_str(p));
+            Some(Cow::Owned(all))
+        }
+    }
+}
+
+/// Arguments that are not a JSON object are wrapped so strict servers (which parse
+/// them to render their chat template) accept the history; the model still sees what
+/// it wrote.
+fn wire_arguments(raw: &str) -> Cow<'_, str> {
+    let trimmed = raw.trim();
+    let is_object =
+        trimmed.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok();
+    if is_object {
+        Cow::Borrowed(raw)
+    } else {
+        let wrapped = serde_json::json!({ "invalid_arguments": raw });
+        Cow::Owned(wrapped.to_string())
+    }
+}
+
+/// Encodes a request body.
+pub(crate) fn encode(
+    request: &ModelRequest<'_>,
+    config: &OpenAiConfig,
+    stream: bool,
+) -> serde_json::Result<Vec<u8>> {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system.is_empty() {
+        messages.push(WireMessage::System { content: request.system });
+    }
+    for message in request.messages {
+        messages.push(match message {
+            Message::User(user) => WireMessage::User { content: &user.content },
+            Message::ToolResult(result) => {
+                WireMessage::Tool { tool_call_id: &result.call_id, content: &result.content }
+            }
+            Message::Assistant(assistant) => {
+                let tool_calls: Vec<WireToolCall<'_>> = assistant
+                    .tool_calls()
+                    .map(|call| WireToolCall {
+                        id: &call.id,
+                        kind: "function",
+                        function: WireFunction {
+                            name: &call.name,
+                            arguments: wire_arguments(&call.arguments),
+                        },
+                    })
+                    .collect();
+                let replay = match config.reasoning_replay {
+                    ReasoningReplay::Never => false,
+                    ReasoningReplay::ToolTurns => !tool_calls.is_empty(),
+                    ReasoningReplay::Always => true,
+                };
+                WireMessage::Assistant {
+                    content: joined(&assistant.content, false).unwrap_or(Cow::Borrowed("")),
+                    reasoning_content: if replay { joined(&assistant.content, true) } else { None },
+                    tool_calls,
+                }
+            }
+        });
+    }
+    let tools: Vec<WireTool<'_>> = request
+        .tools
+        .iter()
+        .map(|tool| WireTool {
+            kind: "function",
+            function: WireToolSpec {
+                name: &tool.name,
+                description: &tool.description,
+                parameters: &tool.parameters,
+            },
+        })
+        .collect();
+    let tool_choice = match (tools.is_empty(), request.tool_choice) {
+        (true, _) => None,
+        (false, ToolChoice::Auto) => None,
+        (false, ToolChoice::None) => Some("none"),
+    };
+    let (max_tokens, max_completion_tokens) = match config.max_tokens_field {
+        MaxTokensField::MaxTokens => (Some(config.max_tokens), None),
+        MaxTokensField::MaxCompletionTokens => (None, Some(config.max_tokens)),
+    };
+    let body = ChatRequest {
+        model: &config.model,
+        messages,
+        tools,
+        tool_choice,
+        stream,
+        stream_options: stream.then_some(StreamOptions { include_usage: true }),
+        max_tokens,
+        max_completion_tokens,
+        temperature: config.temperature,
+        extra: &config.extra_body,
+    };
+    serde_json::to_vec(&body)
+}
+
+/// One streamed chunk, or a whole non-streamed response.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Chunk {
+    #[serde(default)]
+    pub choices: Option<Vec<Choice>>,
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Choice {
+    #[serde(default)]
+    pub delta: Option<Delta>,
+    #[serde(default)]
+    pub message: Option<Delta>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+}
+
+/// The changing part of a choice (`delta` when streaming, `message` otherwise).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Delta {
+    #[serde(default, deserialize_with = "lenient_text")]
+    pub content: Option<String>,
+    #[serde(default, deserialize_with = "lenient_text")]
+    pub reasoning_content: Option<String>,
+    #[serde(default, deserialize_with = "lenient_text")]
+    pub reasoning: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ToolCallDelta {
+    #[serde(default)]
+    pub index: Option<usize>,
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub function: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct FunctionDelta {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "lenient_arguments")]
+    pub arguments: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+    /// DeepSeek's name for cached prompt tokens.
+    #[serde(default)]
+    prompt_cache_hit_tokens: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    pub fn to_usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.prompt_tokens.unwrap_or(0),
+            output_tokens: self.completion_tokens.unwrap_or(0),
+            cached_tokens: self
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|d| d.cached_tokens)
+                .or(self.prompt_cache_hit_tokens)
+                .unwrap_or(0),
+            reasoning_tokens: self
+                .completion_tokens_details
+                .as_ref()
+                .and_then(|d| d.reasoning_tokens)
+                .unwrap_or(0),
+        }
+    }
+}
+
+/// Text as a string, `null`, or an array of `{"type": "text", "text": …}` parts.
+fn lenient_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(deserializer)? {
+        Value::String(text) => Some(text),
+        Value::Array(parts) => {
+            let text: String = parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str).or_else(|| p.as_str()))
+                .collect();
+            Some(text)
+        }
+        _ => None,
+    })
+}
+
+/// Arguments as a string (the standard) or an object (some servers).
+fn lenient_arguments<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(deserializer)? {
+        Value::String(text) => Some(text),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::ToolDefinition;
+    use crate::message::{AssistantMessage, ToolCall, ToolResultMessage, UserMessage};
+    use pretty_assertions::assert_eq;
+
+    fn body(messages: &[Message], config: &OpenAiConfig) -> Value {
+        let tools = [ToolDefinition {
+            name: "read_file".into(),
+            description: "Reads.".into(),
+            parameters: RawValue::from_string(r#"{"type":"object"}"#.into()).unwrap(),
+        }];
+        let request = ModelRequest { system: "sys", messages, tools: &tools, tool_choice: ToolChoice::Auto };
+        serde_json::from_slice(&encode(&request, config, true).unwrap()).unwrap()
+    }
+
+    fn history() -> Vec<Message> {
+        vec![
+            Message::User(UserMessage { content: "hi".into() }),
+            Message::Assistant(AssistantMessage {
+                content: vec![
+                    ContentBlock::Thinking { text: "plan".into(), signature: None },
+                    ContentBlock::ToolCall(ToolCall {
+                        id: "c1".into(),
+                        name: "read_file".into(),
+                        arguments: r#"{"path":"a"}"#.into(),
+                    }),
+                ],
+                ..AssistantMessage::default()
+            }),
+            Message::ToolResult(ToolResultMessage {
+                call_id: "c1".into(),
+                name: "read_file".into(),
+                content: "text".into(),
+                is_error: false,
+            }),
+            Message::Assistant(AssistantMessage {
+                content: vec![
+                    ContentBlock::Thinking { text: "done".into(), signature: None },
+                    ContentBlock::Text { text: "It says ".into() },
+                    ContentBlock::Text { text: "text.".into() },
+                ],
+                ..AssistantMessage::default()
+            }),
+        ]
+    }
+
+    #[test]
+    fn request_shape_with_reasoning_replayed_on_tool_turns() {
+        let mut config = OpenAiConfig::new("http://x", "m");
+        config.reasoning_replay = ReasoningReplay::ToolTurns;
+        assert_eq!(
+            body(&history(), &config),
+            serde_json::json!({
+                "model": "m",
+                "messages": [
+                    {"role": "system", "content": "sys"},
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "", "reasoning_content": "plan",
+                     "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "text"},
+                    {"role": "assistant", "content": "It says text."}
+                ],
+                "tools": [{"type": "function", "function": {"name": "read_file", "description": "Reads.", "parameters": {"type": "object"}}}],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "max_tokens": 8192
+            })
+        );
+    }
+
+    #[test]
+    fn reasoning_is_never_sent_to_providers_that_reject_it() {
+        let config = OpenAiConfig::new("http://x", "m");
+        let text = serde_json::to_string(&body(&history(), &config)).unwrap();
+        assert!(!text.contains("reasoning_content"), "{text}");
+    }
+
+    #[test]
+    fn invalid_arguments_are_wrapped_and_extra_body_merged() {
+        let mut config = OpenAiConfig::new("http://x", "m");
+        config.max_tokens_field = MaxTokensField::MaxCompletionTokens;
+        config.extra_body.insert("thinking".into(), serde_json::json!({"type": "enabled"}));
+        let messages = vec![Message::Assistant(AssistantMessage {
+            content: vec![ContentBlock::ToolCall(ToolCall {
+                id: "c".into(),
+                name: "t".into(),
+                arguments: "{\"a\": ".into(),
+            })],
+            ..AssistantMessage::default()
+        })];
+        let body = body(&messages, &config);
+        assert_eq!(
+            body["messages"][1]["tool_calls"][0]["function"]["arguments"],
+            "{\"invalid_arguments\":\"{\\\"a\\\": \"}"
+        );
+        assert_eq!(body["thinking"], serde_json::json!({"type": "enabled"}));
+        assert_eq!(body["max_completion_tokens"], 8192);
+        assert!(body.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn lenient_chunks_parse() {
+        let chunk: Chunk = serde_json::from_str(
+            r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"tool_calls":[{"index":0,"function":{"arguments":{"k":1}}}],"new_field":{"x":1}},"finish_reason":null,"logprobs":null}],"usage":null,"system_fingerprint":"fp"}"#,
+        )
+        .unwrap();
+        let delta = chunk.choices.unwrap().remove(0).delta.unwrap();
+        assert_eq!(delta.content.as_deref(), Some("ab"));
+        assert_eq!(
+            delta.tool_calls.unwrap()[0].function.as_ref().unwrap().arguments.as_deref(),
+            Some(r#"{"k":1}"#)
+        );
+        let usage: WireUsage = serde_json::from_str(
+            r#"{"prompt_tokens":10,"completion_tokens":5,"prompt_cache_hit_tokens":4,"completion_tokens_details":{"reasoning_tokens":2}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            usage.to_usage(),
+            Usage { input_tokens: 10, output_tokens: 5, cached_tokens: 4, reasoning_tokens: 2 }
+        );
+    }
+}

@@ -1,0 +1,422 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The Chat Completions provider against the mock server: real servers' stream shapes,
+//! both modes, retries, errors, cancellation, text tool calls, reasoning round trip.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use keel_llm::openai::{OpenAiClient, OpenAiConfig, ReasoningReplay};
+use keel_llm::{
+    AssistantMessage, CancellationToken, ContentBlock, FinishReason, Message, ModelClient, ModelError,
+    ModelErrorKind, ModelEvent, ModelRequest, ToolCall, ToolChoice, ToolDefinition, Usage, UserMessage,
+};
+use keel_testkit::{ChatStream, MockResponse, MockServer, chat};
+use pretty_assertions::assert_eq;
+use serde_json::value::RawValue;
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+fn split(bytes: &[u8], size: usize) -> Vec<Vec<u8>> {
+    bytes.chunks(size.max(1)).map(<[u8]>::to_vec).collect()
+}
+
+fn tools() -> Vec<ToolDefinition> {
+    ["read_file", "shell", "get_weather", "write_file"]
+        .iter()
+        .map(|name| ToolDefinition {
+            name: (*name).into(),
+            description: format!("The {name} tool."),
+            parameters: RawValue::from_string(r#"{"type":"object","properties":{}}"#.into()).unwrap(),
+        })
+        .collect()
+}
+
+fn config(server: &MockServer) -> OpenAiConfig {
+    let mut config = OpenAiConfig::new(server.base_url(), "test-model");
+    config.api_key = Some("sk-test".into());
+    config.api_key_env = Some("TEST_API_KEY".into());
+    config.max_retry_delay = Duration::from_millis(50);
+    config
+}
+
+struct Outcome {
+    events: Vec<ModelEvent>,
+    result: Result<AssistantMessage, ModelError>,
+}
+
+async fn run(client: &OpenAiClient, messages: &[Message]) -> Outcome {
+    let tools = tools();
+    let request =
+        ModelRequest { system: "You are terse.", messages, tools: &tools, tool_choice: ToolChoice::Auto };
+    let mut stream = client.stream(request, CancellationToken::new());
+    let mut events = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(ModelEvent::Completed(message)) => return Outcome { events, result: Ok(message) },
+            Ok(event) => events.push(event),
+            Err(error) => return Outcome { events, result: Err(error) },
+        }
+    }
+    panic!("stream ended without a completion or an error");
+}
+
+fn user(text: &str) -> Vec<Message> {
+    vec![Message::User(UserMessage { content: text.into() })]
+}
+
+fn call(id: &str, name: &str, args: &str) -> ContentBlock {
+    ContentBlock::ToolCall(ToolCall { id: id.into(), name: name.into(), arguments: args.into() })
+}
+
+async fn through_splits(name: &str, configure: impl Fn(&mut OpenAiConfig)) -> AssistantMessage {
+    let bytes = fixture(name);
+    let mut last: Option<AssistantMessage> = None;
+    for size in [1, 7, 64, bytes.len()] {
+        let server = MockServer::start().await;
+        server.push(MockResponse::chunks(split(&bytes, size)));
+        let mut config = config(&server);
+        configure(&mut config);
+        let client = OpenAiClient::new(config).unwrap();
+        let message = run(&client, &user("go")).await.result.unwrap();
+        if let Some(previous) = &last {
+            assert_eq!(&message, previous, "split size {size} changed the result");
+        }
+        last = Some(message);
+    }
+    last.unwrap()
+}
+
+#[tokio::test]
+async fn openai_parallel_tool_calls() {
+    let message = through_splits("openai_parallel_tools.sse", |_| {}).await;
+    assert_eq!(
+        message,
+        AssistantMessage {
+            content: vec![
+                call("call_Oslo1", "get_weather", r#"{"city": "Oslo"}"#),
+                call("call_Lima2", "get_weather", r#"{"city": "Lima", "unit": "celsius"}"#),
+            ],
+            finish_reason: FinishReason::ToolUse,
+            raw_finish_reason: Some("tool_calls".into()),
+            usage: Usage { input_tokens: 182, output_tokens: 51, cached_tokens: 128, reasoning_tokens: 0 },
+            interrupted: false,
+        }
+    );
+}
+
+#[tokio::test]
+async fn deepseek_reasoning_then_tool_call() {
+    let message = through_splits("deepseek_reasoning_tool.sse", |_| {}).await;
+    assert_eq!(
+        message.content,
+        vec![
+            ContentBlock::Thinking {
+                text: "The user wants the README; I should read it.".into(),
+                signature: None
+            },
+            call("call_00_Xy", "read_file", r#"{"path": "README.md"}"#),
+        ]
+    );
+    assert_eq!(
+        message.usage,
+        Usage { input_tokens: 410, output_tokens: 38, cached_tokens: 384, reasoning_tokens: 17 }
+    );
+}
+
+#[tokio::test]
+async fn llamacpp_tool_call_with_timings() {
+    let message = through_splits("llamacpp_tool.sse", |_| {}).await;
+    assert_eq!(message.content, vec![call("Hq3vT0bN9pQ2", "shell", r#"{"command":"python3 hello.py"}"#)]);
+    assert_eq!(message.usage.input_tokens, 902);
+}
+
+#[tokio::test]
+async fn ollama_tool_call_with_finish_reason_stop() {
+    let message = through_splits("ollama_tool.sse", |_| {}).await;
+    assert_eq!(message.content, vec![call("call_9x2k", "read_file", r#"{"path":"README.md"}"#)]);
+    // The raw value is kept; the call is there whatever it says.
+    assert_eq!(message.raw_finish_reason.as_deref(), Some("stop"));
+    assert!(message.has_tool_calls());
+}
+
+#[tokio::test]
+async fn openrouter_comment_lines_and_crlf() {
+    let message = through_splits("openrouter_comments.sse", |_| {}).await;
+    assert_eq!(message.content, vec![ContentBlock::Text { text: "The file prints été ✓".into() }]);
+    assert_eq!(message.finish_reason, FinishReason::Stop);
+    assert_eq!(message.usage.output_tokens, 7);
+}
+
+#[tokio::test]
+async fn stream_cut_mid_tool_call_fails_after_output_without_retrying() {
+    let server = MockServer::start().await;
+    // Both events arrive, then the connection closes without the chunked terminator.
+    server.push(MockResponse::chunks(vec![fixture("cut_mid_tool_call.sse")]).drop_after(1));
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let outcome = run(&client, &user("go")).await;
+    let error = outcome.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Network);
+    assert_eq!(server.request_count(), 1, "no retry once output has streamed");
+    assert!(
+        outcome.events.iter().any(|e| matches!(e, ModelEvent::TextDelta(t) if t == "Writing the notes now."))
+    );
+    assert!(!outcome.events.iter().any(|e| matches!(e, ModelEvent::Retrying { .. })));
+}
+
+#[tokio::test]
+async fn missing_done_and_final_blank_line_are_fine() {
+    let server = MockServer::start().await;
+    let mut events = ChatStream::new().text("hello", 2).finish("stop").events();
+    let last = events.pop().unwrap();
+    let mut chunks: Vec<Vec<u8>> =
+        events.into_iter().map(|e| format!("data: {e}\n\n").into_bytes()).collect();
+    chunks.push(format!("data: {last}").into_bytes());
+    server.push(MockResponse::chunks(chunks));
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let message = run(&client, &user("go")).await.result.unwrap();
+    assert_eq!(message.text(), "hello");
+}
+
+#[tokio::test]
+async fn request_body_carries_stream_options_max_tokens_and_auth() {
+    let server = MockServer::start().await;
+    server.push(ChatStream::new().text("ok", 1).finish("stop").usage(5, 1).response());
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    run(&client, &user("hi")).await.result.unwrap();
+    let request = &server.requests()[0];
+    assert_eq!(request.path, "/v1/chat/completions");
+    assert_eq!(request.header("authorization"), Some("Bearer sk-test"));
+    let body = request.json();
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"]["include_usage"], true);
+    assert_eq!(body["max_tokens"], 8192);
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["messages"][0], serde_json::json!({"role": "system", "content": "You are terse."}));
+    assert_eq!(body["tools"].as_array().unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn non_streaming_mode() {
+    let server = MockServer::start().await;
+    server.push(chat::completion(Some("Reading."), &[("c1", "read_file", r#"{"path":"a"}"#)], "tool_calls"));
+    let mut config = config(&server);
+    config.stream = false;
+    let client = OpenAiClient::new(config).unwrap();
+    let outcome = run(&client, &user("go")).await;
+    let message = outcome.result.unwrap();
+    assert_eq!(
+        message.content,
+        vec![ContentBlock::Text { text: "Reading.".into() }, call("c1", "read_file", r#"{"path":"a"}"#)]
+    );
+    assert_eq!(message.usage.input_tokens, 20);
+    assert_eq!(server.requests()[0].json()["stream"], false);
+    assert!(server.requests()[0].json().get("stream_options").is_none());
+    assert!(
+        outcome.events.iter().any(|e| matches!(e, ModelEvent::TextDelta(_))),
+        "deltas still reach the sink"
+    );
+}
+
+fn retries(events: &[ModelEvent]) -> Vec<(u32, Duration)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::Retrying { attempt, delay, .. } => Some((*attempt, *delay)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn retries_429_honouring_retry_after() {
+    let server = MockServer::start().await;
+    server.push(
+        MockResponse::json(429, &serde_json::json!({"error": {"message": "slow down"}}))
+            .header("retry-after", "0.02"),
+    );
+    server.push(ChatStream::new().text("ok", 1).finish("stop").response());
+    let mut config = config(&server);
+    config.max_retry_delay = Duration::from_secs(5);
+    let client = OpenAiClient::new(config).unwrap();
+    let outcome = run(&client, &user("go")).await;
+    assert_eq!(outcome.result.unwrap().text(), "ok");
+    assert_eq!(retries(&outcome.events), vec![(1, Duration::from_millis(20))]);
+}
+
+#[tokio::test]
+async fn retries_500_and_a_dropped_connection_and_a_stall() {
+    let server = MockServer::start().await;
+    server.push(MockResponse::json(500, &serde_json::json!({"error": {"message": "boom"}})));
+    server.push(ChatStream::new().text("never", 1).response().drop_after(0));
+    server.push(ChatStream::new().text("never", 1).response().stall_after(0));
+    server.push(ChatStream::new().text("finally", 1).finish("stop").response());
+    let mut config = config(&server);
+    config.idle_timeout = Duration::from_millis(200);
+    let client = OpenAiClient::new(config).unwrap();
+    let outcome = run(&client, &user("go")).await;
+    assert_eq!(outcome.result.unwrap().text(), "finally");
+    assert_eq!(retries(&outcome.events).iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(server.request_count(), 4);
+}
+
+#[tokio::test]
+async fn retries_are_bounded() {
+    let server = MockServer::start().await;
+    for _ in 0..3 {
+        server.push(MockResponse::json(503, &serde_json::json!({"error": {"message": "overloaded"}})));
+    }
+    let mut config = config(&server);
+    config.max_retries = 2;
+    let client = OpenAiClient::new(config).unwrap();
+    let outcome = run(&client, &user("go")).await;
+    let error = outcome.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Server);
+    assert!(error.message.contains("gave up after 2 retries"), "{}", error.message);
+    assert_eq!(server.request_count(), 3);
+}
+
+#[tokio::test]
+async fn auth_failure_stops_at_once_naming_the_variable() {
+    let server = MockServer::start().await;
+    server.push(MockResponse::json(401, &serde_json::json!({"error": {"message": "Authentication Fails"}})));
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Auth);
+    assert!(error.message.contains("TEST_API_KEY"), "{}", error.message);
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn context_overflow_is_typed() {
+    let server = MockServer::start().await;
+    server.push(MockResponse::json(
+        400,
+        &serde_json::json!({"error": {"message": "This model's maximum context length is 65536 tokens", "type": "invalid_request_error"}}),
+    ));
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::ContextOverflow);
+}
+
+#[tokio::test]
+async fn idle_stream_is_an_error_after_output() {
+    let server = MockServer::start().await;
+    server.push(ChatStream::new().text("partial", 1).finish("stop").response().stall_after(2));
+    let mut config = config(&server);
+    config.idle_timeout = Duration::from_millis(150);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Idle);
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn dropping_the_stream_closes_the_connection_at_once() {
+    let server = MockServer::start().await;
+    server.push(ChatStream::new().text("slow", 1).finish("stop").response().stall_after(2));
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let tools = tools();
+    let messages = user("go");
+    let request =
+        ModelRequest { system: "", messages: &messages, tools: &tools, tool_choice: ToolChoice::Auto };
+    let mut stream = client.stream(request, CancellationToken::new());
+    // The first delta arrives, then the server goes silent.
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.unwrap();
+    assert!(matches!(first, Some(Ok(ModelEvent::TextDelta(ref t))) if t == "slow"), "{first:?}");
+    let started = Instant::now();
+    drop(stream);
+    assert!(started.elapsed() < Duration::from_millis(100));
+}
+
+#[tokio::test]
+async fn text_tool_calls_are_converted_only_when_enabled() {
+    let qwen =
+        "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"README.md\"}}\n</tool_call>";
+    for enabled in [true, false] {
+        let server = MockServer::start().await;
+        server.push(ChatStream::new().text(qwen, 5).finish("stop").response());
+        let mut config = config(&server);
+        config.text_tool_calls = enabled;
+        let client = OpenAiClient::new(config).unwrap();
+        let message = run(&client, &user("go")).await.result.unwrap();
+        if enabled {
+            assert_eq!(message.content, vec![call("call_text_0", "read_file", r#"{"path":"README.md"}"#)]);
+            assert_eq!(message.finish_reason, FinishReason::ToolUse);
+        } else {
+            assert_eq!(message.content, vec![ContentBlock::Text { text: qwen.into() }]);
+        }
+    }
+}
+
+#[tokio::test]
+async fn reasoning_round_trips_to_deepseek_but_not_elsewhere() {
+    for (policy, expect) in [(ReasoningReplay::ToolTurns, true), (ReasoningReplay::Never, false)] {
+        let server = MockServer::start().await;
+        server.push(MockResponse::chunks(vec![fixture("deepseek_reasoning_tool.sse")]));
+        server.push(ChatStream::new().text("done", 1).finish("stop").response());
+        let mut config = config(&server);
+        config.reasoning_replay = policy;
+        let client = OpenAiClient::new(config).unwrap();
+        let mut history = user("read the readme");
+        let first = run(&client, &history).await.result.unwrap();
+        history.push(Message::Assistant(first));
+        history.push(Message::ToolResult(keel_llm::ToolResultMessage {
+            call_id: "call_00_Xy".into(),
+            name: "read_file".into(),
+            content: "# readme".into(),
+            is_error: false,
+        }));
+        run(&client, &history).await.result.unwrap();
+        let body = server.requests()[1].json();
+        let assistant = &body["messages"][2];
+        assert_eq!(assistant["role"], "assistant");
+        if expect {
+            assert_eq!(assistant["reasoning_content"], "The user wants the README; I should read it.");
+        } else {
+            assert!(assistant.get("reasoning_content").is_none());
+        }
+    }
+}
+
+#[tokio::test]
+async fn length_cut_keeps_the_unfinished_call_for_the_loop_to_explain() {
+    let server = MockServer::start().await;
+    server.push(
+        ChatStream::new()
+            .tool_call("c1", "write_file", r##"{"path":"a.md","content":"# Tit"##, 3)
+            .finish("length")
+            .response(),
+    );
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let message = run(&client, &user("go")).await.result.unwrap();
+    assert_eq!(message.finish_reason, FinishReason::Length);
+    assert_eq!(message.content, vec![call("c1", "write_file", r##"{"path":"a.md","content":"# Tit"##)]);
+}
+
+#[tokio::test]
+async fn connection_refused_is_retried_then_reported() {
+    let server = MockServer::start().await;
+    let url = server.base_url();
+    drop(server);
+    let mut config = OpenAiConfig::new(url, "m");
+    config.max_retries = 1;
+    config.max_retry_delay = Duration::from_millis(10);
+    let client = OpenAiClient::new(config).unwrap();
+    let outcome = run(&client, &user("go")).await;
+    let error = outcome.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Network);
+    assert!(error.message.contains("could not connect"), "{}", error.message);
+    assert_eq!(retries(&outcome.events).len(), 1);
+}
+
+#[tokio::test]
+async fn bad_configuration_is_a_clear_error() {
+    let error = OpenAiClient::new(OpenAiConfig::new("localhost:8080", "m")).unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Config);
+    assert!(error.message.contains("http://"));
+    let error = OpenAiClient::new(OpenAiConfig::new("http://x", " ")).unwrap_err();
+    assert!(error.message.contains("model"));
+}
