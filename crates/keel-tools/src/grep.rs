@@ -1,0 +1,157 @@
+//! `grep`: regex search with ripgrep's libraries.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::sinks::UTF8;
+use grep_searcher::{BinaryDetection, SearcherBuilder};
+use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::ToolsConfig;
+use crate::workspace::Roots;
+
+/// Most matching lines shown.
+pub const MAX_MATCHES: usize = 200;
+/// Longer matching lines are cut.
+const MAX_LINE_CHARS: usize = 300;
+
+/// Arguments of `grep`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrepArgs {
+    /// Regular expression (Rust regex syntax).
+    pub pattern: String,
+    /// File or folder to search (default: the workspace root).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Only search files whose path matches this glob, e.g. "*.rs".
+    #[serde(default)]
+    pub glob: Option<String>,
+    /// Ignore case.
+    #[serde(default)]
+    pub case_insensitive: bool,
+}
+
+/// Searches file contents.
+#[derive(Debug, Clone)]
+pub struct Grep {
+    config: Arc<ToolsConfig>,
+}
+
+impl Grep {
+    /// A grep tool with these settings.
+    pub fn new(config: Arc<ToolsConfig>) -> Self {
+        Grep { config }
+    }
+}
+
+/// Runs the search.
+pub fn grep(roots: &Roots, args: &GrepArgs) -> Result<String, ToolError> {
+    let matcher = RegexMatcherBuilder::new()
+        .case_insensitive(args.case_insensitive)
+        .build(&args.pattern)
+        .map_err(|e| ToolError::new("invalid_pattern", format!("invalid regex `{}`: {e}", args.pattern)))?;
+    let path = args.path.as_deref().filter(|p| !p.trim().is_empty()).unwrap_or(".");
+    let start = roots.resolve_existing(path, false).map_err(|e| {
+        if e.code == "not_found" {
+            ToolError::new("not_found", crate::suggest::missing_path_message(roots, path))
+        } else {
+            e
+        }
+    })?;
+    let glob = match args.glob.as_deref().filter(|g| !g.trim().is_empty()) {
+        Some(pattern) => Some(
+            globset::GlobBuilder::new(pattern)
+                .literal_separator(false)
+                .build()
+                .map_err(|e| ToolError::new("invalid_glob", format!("invalid glob `{pattern}`: {e}")))?
+                .compile_matcher(),
+        ),
+        None => None,
+    };
+    let mut searcher =
+        SearcherBuilder::new().binary_detection(BinaryDetection::quit(0)).line_number(true).build();
+    let mut lines: Vec<String> = Vec::new();
+    let mut total = 0usize;
+    let mut files = 0usize;
+    let walker =
+        ignore::WalkBuilder::new(&start).require_git(false).sort_by_file_name(|a, b| a.cmp(b)).build();
+    for entry in walker.flatten() {
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let shown = roots.display(entry.path());
+        if let Some(glob) = &glob {
+            let name_matches = entry.file_name().to_str().is_some_and(|n| glob.is_match(n));
+            if !name_matches && !glob.is_match(&shown) {
+                continue;
+            }
+        }
+        let before = total;
+        let result = searcher.search_path(
+            &matcher,
+            entry.path(),
+            UTF8(|line_number, line| {
+                total += 1;
+                if lines.len() < MAX_MATCHES {
+                    let line = line.trim_end_matches(['\n', '\r']);
+                    let line = if line.chars().count() > MAX_LINE_CHARS {
+                        format!("{}…", line.chars().take(MAX_LINE_CHARS).collect::<String>())
+                    } else {
+                        line.to_owned()
+                    };
+                    lines.push(format!("{shown}:{line_number}: {line}"));
+                }
+                Ok(true)
+            }),
+        );
+        if result.is_ok() && total > before {
+            files += 1;
+        }
+    }
+    if lines.is_empty() {
+        return Ok(format!("No matches for `{}` in {}.", args.pattern, roots.display(&start)));
+    }
+    let mut out = lines.join("\n");
+    if total > lines.len() {
+        out.push_str(&format!(
+            "\n[{total} matches in {files} files; only the first {} shown. Narrow the pattern, path or glob]",
+            lines.len()
+        ));
+    }
+    Ok(out)
+}
+
+impl Tool for Grep {
+    type Args = GrepArgs;
+
+    fn name(&self) -> &str {
+        "grep"
+    }
+
+    fn description(&self) -> &str {
+        "Search file contents with a regex. Returns file:line: text for each match, skipping ignored files."
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn call(
+        &self,
+        args: GrepArgs,
+        ctx: ToolContext,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
+        let config = Arc::clone(&self.config);
+        async move {
+            let roots = Roots::for_call(&ctx, &config.extra_roots)?;
+            let text = tokio::task::spawn_blocking(move || grep(&roots, &args))
+                .await
+                .map_err(|e| ToolError::msg(format!("grep failed: {e}")))??;
+            Ok(ToolOutput::text(text))
+        }
+    }
+}

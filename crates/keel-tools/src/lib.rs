@@ -1,0 +1,80 @@
+//! keel's built-in coding tools: `shell`, `read_file`, `write_file`, `edit_file`,
+//! `list_files`, `grep`, `glob`. Every path is confined to the workspace (see
+//! [`workspace::Roots`]); [`PermissionPolicy`] decides which calls may run.
+//!
+//! ```
+//! use std::sync::Arc;
+//! let tools = keel_tools::builtin(Arc::new(keel_tools::ToolsConfig::default()));
+//! assert_eq!(tools.names().collect::<Vec<_>>(),
+//!            ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "glob"]);
+//! ```
+
+pub mod edit;
+pub mod glob;
+pub mod grep;
+pub mod list;
+pub mod output;
+mod policy;
+pub mod read;
+pub mod shell;
+mod suggest;
+pub mod workspace;
+pub mod write;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use keel_agent::{ToolContext, ToolRegistry};
+
+pub use policy::{AskAnswer, AskFn, AskRequest, DEFAULT_DENY, PermissionMode, PermissionPolicy};
+
+/// Settings shared by the built-in tools.
+#[derive(Debug, Clone)]
+pub struct ToolsConfig {
+    /// Folders outside the workspace that tools may also use.
+    pub extra_roots: Vec<PathBuf>,
+    /// Default shell timeout (120 s).
+    pub shell_timeout: Duration,
+    /// Largest timeout a call may ask for (1 h).
+    pub shell_max_timeout: Duration,
+    /// Between SIGTERM and SIGKILL when stopping a command (2 s).
+    pub kill_grace: Duration,
+    /// What shell output is shown whole, and how it is cut.
+    pub output_limits: output::OutputLimits,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        ToolsConfig {
+            extra_roots: Vec::new(),
+            shell_timeout: Duration::from_secs(120),
+            shell_max_timeout: Duration::from_secs(3600),
+            kill_grace: Duration::from_secs(2),
+            output_limits: output::OutputLimits::default(),
+        }
+    }
+}
+
+/// Every built-in tool, in the order the model sees them.
+pub fn builtin(config: Arc<ToolsConfig>) -> ToolRegistry {
+    let mut registry = ToolRegistry::new();
+    registry
+        .register(shell::Shell::new(Arc::clone(&config)))
+        .register(read::ReadFile::new(Arc::clone(&config)))
+        .register(write::WriteFile::new(Arc::clone(&config)))
+        .register(edit::EditFile::new(Arc::clone(&config)))
+        .register(list::ListFiles::new(Arc::clone(&config)))
+        .register(grep::Grep::new(Arc::clone(&config)))
+        .register(glob::Glob::new(config));
+    registry
+}
+
+/// The folder for files a call keeps (full shell output): the session's artifacts
+/// folder, or a per-process temporary folder.
+pub fn artifacts_dir(ctx: &ToolContext) -> PathBuf {
+    match &ctx.artifacts {
+        Some(dir) => dir.to_path_buf(),
+        None => shell::fallback_artifacts(),
+    }
+}

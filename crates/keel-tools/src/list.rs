@@ -1,0 +1,121 @@
+//! `list_files`: what is in a folder, honouring `.gitignore` and hidden-file rules.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::ToolsConfig;
+use crate::workspace::Roots;
+
+/// Most entries listed.
+pub const MAX_ENTRIES: usize = 400;
+
+/// Arguments of `list_files`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// Folder to list, relative to the workspace (default: the workspace root).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// How many levels deep to go (default 2).
+    #[serde(default)]
+    pub depth: Option<usize>,
+}
+
+/// Lists folders.
+#[derive(Debug, Clone)]
+pub struct ListFiles {
+    config: Arc<ToolsConfig>,
+}
+
+impl ListFiles {
+    /// A list tool with these settings.
+    pub fn new(config: Arc<ToolsConfig>) -> Self {
+        ListFiles { config }
+    }
+}
+
+/// Lists `args.path` under `roots`.
+pub fn list(roots: &Roots, args: &ListArgs) -> Result<String, ToolError> {
+    let path = args.path.as_deref().filter(|p| !p.trim().is_empty()).unwrap_or(".");
+    let dir = roots.resolve_existing(path, false).map_err(|e| {
+        if e.code == "not_found" {
+            ToolError::new("not_found", crate::suggest::missing_path_message(roots, path))
+        } else {
+            e
+        }
+    })?;
+    if !dir.is_dir() {
+        return Err(ToolError::new(
+            "not_a_directory",
+            format!("`{path}` is a file; use read_file to read it"),
+        ));
+    }
+    let depth = args.depth.unwrap_or(2).clamp(1, 20);
+    let walker = ignore::WalkBuilder::new(&dir)
+        .require_git(false)
+        .max_depth(Some(depth))
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry(|e| e.file_name() != ".git")
+        .build();
+    let mut entries = Vec::new();
+    let mut total = 0usize;
+    for entry in walker.flatten() {
+        if entry.depth() == 0 {
+            continue;
+        }
+        total += 1;
+        if entries.len() < MAX_ENTRIES {
+            let mut shown = roots.display(entry.path());
+            if entry.file_type().is_some_and(|t| t.is_dir()) {
+                shown.push('/');
+            }
+            entries.push(shown);
+        }
+    }
+    if entries.is_empty() {
+        return Ok(format!("{} is empty (or holds only ignored files).", roots.display(&dir)));
+    }
+    let mut out = entries.join("\n");
+    if total > entries.len() {
+        out.push_str(&format!(
+            "\n[... {} more entries not shown; list a sub-folder or lower the depth]",
+            total - entries.len()
+        ));
+    }
+    Ok(out)
+}
+
+impl Tool for ListFiles {
+    type Args = ListArgs;
+
+    fn name(&self) -> &str {
+        "list_files"
+    }
+
+    fn description(&self) -> &str {
+        "List files and folders (folders end in /), skipping what .gitignore ignores."
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn call(
+        &self,
+        args: ListArgs,
+        ctx: ToolContext,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
+        let config = Arc::clone(&self.config);
+        async move {
+            let roots = Roots::for_call(&ctx, &config.extra_roots)?;
+            let text = tokio::task::spawn_blocking(move || list(&roots, &args))
+                .await
+                .map_err(|e| ToolError::msg(format!("list failed: {e}")))??;
+            Ok(ToolOutput::text(text))
+        }
+    }
+}

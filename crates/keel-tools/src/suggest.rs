@@ -1,0 +1,109 @@
+//! "Did you mean …?": near matches for a path that does not exist.
+
+use std::path::Path;
+
+use crate::workspace::Roots;
+
+/// Levenshtein distance, for short names.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            current.push((previous[j] + cost).min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+/// A message for a missing `path`: near matches in the workspace and the entries of the
+/// nearest existing folder.
+pub fn missing_path_message(roots: &Roots, path: &str) -> String {
+    let wanted = roots.lexical(path);
+    let wanted_name = wanted.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    let mut candidates: Vec<(usize, String)> = Vec::new();
+    let walker = ignore::WalkBuilder::new(roots.root()).require_git(false).max_depth(Some(8)).build();
+    for entry in walker.flatten().take(20_000) {
+        let Some(name) = entry.file_name().to_str() else { continue };
+        let name = name.to_lowercase();
+        let score = if name == wanted_name {
+            0
+        } else {
+            let d = distance(&name, &wanted_name);
+            if d > (wanted_name.len() / 3).max(2) {
+                continue;
+            }
+            d + 1
+        };
+        if entry.depth() == 0 {
+            continue;
+        }
+        candidates.push((score, roots.display(entry.path())));
+    }
+    candidates.sort();
+    candidates.dedup();
+    let mut message = format!("`{path}` does not exist.");
+    if !candidates.is_empty() {
+        let names: Vec<String> = candidates.iter().take(3).map(|(_, p)| p.clone()).collect();
+        message.push_str(&format!(" Did you mean {}?", names.join(" or ")));
+    }
+    // The nearest folder that exists, and what is in it.
+    let mut folder = wanted.parent().map(Path::to_path_buf);
+    while let Some(dir) = &folder {
+        if dir.is_dir() && roots.allows(&dir.canonicalize().unwrap_or_default(), false) {
+            break;
+        }
+        folder = dir.parent().map(Path::to_path_buf);
+    }
+    if let Some(dir) = folder
+        && let Ok(entries) = std::fs::read_dir(&dir)
+    {
+        let mut names: Vec<String> = entries
+            .flatten()
+            .map(|e| {
+                let mut name = e.file_name().to_string_lossy().into_owned();
+                if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                    name.push('/');
+                }
+                name
+            })
+            .collect();
+        names.sort();
+        let total = names.len();
+        names.truncate(30);
+        let more =
+            if total > names.len() { format!(", … ({} more)", total - names.len()) } else { String::new() };
+        message.push_str(&format!("\nEntries of {}/: {}{more}", roots.display(&dir), names.join(", ")));
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distances() {
+        assert_eq!(distance("math.rs", "maths.rs"), 1);
+        assert_eq!(distance("", "abc"), 3);
+        assert_eq!(distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn suggests_same_name_elsewhere_and_lists_the_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/math.rs"), "").unwrap();
+        std::fs::write(dir.path().join("README.md"), "").unwrap();
+        let roots = Roots::new(dir.path(), &[], &[]).unwrap();
+        let message = missing_path_message(&roots, "math.rs");
+        assert!(message.contains("Did you mean src/math.rs?"), "{message}");
+        assert!(message.contains("Entries of ./: README.md, src/"), "{message}");
+        let message = missing_path_message(&roots, "src/maths.rs");
+        assert!(message.contains("src/math.rs"), "{message}");
+        assert!(message.contains("Entries of src/: math.rs"), "{message}");
+    }
+}

@@ -1,0 +1,86 @@
+//! `write_file`: create or overwrite a file.
+
+use std::future::Future;
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::ToolsConfig;
+use crate::workspace::Roots;
+
+/// Arguments of `write_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    /// File path, relative to the workspace. Missing folders are created.
+    pub path: String,
+    /// The complete new content of the file.
+    pub content: String,
+}
+
+/// Writes whole files.
+#[derive(Debug, Clone)]
+pub struct WriteFile {
+    config: Arc<ToolsConfig>,
+}
+
+impl WriteFile {
+    /// A write tool with these settings.
+    pub fn new(config: Arc<ToolsConfig>) -> Self {
+        WriteFile { config }
+    }
+}
+
+/// Writes `content` to `path` under `roots`; returns the report for the model.
+pub fn write(roots: &Roots, path: &str, content: &str) -> Result<String, ToolError> {
+    let (mut file, canonical, existed) = roots.open_write(path)?;
+    let io = |e: std::io::Error| ToolError::msg(format!("cannot write `{path}`: {e}"));
+    let before = if existed {
+        let mut old = Vec::new();
+        file.read_to_end(&mut old).map_err(io)?;
+        Some(old.len())
+    } else {
+        None
+    };
+    file.set_len(0).map_err(io)?;
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0)).map_err(io)?;
+    file.write_all(content.as_bytes()).map_err(io)?;
+    let lines = content.lines().count();
+    let shown = roots.display(&canonical);
+    Ok(match before {
+        None => format!("Created {shown} ({} bytes, {lines} lines).", content.len()),
+        Some(old) => {
+            format!("Overwrote {shown} (was {old} bytes, now {} bytes, {lines} lines).", content.len())
+        }
+    })
+}
+
+impl Tool for WriteFile {
+    type Args = WriteArgs;
+
+    fn name(&self) -> &str {
+        "write_file"
+    }
+
+    fn description(&self) -> &str {
+        "Create a file, or replace a file's whole content. For small changes to an existing file use edit_file."
+    }
+
+    fn call(
+        &self,
+        args: WriteArgs,
+        ctx: ToolContext,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
+        let config = Arc::clone(&self.config);
+        async move {
+            let roots = Roots::for_call(&ctx, &config.extra_roots)?;
+            let report = tokio::task::spawn_blocking(move || write(&roots, &args.path, &args.content))
+                .await
+                .map_err(|e| ToolError::msg(format!("write failed: {e}")))??;
+            Ok(ToolOutput::text(report))
+        }
+    }
+}

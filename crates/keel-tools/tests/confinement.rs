@@ -1,0 +1,124 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Every escape is refused: `..`, absolute paths, symlinks out, symlinked parents, and a
+//! symlink planted where a new file will be written.
+
+mod common;
+
+use std::os::unix::fs::symlink;
+use std::sync::Arc;
+
+use common::*;
+use keel_agent::ToolContext;
+use keel_tools::ToolsConfig;
+use serde_json::json;
+
+struct Setup {
+    ws: tempfile::TempDir,
+    outside: tempfile::TempDir,
+}
+
+fn setup() -> Setup {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "top secret\n").unwrap();
+    std::fs::write(ws.path().join("inside.txt"), "fine\n").unwrap();
+    Setup { ws, outside }
+}
+
+#[tokio::test]
+async fn dot_dot_is_refused_for_every_tool() {
+    let s = setup();
+    let rel = format!("../{}/secret.txt", s.outside.path().file_name().unwrap().to_str().unwrap());
+    for (tool, args) in [
+        ("read_file", json!({"path": rel})),
+        ("write_file", json!({"path": rel, "content": "x"})),
+        ("edit_file", json!({"path": rel, "old_text": "top", "new_text": "x"})),
+        ("list_files", json!({"path": ".."})),
+        ("grep", json!({"pattern": "secret", "path": ".."})),
+    ] {
+        let error = err(s.ws.path(), tool, args).await;
+        assert_eq!(error.code, "outside_workspace", "{tool}: {}", error.message);
+    }
+    assert_eq!(std::fs::read_to_string(s.outside.path().join("secret.txt")).unwrap(), "top secret\n");
+}
+
+#[tokio::test]
+async fn absolute_paths_outside_are_refused_and_inside_are_fine() {
+    let s = setup();
+    let error = err(s.ws.path(), "read_file", json!({"path": "/etc/passwd"})).await;
+    assert_eq!(error.code, "outside_workspace");
+    assert!(error.message.contains("is outside the workspace"));
+    let inside = s.ws.path().join("inside.txt").canonicalize().unwrap();
+    assert_eq!(ok(s.ws.path(), "read_file", json!({"path": inside})).await, "1\tfine\n");
+}
+
+#[tokio::test]
+async fn a_symlink_pointing_out_is_refused() {
+    let s = setup();
+    symlink(s.outside.path().join("secret.txt"), s.ws.path().join("link.txt")).unwrap();
+    assert_eq!(err(s.ws.path(), "read_file", json!({"path": "link.txt"})).await.code, "outside_workspace");
+    assert_eq!(
+        err(s.ws.path(), "write_file", json!({"path": "link.txt", "content": "pwned"})).await.code,
+        "outside_workspace"
+    );
+    assert_eq!(
+        err(s.ws.path(), "edit_file", json!({"path": "link.txt", "old_text": "top", "new_text": "x"}))
+            .await
+            .code,
+        "outside_workspace"
+    );
+    assert_eq!(std::fs::read_to_string(s.outside.path().join("secret.txt")).unwrap(), "top secret\n");
+    // A symlink that stays inside is followed.
+    symlink(s.ws.path().join("inside.txt"), s.ws.path().join("alias.txt")).unwrap();
+    assert_eq!(ok(s.ws.path(), "read_file", json!({"path": "alias.txt"})).await, "1\tfine\n");
+}
+
+#[tokio::test]
+async fn a_symlinked_parent_folder_is_refused() {
+    let s = setup();
+    symlink(s.outside.path(), s.ws.path().join("out")).unwrap();
+    assert_eq!(
+        err(s.ws.path(), "read_file", json!({"path": "out/secret.txt"})).await.code,
+        "outside_workspace"
+    );
+    assert_eq!(
+        err(s.ws.path(), "write_file", json!({"path": "out/new.txt", "content": "x"})).await.code,
+        "outside_workspace"
+    );
+    assert_eq!(
+        err(s.ws.path(), "write_file", json!({"path": "out/deeper/new.txt", "content": "x"})).await.code,
+        "outside_workspace"
+    );
+    assert!(!s.outside.path().join("new.txt").exists());
+    assert!(!s.outside.path().join("deeper").exists());
+    assert_eq!(err(s.ws.path(), "list_files", json!({"path": "out"})).await.code, "outside_workspace");
+}
+
+#[tokio::test]
+async fn a_symlink_planted_at_a_new_files_name_is_not_followed() {
+    // The target does not exist, so a check-then-create writer would see "no file here"
+    // and create the file outside through the link.
+    let s = setup();
+    let target = s.outside.path().join("created-through-link.txt");
+    symlink(&target, s.ws.path().join("new.txt")).unwrap();
+    let error = err(s.ws.path(), "write_file", json!({"path": "new.txt", "content": "x"})).await;
+    assert!(matches!(error.code.as_str(), "outside_workspace" | "not_found"), "{error:?}");
+    assert!(!target.exists(), "a file was created outside the workspace");
+}
+
+#[tokio::test]
+async fn widened_roots_are_allowed() {
+    let s = setup();
+    let config = ToolsConfig { extra_roots: vec![s.outside.path().to_path_buf()], ..ToolsConfig::default() };
+    let path = s.outside.path().join("secret.txt");
+    let out = call_with(config.clone(), ToolContext::new(s.ws.path()), "read_file", &json!({"path": path}))
+        .await
+        .unwrap();
+    assert_eq!(out.content, "1\ttop secret\n");
+    let new = s.outside.path().join("made.txt");
+    call_with(config, ToolContext::new(s.ws.path()), "write_file", &json!({"path": new, "content": "ok"}))
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(new).unwrap(), "ok");
+    let _ = Arc::new(());
+}

@@ -1,0 +1,203 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! read_file, write_file and edit_file.
+
+mod common;
+
+use std::os::unix::ffi::OsStrExt;
+
+use common::*;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+#[tokio::test]
+async fn read_numbers_lines_and_pages() {
+    let ws = tempfile::tempdir().unwrap();
+    let text: String = (1..=12).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(ws.path().join("a.txt"), &text).unwrap();
+    let all = ok(ws.path(), "read_file", json!({"path": "a.txt"})).await;
+    assert!(all.starts_with(" 1\tline 1\n 2\tline 2\n"), "{all}");
+    assert!(all.ends_with("12\tline 12\n"));
+    let page = ok(ws.path(), "read_file", json!({"path": "a.txt", "offset": 3, "limit": 2})).await;
+    assert_eq!(
+        page,
+        "3\tline 3\n4\tline 4\n[showing lines 3-4 of 12; read_file with offset=5 to continue]\n"
+    );
+    let error = err(ws.path(), "read_file", json!({"path": "a.txt", "offset": 40})).await;
+    assert!(error.message.contains("has 12 lines"), "{}", error.message);
+}
+
+#[tokio::test]
+async fn read_caps_at_two_thousand_lines() {
+    let ws = tempfile::tempdir().unwrap();
+    let text: String = (1..=5000).map(|i| format!("{i}\n")).collect();
+    std::fs::write(ws.path().join("big.txt"), &text).unwrap();
+    let out = ok(ws.path(), "read_file", json!({"path": "big.txt"})).await;
+    assert!(
+        out.ends_with("[showing lines 1-2000 of 5000; read_file with offset=2001 to continue]\n"),
+        "{}",
+        &out[out.len() - 100..]
+    );
+    let wide: String = (1..=3000).map(|i| format!("{i} {}\n", "x".repeat(60))).collect();
+    std::fs::write(ws.path().join("wide.txt"), &wide).unwrap();
+    let out = ok(ws.path(), "read_file", json!({"path": "wide.txt"})).await;
+    assert!(out.len() <= 51 * 1024, "{} bytes", out.len());
+    assert!(out.contains("read_file with offset="));
+}
+
+#[tokio::test]
+async fn binary_files_are_refused_with_size_and_type() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(vec![0u8; 2000]);
+    std::fs::write(ws.path().join("logo.png"), &png).unwrap();
+    let error = err(ws.path(), "read_file", json!({"path": "logo.png"})).await;
+    assert_eq!(error.code, "binary_file");
+    assert_eq!(error.message, "`logo.png` is a PNG image (2.0 KB), not text; read_file only shows text");
+}
+
+#[tokio::test]
+async fn invalid_utf8_is_replaced_and_empty_files_are_fine() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("latin1.txt"), b"caf\xe9\n").unwrap();
+    assert_eq!(ok(ws.path(), "read_file", json!({"path": "latin1.txt"})).await, "1\tcaf\u{fffd}\n");
+    std::fs::write(ws.path().join("empty.txt"), b"").unwrap();
+    assert_eq!(ok(ws.path(), "read_file", json!({"path": "empty.txt"})).await, "(empty.txt is empty)");
+}
+
+#[tokio::test]
+async fn missing_paths_get_near_matches_and_the_folder_listing() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("src")).unwrap();
+    std::fs::write(ws.path().join("src/math.rs"), "fn add() {}\n").unwrap();
+    std::fs::write(ws.path().join("src/lib.rs"), "").unwrap();
+    let error = err(ws.path(), "read_file", json!({"path": "math.rs"})).await;
+    assert_eq!(error.code, "not_found");
+    assert!(error.message.contains("Did you mean src/math.rs?"), "{}", error.message);
+    let error = err(ws.path(), "read_file", json!({"path": "src/maths.rs"})).await;
+    assert!(error.message.contains("Entries of src/: lib.rs, math.rs"), "{}", error.message);
+    let error = err(ws.path(), "read_file", json!({"path": "src"})).await;
+    assert_eq!(error.code, "is_a_directory");
+}
+
+#[tokio::test]
+async fn write_creates_parents_and_reports_what_it_did() {
+    let ws = tempfile::tempdir().unwrap();
+    let out =
+        ok(ws.path(), "write_file", json!({"path": "docs/notes/NOTES.md", "content": "# Notes\nhello\n"}))
+            .await;
+    assert_eq!(out, "Created docs/notes/NOTES.md (14 bytes, 2 lines).");
+    let out = ok(ws.path(), "write_file", json!({"path": "docs/notes/NOTES.md", "content": "short"})).await;
+    assert_eq!(out, "Overwrote docs/notes/NOTES.md (was 14 bytes, now 5 bytes, 1 lines).");
+    assert_eq!(std::fs::read_to_string(ws.path().join("docs/notes/NOTES.md")).unwrap(), "short");
+    let error = err(ws.path(), "write_file", json!({"path": "docs", "content": "x"})).await;
+    assert_eq!(error.code, "is_a_directory");
+}
+
+#[tokio::test]
+async fn edit_replaces_once_and_shows_a_diff() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.py"), "def f():\n    return 1\n\nprint(f())\n").unwrap();
+    let out = ok(
+        ws.path(),
+        "edit_file",
+        json!({"path": "a.py", "old_text": "    return 1", "new_text": "    return 2"}),
+    )
+    .await;
+    assert!(out.starts_with("Edited a.py: 1 replacement (first at line 2).\n--- a.py\n+++ a.py\n"), "{out}");
+    assert!(out.contains("-    return 1\n+    return 2"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.py")).unwrap(),
+        "def f():\n    return 2\n\nprint(f())\n"
+    );
+}
+
+#[tokio::test]
+async fn edit_without_a_match_shows_the_closest_lines() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("a.rs"),
+        "fn main() {\n    let total = add(1, 2);\n    println!(\"{total}\");\n}\n",
+    )
+    .unwrap();
+    let error = err(
+        ws.path(),
+        "edit_file",
+        json!({"path": "a.rs", "old_text": "let totl = add(1, 2);", "new_text": "x"}),
+    )
+    .await;
+    assert_eq!(error.code, "no_match");
+    assert!(
+        error.message.contains("The most similar lines are:\n    2\t    let total = add(1, 2);"),
+        "{}",
+        error.message
+    );
+    // Same text, different indentation.
+    let error = err(ws.path(), "edit_file", json!({"path": "a.rs", "old_text": "let total = add(1, 2);\nprintln!(\"{total}\");", "new_text": "x"})).await;
+    assert!(error.message.contains("Lines 2-3 match it except for whitespace"), "{}", error.message);
+    assert!(error.message.contains("    let total = add(1, 2);\n    println!"), "{}", error.message);
+}
+
+#[tokio::test]
+async fn edit_with_several_matches_asks_for_context_or_replace_all() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "x = 1\ny = 2\nx = 1\n").unwrap();
+    let error =
+        err(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "x = 1", "new_text": "x = 3"})).await;
+    assert_eq!(error.code, "ambiguous_match");
+    assert!(error.message.contains("occurs 2 times in `a.txt` (lines 1, 3)"), "{}", error.message);
+    let out = ok(
+        ws.path(),
+        "edit_file",
+        json!({"path": "a.txt", "old_text": "x = 1", "new_text": "x = 3", "replace_all": true}),
+    )
+    .await;
+    assert!(out.starts_with("Edited a.txt: 2 replacements"), "{out}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "x = 3\ny = 2\nx = 3\n");
+}
+
+#[tokio::test]
+async fn edit_preserves_crlf_line_endings() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("win.txt"), "one\r\ntwo\r\nthree\r\n").unwrap();
+    ok(
+        ws.path(),
+        "edit_file",
+        json!({"path": "win.txt", "old_text": "one\ntwo", "new_text": "one\n2\nand a half"}),
+    )
+    .await;
+    assert_eq!(std::fs::read(ws.path().join("win.txt")).unwrap(), b"one\r\n2\r\nand a half\r\nthree\r\n");
+}
+
+#[tokio::test]
+async fn edit_refuses_useless_or_impossible_edits() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "abc").unwrap();
+    assert_eq!(
+        err(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "", "new_text": "x"})).await.code,
+        "invalid_arguments"
+    );
+    assert_eq!(
+        err(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "a", "new_text": "a"})).await.code,
+        "invalid_arguments"
+    );
+    assert_eq!(
+        err(ws.path(), "edit_file", json!({"path": "nope.txt", "old_text": "a", "new_text": "b"})).await.code,
+        "not_found"
+    );
+    std::fs::write(ws.path().join("bin.dat"), b"\xff\xfe").unwrap();
+    assert_eq!(
+        err(ws.path(), "edit_file", json!({"path": "bin.dat", "old_text": "a", "new_text": "b"})).await.code,
+        "not_utf8"
+    );
+}
+
+#[tokio::test]
+async fn non_utf8_file_names_are_listed_and_searchable() {
+    let ws = tempfile::tempdir().unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    std::fs::write(ws.path().join(name), "needle\n").unwrap();
+    let listing = ok(ws.path(), "list_files", json!({})).await;
+    assert_eq!(listing, "caf\u{fffd}.txt");
+    let found = ok(ws.path(), "grep", json!({"pattern": "needle"})).await;
+    assert_eq!(found, "caf\u{fffd}.txt:1: needle");
+}

@@ -1,0 +1,103 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! list_files, grep and glob.
+
+mod common;
+
+use std::time::{Duration, SystemTime};
+
+use common::*;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+fn tree() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    let p = ws.path();
+    std::fs::create_dir_all(p.join("src/util")).unwrap();
+    std::fs::create_dir_all(p.join("target/debug")).unwrap();
+    std::fs::write(p.join(".gitignore"), "target/\n*.log\n").unwrap();
+    std::fs::write(p.join(".hidden"), "secret\n").unwrap();
+    std::fs::write(p.join("README.md"), "# Demo\nTODO: write docs\n").unwrap();
+    std::fs::write(p.join("src/main.rs"), "fn main() {\n    // TODO: parse args\n    println!(\"hi\");\n}\n")
+        .unwrap();
+    std::fs::write(
+        p.join("src/util/math.rs"),
+        "pub fn add(a: i32, b: i32) -> i32 { a + b }\n// todo lowercase\n",
+    )
+    .unwrap();
+    std::fs::write(p.join("target/debug/out.rs"), "TODO ignored\n").unwrap();
+    std::fs::write(p.join("run.log"), "TODO ignored\n").unwrap();
+    ws
+}
+
+#[tokio::test]
+async fn list_respects_gitignore_and_hidden_files_and_marks_folders() {
+    let ws = tree();
+    assert_eq!(ok(ws.path(), "list_files", json!({})).await, "README.md\nsrc/\nsrc/main.rs\nsrc/util/");
+    assert_eq!(
+        ok(ws.path(), "list_files", json!({"path": "src", "depth": 5})).await,
+        "src/main.rs\nsrc/util/\nsrc/util/math.rs"
+    );
+    assert_eq!(err(ws.path(), "list_files", json!({"path": "README.md"})).await.code, "not_a_directory");
+}
+
+#[tokio::test]
+async fn list_is_capped_with_a_count_of_the_rest() {
+    let ws = tempfile::tempdir().unwrap();
+    for i in 0..450 {
+        std::fs::write(ws.path().join(format!("f{i:03}.txt")), "").unwrap();
+    }
+    let out = ok(ws.path(), "list_files", json!({})).await;
+    assert_eq!(out.lines().count(), 401);
+    assert!(out.ends_with("[... 50 more entries not shown; list a sub-folder or lower the depth]"), "{out}");
+}
+
+#[tokio::test]
+async fn grep_reports_file_line_text() {
+    let ws = tree();
+    assert_eq!(
+        ok(ws.path(), "grep", json!({"pattern": "TODO"})).await,
+        "README.md:2: TODO: write docs\nsrc/main.rs:2:     // TODO: parse args"
+    );
+    let insensitive =
+        ok(ws.path(), "grep", json!({"pattern": "todo", "case_insensitive": true, "glob": "*.rs"})).await;
+    assert_eq!(insensitive, "src/main.rs:2:     // TODO: parse args\nsrc/util/math.rs:2: // todo lowercase");
+    assert_eq!(
+        ok(ws.path(), "grep", json!({"pattern": "fn \\w+", "path": "src/util"})).await,
+        "src/util/math.rs:1: pub fn add(a: i32, b: i32) -> i32 { a + b }"
+    );
+    assert_eq!(
+        ok(ws.path(), "grep", json!({"pattern": "nothing here"})).await,
+        "No matches for `nothing here` in .."
+    );
+    let error = err(ws.path(), "grep", json!({"pattern": "(unclosed"})).await;
+    assert_eq!(error.code, "invalid_pattern");
+}
+
+#[tokio::test]
+async fn grep_is_capped() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("many.txt"), "hit\n".repeat(500)).unwrap();
+    let out = ok(ws.path(), "grep", json!({"pattern": "hit"})).await;
+    assert_eq!(out.lines().count(), 201);
+    assert!(
+        out.ends_with("[500 matches in 1 files; only the first 200 shown. Narrow the pattern, path or glob]"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn glob_lists_newest_first() {
+    let ws = tree();
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(ws.path().join("src/main.rs"))
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    assert_eq!(ok(ws.path(), "glob", json!({"pattern": "**/*.rs"})).await, "src/util/math.rs\nsrc/main.rs");
+    assert_eq!(ok(ws.path(), "glob", json!({"pattern": "*.md"})).await, "README.md");
+    assert_eq!(ok(ws.path(), "glob", json!({"pattern": "src/*.rs"})).await, "src/main.rs");
+    assert_eq!(ok(ws.path(), "glob", json!({"pattern": "*.py"})).await, "No files match `*.py`.");
+    assert_eq!(err(ws.path(), "glob", json!({"pattern": "../*"})).await.code, "outside_workspace");
+}
