@@ -242,3 +242,18 @@ fn newer_format_version_is_refused() {
     assert_eq!(err.kind, SessionErrorKind::Version);
     assert!(err.message.contains("upgrade keel"));
 }
+
+#[test]
+fn latest_in_finds_the_newest_session_of_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path());
+    let a = store.create("/project").unwrap().id().to_owned();
+    let _other = store.create("/elsewhere").unwrap().id().to_owned();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let mut b = store.create("/project").unwrap();
+    b.append(user("newer")).unwrap();
+    let b = b.id().to_owned();
+    assert_ne!(a, b);
+    assert_eq!(store.latest_in("/project").unwrap(), Some(b));
+    assert_eq!(store.latest_in("/nowhere").unwrap(), None);
+}

@@ -1,0 +1,109 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// keel: a coding agent in your terminal.
+///
+/// `keel "task"` runs one task and prints the answer. `keel` alone starts an interactive
+/// session. Every run is a session you can list, show, resume and fork.
+#[derive(Debug, Parser)]
+#[command(name = "keel", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// The task (print mode). Read from stdin when stdin is not a terminal.
+    #[arg(value_name = "TASK")]
+    pub task: Option<String>,
+
+    /// The task (same as the positional argument).
+    #[arg(short = 'p', long = "print", value_name = "TASK", conflicts_with = "task")]
+    pub print: Option<String>,
+
+    /// Provider preset: deepseek, openai, openrouter, ollama, llamacpp, vllm, custom.
+    #[arg(long, env = "KEEL_PROVIDER", hide_env_values = true)]
+    pub provider: Option<String>,
+
+    /// Base URL of an OpenAI-compatible server (requests go to {base}/chat/completions).
+    #[arg(long, env = "KEEL_BASE_URL", hide_env_values = true)]
+    pub base_url: Option<String>,
+
+    /// Model name.
+    #[arg(long, short = 'm', env = "KEEL_MODEL", hide_env_values = true)]
+    pub model: Option<String>,
+
+    /// Named profile from the config file.
+    #[arg(long, env = "KEEL_PROFILE", hide_env_values = true)]
+    pub profile: Option<String>,
+
+    /// Steps allowed per turn (default 50).
+    #[arg(long, env = "KEEL_MAX_STEPS", hide_env_values = true)]
+    pub max_steps: Option<u32>,
+
+    /// What runs without asking: auto (print mode default), ask (interactive default), read-only.
+    #[arg(long, env = "KEEL_PERMISSION", hide_env_values = true)]
+    pub permission: Option<String>,
+
+    /// Workspace folder (default: the current folder).
+    #[arg(long, short = 'C', value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+
+    /// Print one JSON event per line on stdout (see docs/json-events.md).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Keep no session log.
+    #[arg(long)]
+    pub no_session: bool,
+
+    /// Resume the latest session of this folder.
+    #[arg(long = "continue", short = 'c', conflicts_with_all = ["resume", "no_session"])]
+    pub continue_latest: bool,
+
+    /// Resume a session by id (or unique id prefix).
+    #[arg(long, value_name = "ID", conflicts_with = "no_session")]
+    pub resume: Option<String>,
+
+    /// Write debug logs to this file (or set KEEL_LOG=debug for stderr).
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List, show or fork sessions.
+    Sessions {
+        #[command(subcommand)]
+        action: Option<SessionsAction>,
+    },
+}
+
+/// `keel sessions …`.
+#[derive(Debug, Subcommand)]
+pub enum SessionsAction {
+    /// List sessions, newest first.
+    List {
+        /// Only sessions of this folder.
+        #[arg(long)]
+        here: bool,
+    },
+    /// Print a session's transcript.
+    Show {
+        /// Session id or unique prefix.
+        id: String,
+        /// Print the raw JSONL events instead.
+        #[arg(long)]
+        raw: bool,
+    },
+    /// Branch a session into a new one.
+    Fork {
+        /// Session id or unique prefix.
+        id: String,
+        /// Last event (seq) to keep; default: all of it.
+        #[arg(long)]
+        at: Option<u64>,
+    },
+}

@@ -1,0 +1,371 @@
+//! Configuration: flags beat environment variables beat the config file (a named
+//! profile, then the file's top level).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use keel_llm::openai::{OpenAiConfig, Preset, ReasoningReplay};
+use keel_tools::PermissionMode;
+use serde::Deserialize;
+
+use crate::cli::Cli;
+
+/// One layer of settings (file top level, a profile, env, flags).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layer {
+    /// Provider preset or `custom`.
+    pub provider: Option<String>,
+    /// Base URL.
+    pub base_url: Option<String>,
+    /// Model name.
+    pub model: Option<String>,
+    /// API key (prefer the environment).
+    pub api_key: Option<String>,
+    /// Step limit per turn.
+    pub max_steps: Option<u32>,
+    /// auto | ask | read-only.
+    pub permission: Option<String>,
+    /// Output cap per reply.
+    pub max_tokens: Option<u32>,
+    /// Retries of failed requests.
+    pub max_retries: Option<u32>,
+    /// Seconds without data before a request fails.
+    pub idle_timeout_secs: Option<u64>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Parse tool calls written as text.
+    pub text_tool_calls: Option<bool>,
+    /// never | tool_turns | always.
+    pub reasoning_replay: Option<String>,
+    /// Use streaming (default true).
+    pub stream: Option<bool>,
+    /// Extra shell deny patterns (regular expressions).
+    pub deny: Option<Vec<String>>,
+    /// Folders outside the workspace the tools may use.
+    pub allowed_roots: Option<Vec<PathBuf>>,
+}
+
+impl Layer {
+    fn over(self, base: Layer) -> Layer {
+        Layer {
+            provider: self.provider.or(base.provider),
+            base_url: self.base_url.or(base.base_url),
+            model: self.model.or(base.model),
+            api_key: self.api_key.or(base.api_key),
+            max_steps: self.max_steps.or(base.max_steps),
+            permission: self.permission.or(base.permission),
+            max_tokens: self.max_tokens.or(base.max_tokens),
+            max_retries: self.max_retries.or(base.max_retries),
+            idle_timeout_secs: self.idle_timeout_secs.or(base.idle_timeout_secs),
+            temperature: self.temperature.or(base.temperature),
+            text_tool_calls: self.text_tool_calls.or(base.text_tool_calls),
+            reasoning_replay: self.reasoning_replay.or(base.reasoning_replay),
+            stream: self.stream.or(base.stream),
+            deny: self.deny.or(base.deny),
+            allowed_roots: self.allowed_roots.or(base.allowed_roots),
+        }
+    }
+}
+
+/// Per-million-token prices for cost estimates.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Dollars per million uncached input tokens.
+    pub input: f64,
+    /// Dollars per million cached input tokens.
+    #[serde(default)]
+    pub cached: Option<f64>,
+    /// Dollars per million output tokens.
+    pub output: f64,
+}
+
+/// The config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Profile used when none is named.
+    pub profile: Option<String>,
+    /// Top-level defaults.
+    #[serde(flatten)]
+    pub defaults: Layer,
+    /// Named profiles.
+    #[serde(default)]
+    pub profiles: BTreeMap<String, Layer>,
+    /// Prices by model name.
+    #[serde(default)]
+    pub pricing: BTreeMap<String, Price>,
+}
+
+/// A configuration problem: exit code 2, with a message that says what to do.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Everything resolved.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The provider's client settings.
+    pub client: OpenAiConfig,
+    /// Step limit per turn.
+    pub max_steps: u32,
+    /// The permission mode.
+    pub permission: PermissionMode,
+    /// Extra deny patterns.
+    pub deny: Vec<String>,
+    /// Extra allowed roots.
+    pub allowed_roots: Vec<PathBuf>,
+    /// Prices.
+    pub pricing: BTreeMap<String, Price>,
+    /// The profile used, if any.
+    pub profile: Option<String>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Reads the config file, if there is one.
+pub fn load_file() -> Result<FileConfig, ConfigError> {
+    let path = crate::paths::config_file();
+    match std::fs::read_to_string(&path) {
+        Ok(text) => toml::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
+        Err(e) => Err(ConfigError(format!("cannot read {}: {e}", path.display()))),
+    }
+}
+
+fn env_layer() -> Layer {
+    Layer {
+        provider: env("KEEL_PROVIDER"),
+        base_url: env("KEEL_BASE_URL"),
+        model: env("KEEL_MODEL"),
+        api_key: env("KEEL_API_KEY"),
+        max_steps: env("KEEL_MAX_STEPS").and_then(|v| v.parse().ok()),
+        permission: env("KEEL_PERMISSION"),
+        ..Layer::default()
+    }
+}
+
+fn flag_layer(cli: &Cli) -> Layer {
+    Layer {
+        provider: cli.provider.clone(),
+        base_url: cli.base_url.clone(),
+        model: cli.model.clone(),
+        max_steps: cli.max_steps,
+        permission: cli.permission.clone(),
+        ..Layer::default()
+    }
+}
+
+/// The message shown when no model is configured.
+pub fn missing_model_help() -> String {
+    format!(
+        "no model is configured. Pick one and run keel again:
+
+  DeepSeek     export DEEPSEEK_API_KEY=sk-...
+               keel --provider deepseek \"your task\"
+
+  OpenAI       export OPENAI_API_KEY=sk-...
+               keel --provider openai --model gpt-4.1-mini \"your task\"
+
+  llama.cpp    llama-server -m model.gguf --jinja --port 8080
+               keel --provider llamacpp \"your task\"
+
+  Ollama       ollama pull qwen2.5-coder:7b
+               keel --provider ollama --model qwen2.5-coder:7b \"your task\"
+
+  Any OpenAI-compatible server:
+               keel --base-url http://host:port/v1 --model NAME \"your task\"
+
+To make it stick, put it in {}:
+  provider = \"deepseek\"
+  model = \"deepseek-chat\"",
+        crate::paths::config_file().display()
+    )
+}
+
+/// Resolves settings from flags, environment and file. `interactive` picks the default
+/// permission mode (ask) versus print mode's (auto).
+pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
+    let file = load_file()?;
+    let profile_name = cli.profile.clone().or_else(|| env("KEEL_PROFILE")).or(file.profile.clone());
+    let profile = match &profile_name {
+        Some(name) => match file.profiles.get(name) {
+            Some(layer) => layer.clone(),
+            None => {
+                let known: Vec<&str> = file.profiles.keys().map(String::as_str).collect();
+                return Err(ConfigError(format!(
+                    "profile `{name}` is not in {} (profiles: {})",
+                    crate::paths::config_file().display(),
+                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                )));
+            }
+        },
+        None => Layer::default(),
+    };
+    let layer = flag_layer(cli).over(env_layer()).over(profile).over(file.defaults.clone());
+    settings_from(layer, file.pricing, profile_name, interactive)
+}
+
+fn settings_from(
+    layer: Layer,
+    pricing: BTreeMap<String, Price>,
+    profile: Option<String>,
+    interactive: bool,
+) -> Result<Settings, ConfigError> {
+    // No provider named: use the one whose key is in the environment.
+    let provider = layer.provider.clone().or_else(|| {
+        if layer.base_url.is_some() {
+            return None;
+        }
+        ["deepseek", "openai", "openrouter"]
+            .into_iter()
+            .find(|name| Preset::find(name).and_then(|p| p.api_key_env).and_then(env).is_some())
+            .map(str::to_owned)
+    });
+    let mut client = match provider.as_deref() {
+        Some("custom") | None => {
+            let Some(base_url) = layer.base_url.clone() else {
+                return Err(ConfigError(missing_model_help()));
+            };
+            let Some(model) = layer.model.clone() else {
+                return Err(ConfigError(format!(
+                    "a model name is needed for {base_url}: pass --model NAME or set KEEL_MODEL"
+                )));
+            };
+            let mut config = OpenAiConfig::new(base_url, model);
+            config.provider = "custom".into();
+            config
+        }
+        Some(name) => {
+            let Some(preset) = Preset::find(name) else {
+                let names: Vec<&str> = keel_llm::openai::PRESETS.iter().map(|p| p.name).collect();
+                return Err(ConfigError(format!(
+                    "unknown provider `{name}`; known: {}, custom",
+                    names.join(", ")
+                )));
+            };
+            let Some(mut config) = preset.config(layer.model.as_deref()) else {
+                return Err(ConfigError(format!(
+                    "provider `{name}` needs a model name: pass --model NAME or set KEEL_MODEL"
+                )));
+            };
+            if let Some(url) = &layer.base_url {
+                config.base_url = url.clone();
+            }
+            config
+        }
+    };
+    client.api_key = layer.api_key.clone().or_else(|| client.api_key_env.as_deref().and_then(env));
+    if client.api_key.is_none()
+        && let Some(var) = &client.api_key_env
+        && client.base_url == Preset::find(&client.provider).map(|p| p.base_url).unwrap_or_default()
+    {
+        return Err(ConfigError(format!(
+            "{var} is not set. Get a key from the provider, then:\n  export {var}=sk-...\n(or set KEEL_API_KEY)"
+        )));
+    }
+    if let Some(tokens) = layer.max_tokens {
+        client.max_tokens = tokens;
+    }
+    if let Some(retries) = layer.max_retries {
+        client.max_retries = retries;
+    }
+    if let Some(secs) = layer.idle_timeout_secs {
+        client.idle_timeout = std::time::Duration::from_secs(secs.max(1));
+    }
+    client.temperature = layer.temperature.or(client.temperature);
+    if let Some(text_calls) = layer.text_tool_calls {
+        client.text_tool_calls = text_calls;
+    }
+    if let Some(stream) = layer.stream {
+        client.stream = stream;
+    }
+    if let Some(replay) = &layer.reasoning_replay {
+        client.reasoning_replay = ReasoningReplay::parse(replay).ok_or_else(|| {
+            ConfigError(format!("reasoning_replay must be never, tool_turns or always (got `{replay}`)"))
+        })?;
+    }
+    let permission = match &layer.permission {
+        Some(text) => PermissionMode::parse(text).ok_or_else(|| {
+            ConfigError(format!("--permission must be auto, ask or read-only (got `{text}`)"))
+        })?,
+        None if interactive => PermissionMode::Ask,
+        None => PermissionMode::Auto,
+    };
+    let max_steps = layer.max_steps.unwrap_or(50);
+    if max_steps == 0 {
+        return Err(ConfigError("--max-steps must be at least 1".into()));
+    }
+    Ok(Settings {
+        client,
+        max_steps,
+        permission,
+        deny: layer.deny.unwrap_or_default(),
+        allowed_roots: layer.allowed_roots.unwrap_or_default(),
+        pricing,
+        profile,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_env_beat_profile_beat_file() {
+        let file = Layer {
+            provider: Some("llamacpp".into()),
+            model: Some("file".into()),
+            max_steps: Some(5),
+            ..Layer::default()
+        };
+        let profile = Layer { model: Some("profile".into()), ..Layer::default() };
+        let env = Layer { model: Some("env".into()), ..Layer::default() };
+        let flags = Layer { model: Some("flag".into()), ..Layer::default() };
+        let merged = flags.clone().over(env.clone()).over(profile.clone()).over(file.clone());
+        assert_eq!(merged.model.as_deref(), Some("flag"));
+        assert_eq!(merged.max_steps, Some(5));
+        let merged = Layer::default().over(env).over(profile.clone()).over(file.clone());
+        assert_eq!(merged.model.as_deref(), Some("env"));
+        let merged = Layer::default().over(profile).over(file);
+        assert_eq!(merged.model.as_deref(), Some("profile"));
+    }
+
+    #[test]
+    fn a_local_preset_needs_no_key_and_defaults_permissions_by_mode() {
+        let layer = Layer { provider: Some("llamacpp".into()), ..Layer::default() };
+        let print = settings_from(layer.clone(), BTreeMap::new(), None, false).unwrap();
+        assert_eq!(print.permission, PermissionMode::Auto);
+        assert_eq!(print.client.model, "default");
+        let interactive = settings_from(layer, BTreeMap::new(), None, true).unwrap();
+        assert_eq!(interactive.permission, PermissionMode::Ask);
+    }
+
+    #[test]
+    fn bad_values_are_clear_errors() {
+        let bad = |layer: Layer| settings_from(layer, BTreeMap::new(), None, false).unwrap_err().0;
+        assert!(
+            bad(Layer { provider: Some("nope".into()), ..Layer::default() })
+                .contains("unknown provider `nope`")
+        );
+        assert!(
+            bad(Layer { provider: Some("ollama".into()), ..Layer::default() }).contains("needs a model name")
+        );
+        let base =
+            Layer { base_url: Some("http://x/v1".into()), model: Some("m".into()), ..Layer::default() };
+        assert!(
+            bad(Layer { permission: Some("yolo".into()), ..base.clone() }).contains("auto, ask or read-only")
+        );
+        assert!(bad(Layer { max_steps: Some(0), ..base }).contains("at least 1"));
+    }
+}

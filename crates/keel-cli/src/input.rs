@@ -1,0 +1,163 @@
+//! Typing while the agent works: lines read from the terminal during a turn become
+//! steering input, or the answer to a pending permission question.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use keel_agent::Inbox;
+use keel_tools::{AskAnswer, AskFn, AskRequest};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::render::Terminal;
+use crate::render::format::clip;
+
+/// Routes typed lines during a turn.
+#[derive(Default)]
+pub struct TurnInput {
+    pending: Mutex<Option<oneshot::Sender<String>>>,
+    /// True while a reader is attached (a question can be answered).
+    attached: AtomicBool,
+}
+
+impl TurnInput {
+    /// A new router.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Delivers a typed line: to a waiting question, else as steering input.
+    fn deliver(&self, line: String, inbox: &Inbox, terminal: &Terminal) {
+        let waiting = self.pending.lock().ok().and_then(|mut p| p.take());
+        match waiting {
+            Some(sender) => {
+                let _ = sender.send(line);
+            }
+            None if line.trim().is_empty() => {}
+            None => {
+                terminal.line(&format!("  ↳ queued for the next step: {}", clip(&line, 80)));
+                inbox.steer(line);
+            }
+        }
+    }
+
+    /// The permission callback: prints the question and waits for the next typed line.
+    pub fn ask_fn(self: &Arc<Self>, terminal: Arc<Terminal>) -> AskFn {
+        let input = Arc::clone(self);
+        Arc::new(move |request: AskRequest| {
+            let input = Arc::clone(&input);
+            let terminal = Arc::clone(&terminal);
+            Box::pin(async move {
+                if !input.attached.load(Ordering::Relaxed) {
+                    terminal.line(&format!(
+                        "  {} needs permission, but there is no terminal to ask: denied",
+                        request.tool
+                    ));
+                    return AskAnswer::Deny;
+                }
+                let (sender, receiver) = oneshot::channel();
+                if let Ok(mut pending) = input.pending.lock() {
+                    *pending = Some(sender);
+                }
+                let what = crate::render::format::short_args(&request.tool, &request.arguments);
+                terminal.line(&format!("  allow {} {what}?  [y]es  [a]lways  [n]o  [s]top", request.tool));
+                match receiver.await.map(|answer| answer.trim().to_lowercase()) {
+                    Ok(answer) if answer == "y" || answer == "yes" || answer.is_empty() => AskAnswer::Allow,
+                    Ok(answer) if answer == "a" || answer == "always" => AskAnswer::AllowAlways,
+                    Ok(answer) if answer == "s" || answer == "stop" => AskAnswer::DenyAndStop,
+                    _ => AskAnswer::Deny,
+                }
+            })
+        })
+    }
+}
+
+/// A reader thread polling a terminal for lines until dropped.
+pub struct LineReader {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    task: tokio::task::JoinHandle<()>,
+    input: Arc<TurnInput>,
+}
+
+impl LineReader {
+    /// Reads lines from `source` (stdin or /dev/tty) and routes them through `input`.
+    pub fn start(source: File, input: Arc<TurnInput>, inbox: Inbox, terminal: Arc<Terminal>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (sender, mut receiver) = mpsc::unbounded_channel::<String>();
+        let thread_stop = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("keel-input".into())
+            .spawn(move || read_lines(source, &thread_stop, &sender))
+            .ok();
+        input.attached.store(thread.is_some(), Ordering::Relaxed);
+        let router = Arc::clone(&input);
+        let task = tokio::spawn(async move {
+            while let Some(line) = receiver.recv().await {
+                router.deliver(line, &inbox, &terminal);
+            }
+        });
+        LineReader { stop, thread, task, input }
+    }
+}
+
+impl Drop for LineReader {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.input.attached.store(false, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        self.task.abort();
+    }
+}
+
+fn read_lines(mut source: File, stop: &AtomicBool, sender: &mpsc::UnboundedSender<String>) {
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !stop.load(Ordering::Relaxed) {
+        let fd = source.as_fd();
+        let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+        let timeout = rustix::event::Timespec { tv_sec: 0, tv_nsec: 50_000_000 };
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return,
+        }
+        let readable = fds[0].revents();
+        if !readable.intersects(rustix::event::PollFlags::IN) {
+            if readable.intersects(rustix::event::PollFlags::HUP | rustix::event::PollFlags::ERR) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        match source.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                pending.extend_from_slice(&buf[..n]);
+                while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=end).collect();
+                    let text = String::from_utf8_lossy(&line).trim_end_matches(['\n', '\r']).to_owned();
+                    if sender.send(text).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The terminal to read typed lines from: stdin if it is one, else /dev/tty.
+pub fn terminal_source() -> Option<File> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        let fd = rustix::io::dup(std::io::stdin().as_fd()).ok()?;
+        return Some(File::from(fd));
+    }
+    File::open("/dev/tty").ok()
+}

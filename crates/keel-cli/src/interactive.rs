@@ -1,0 +1,261 @@
+//! `keel` on a terminal: a line editor, streamed answers, slash commands.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use keel_agent::Agent;
+use keel_llm::CancellationToken;
+use keel_session::{JsonlStore, SessionStore};
+use reedline::{DefaultPrompt, DefaultPromptSegment, FileBackedHistory, Reedline, Signal};
+
+use crate::cli::Cli;
+use crate::config::{self, Settings};
+use crate::exit;
+use crate::input::{LineReader, TurnInput, terminal_source};
+use crate::print_mode::{on_ctrl_c, ticker};
+use crate::render::format::{clip, thousands};
+use crate::render::{Terminal, usage_text};
+use crate::{pricing, sessions, setup};
+
+const HELP: &str = "commands:
+  /help            this list
+  /new             start a new session
+  /sessions        recent sessions of this folder
+  /resume ID       switch to another session
+  /fork            branch the current session and continue in the branch
+  /model NAME      switch the model (same provider)
+  /usage           tokens and cost of this session
+  /quit            leave (also Ctrl-D, or Ctrl-C twice at the prompt)
+While the agent works: Ctrl-C stops the turn; typing a line and Enter steers it.";
+
+struct Repl {
+    settings: Settings,
+    workspace: std::path::PathBuf,
+    agent: Agent,
+    store: Option<JsonlStore>,
+    session: keel_agent::Session,
+    terminal: Arc<Terminal>,
+    input: Arc<TurnInput>,
+}
+
+impl Repl {
+    fn say(&self, text: &str) {
+        self.terminal.line(text);
+    }
+
+    async fn turn(&mut self, text: String) -> anyhow::Result<()> {
+        let cancel = CancellationToken::new();
+        let ctrl_c = on_ctrl_c(cancel.clone());
+        let ticker = ticker(Arc::clone(&self.terminal));
+        let reader = terminal_source().map(|source| {
+            LineReader::start(
+                source,
+                Arc::clone(&self.input),
+                self.agent.inbox().clone(),
+                Arc::clone(&self.terminal),
+            )
+        });
+        let started = Instant::now();
+        let outcome = self.agent.run_turn(&mut self.session, text, &*self.terminal, &cancel).await;
+        drop(reader);
+        ctrl_c.abort();
+        ticker.abort();
+        let outcome = outcome?;
+        self.terminal.summary(&outcome, started.elapsed(), &self.settings.client.model, &self.settings);
+        Ok(())
+    }
+
+    fn switch_to(&mut self, session: keel_agent::Session, note: &str) {
+        self.session = session;
+        self.say(&format!("{note} {}", self.session.id()));
+    }
+
+    fn command(&mut self, line: &str) -> anyhow::Result<bool> {
+        let mut parts = line.splitn(2, char::is_whitespace);
+        let name = parts.next().unwrap_or_default();
+        let arg = parts.next().map(str::trim).filter(|a| !a.is_empty());
+        match (name, arg) {
+            ("/help", _) => self.say(HELP),
+            ("/quit" | "/exit", _) => return Ok(false),
+            ("/new", _) => match &self.store {
+                Some(store) => {
+                    let cwd = self.workspace.display().to_string();
+                    // Release the current session's lock first.
+                    self.session = keel_agent::Session::in_memory(&cwd);
+                    let fresh = store.create(&cwd)?;
+                    self.switch_to(fresh, "new session");
+                }
+                None => {
+                    self.session = keel_agent::Session::in_memory(&self.workspace.display().to_string());
+                    self.say("new session (not saved: --no-session)");
+                }
+            },
+            ("/sessions", _) => match &self.store {
+                Some(store) => {
+                    self.say(&sessions::table(store, Some(&self.workspace.display().to_string()), 10)?)
+                }
+                None => self.say("sessions are not saved (--no-session)"),
+            },
+            ("/resume", Some(id)) => match &self.store {
+                Some(store) => {
+                    let current = self.session.id().to_owned();
+                    self.session = keel_agent::Session::in_memory(&self.workspace.display().to_string());
+                    match store.open(id) {
+                        Ok(mut session) => {
+                            session.repair()?;
+                            self.switch_to(session, "resumed session");
+                        }
+                        Err(e) => {
+                            self.say(&format!("cannot resume {id}: {e}"));
+                            if let Ok(back) = store.open(&current) {
+                                self.session = back;
+                            }
+                        }
+                    }
+                }
+                None => self.say("sessions are not saved (--no-session)"),
+            },
+            ("/resume", None) => self.say("usage: /resume ID (see /sessions)"),
+            ("/fork", _) => match &self.store {
+                Some(store) => {
+                    self.session.sync()?;
+                    let fork = store.fork(self.session.id(), None)?;
+                    self.switch_to(fork, "forked into session");
+                }
+                None => self.say("sessions are not saved (--no-session)"),
+            },
+            ("/model", Some(model)) => {
+                let mut client = self.settings.client.clone();
+                client.model = model.to_owned();
+                match setup::client(client.clone()) {
+                    Ok(new) => {
+                        self.agent.set_model(Arc::new(new));
+                        self.settings.client = client;
+                        self.say(&format!("model: {model}"));
+                    }
+                    Err(e) => self.say(&format!("cannot switch: {e}")),
+                }
+            }
+            ("/model", None) => self
+                .say(&format!("model: {} ({})", self.settings.client.model, self.settings.client.provider)),
+            ("/usage", _) => {
+                let usage = self.session.projection().usage();
+                let cost = pricing::cost(&self.settings.pricing, &self.settings.client.model, &usage)
+                    .map(|c| format!(" · ${c:.4}"))
+                    .unwrap_or_default();
+                self.say(&format!(
+                    "session {} · {} turns · {}{cost}",
+                    self.session.id(),
+                    self.session.projection().turns(),
+                    usage_text(&usage)
+                ));
+            }
+            _ => self.say(&format!("unknown command {name}; /help lists them")),
+        }
+        Ok(true)
+    }
+}
+
+/// Runs the interactive loop; returns the exit code.
+pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
+    let settings = match config::resolve(cli, true) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("keel: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let workspace = match setup::workspace(cli) {
+        Ok(dir) => dir,
+        Err(e) => {
+            eprintln!("keel: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let terminal = Arc::new(Terminal::new(true));
+    let input = TurnInput::new();
+    let policy = match setup::policy(&settings) {
+        Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal))),
+        Err(e) => {
+            eprintln!("keel: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let agent = match setup::agent(&settings, &workspace, policy) {
+        Ok(agent) => agent,
+        Err(e) => {
+            eprintln!("keel: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let store = setup::store(cli);
+    let (session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
+    let mut repl = Repl { settings, workspace, agent, store, session, terminal, input };
+    let profile = repl.settings.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default();
+    repl.say(&format!(
+        "keel · {}{profile} · {} · {} · /help for commands",
+        repl.settings.client.model,
+        clip(&repl.workspace.display().to_string(), 50),
+        match repl.settings.permission {
+            keel_tools::PermissionMode::Auto => "auto",
+            keel_tools::PermissionMode::Ask => "asks before changes",
+            keel_tools::PermissionMode::ReadOnly => "read-only",
+        }
+    ));
+    if let Some(note) = note {
+        let turns = repl.session.projection().turns();
+        repl.say(&format!(
+            "{note} · {} turns · {} tokens",
+            turns,
+            thousands(repl.session.projection().usage().input_tokens)
+        ));
+    }
+
+    let history = FileBackedHistory::with_file(10_000, crate::paths::history_file()).ok();
+    let mut editor = Reedline::create();
+    if let Some(history) = history {
+        editor = editor.with_history(Box::new(history));
+    }
+    let prompt = DefaultPrompt::new(DefaultPromptSegment::Basic("keel".into()), DefaultPromptSegment::Empty);
+    let mut last_was_ctrl_c = false;
+    loop {
+        let signal = editor.read_line(&prompt);
+        match signal {
+            Ok(Signal::Success(line)) => {
+                last_was_ctrl_c = false;
+                let line = line.trim().to_owned();
+                if line.is_empty() {
+                    continue;
+                }
+                if line.starts_with('/') {
+                    match repl.command(&line) {
+                        Ok(true) => continue,
+                        Ok(false) => break,
+                        Err(e) => {
+                            repl.say(&format!("error: {e:#}"));
+                            continue;
+                        }
+                    }
+                }
+                if let Err(e) = repl.turn(line).await {
+                    repl.say(&format!("error: {e:#}"));
+                }
+            }
+            Ok(Signal::CtrlC) => {
+                if last_was_ctrl_c {
+                    break;
+                }
+                last_was_ctrl_c = true;
+                repl.say("(Ctrl-C again or Ctrl-D to leave)");
+            }
+            Ok(Signal::CtrlD) => break,
+            Ok(_) => {}
+            Err(e) => {
+                repl.say(&format!("terminal error: {e}"));
+                break;
+            }
+        }
+    }
+    repl.session.sync()?;
+    Ok(exit::OK)
+}

@@ -1,0 +1,98 @@
+//! `keel`: a coding agent in your terminal.
+
+mod cli;
+mod config;
+mod input;
+mod interactive;
+mod paths;
+mod pricing;
+mod print_mode;
+mod prompt;
+mod render;
+mod sessions;
+mod setup;
+
+use std::io::{IsTerminal, Read};
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Exit codes.
+pub mod exit {
+    /// The turn completed.
+    pub const OK: u8 = 0;
+    /// An error (model, session, blocked).
+    pub const ERROR: u8 = 1;
+    /// Usage or configuration error.
+    pub const USAGE: u8 = 2;
+    /// The step limit was reached.
+    pub const STEP_LIMIT: u8 = 3;
+    /// Interrupted (Ctrl-C).
+    pub const INTERRUPTED: u8 = 130;
+}
+
+fn init_logging(cli: &cli::Cli) {
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("KEEL_LOG").ok();
+    if let Some(path) = &cli.log_file {
+        if let Ok(file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let filter = EnvFilter::new(filter.as_deref().unwrap_or("debug"));
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .try_init();
+        }
+    } else if let Some(filter) = filter {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}
+
+async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
+    if let Some(cli::Command::Sessions { action }) = cli.command.take() {
+        return sessions::run(action);
+    }
+    let mut task = cli.print.take().or(cli.task.take());
+    if task.is_none() && !std::io::stdin().is_terminal() {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        task = Some(text);
+    }
+    match task {
+        Some(task) if task.trim().is_empty() => {
+            eprintln!("keel: the task is empty");
+            Ok(exit::USAGE)
+        }
+        Some(task) => print_mode::run(&cli, task).await,
+        None if cli.json => {
+            eprintln!("keel: --json needs a task (an argument or stdin)");
+            Ok(exit::USAGE)
+        }
+        None => interactive::run(&cli).await,
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    init_logging(&cli);
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("keel: cannot start: {e}");
+            return ExitCode::from(exit::ERROR);
+        }
+    };
+    let code = match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("keel: {e:#}");
+            exit::ERROR
+        }
+    };
+    // Do not wait for a blocked stdin reader or lingering tasks.
+    runtime.shutdown_background();
+    ExitCode::from(code)
+}

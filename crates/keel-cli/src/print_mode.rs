@@ -1,0 +1,131 @@
+//! `keel "task"`: one turn; the answer on stdout, progress on stderr.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_agent::{Sink, TurnOutcome};
+use keel_llm::CancellationToken;
+use keel_session::TurnEndReason;
+use serde_json::json;
+
+use crate::cli::Cli;
+use crate::config;
+use crate::exit;
+use crate::input::{LineReader, TurnInput, terminal_source};
+use crate::render::Terminal;
+use crate::render::json::JsonLines;
+use crate::setup;
+
+/// The exit code for how a turn ended.
+pub fn exit_code(reason: TurnEndReason) -> u8 {
+    match reason {
+        TurnEndReason::Completed => exit::OK,
+        TurnEndReason::MaxSteps => exit::STEP_LIMIT,
+        TurnEndReason::Aborted | TurnEndReason::Interrupted => exit::INTERRUPTED,
+        TurnEndReason::Error | TurnEndReason::Blocked => exit::ERROR,
+    }
+}
+
+/// Cancels on the first Ctrl-C; exits at once on the second.
+pub fn on_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        cancel.cancel();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(i32::from(exit::INTERRUPTED));
+        }
+    })
+}
+
+/// Redraws the spinner every 100 ms.
+pub fn ticker(terminal: Arc<Terminal>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            interval.tick().await;
+            terminal.tick();
+        }
+    })
+}
+
+/// Runs `task` and returns the exit code.
+pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
+    let json = cli.json.then(JsonLines::new);
+    let fail = |message: String| -> anyhow::Result<u8> {
+        match &json {
+            Some(out) => out.write_value(&json!({"type": "keel/error", "data": {"message": message}})),
+            None => eprintln!("keel: {message}"),
+        }
+        Ok(exit::USAGE)
+    };
+    let settings = match config::resolve(cli, false) {
+        Ok(settings) => settings,
+        Err(e) => return fail(e.0),
+    };
+    let workspace = match setup::workspace(cli) {
+        Ok(dir) => dir,
+        Err(e) => return fail(e.0),
+    };
+    let terminal = Arc::new(Terminal::new(false));
+    let input = TurnInput::new();
+    let policy = match setup::policy(&settings) {
+        Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal))),
+        Err(e) => return fail(e.0),
+    };
+    let agent = match setup::agent(&settings, &workspace, policy) {
+        Ok(agent) => agent,
+        Err(e) => return fail(e.0),
+    };
+    let store = setup::store(cli);
+    let (mut session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
+    if let (Some(note), None) = (note, &json) {
+        terminal.line(&note);
+    }
+
+    let cancel = CancellationToken::new();
+    let ctrl_c = on_ctrl_c(cancel.clone());
+    let ticker = json.is_none().then(|| ticker(Arc::clone(&terminal)));
+    // Typing during the turn steers it (and answers permission questions).
+    let reader = terminal_source().map(|source| {
+        LineReader::start(source, Arc::clone(&input), agent.inbox().clone(), Arc::clone(&terminal))
+    });
+    let started = Instant::now();
+    let sink: &dyn Sink = match &json {
+        Some(out) => out,
+        None => &*terminal,
+    };
+    let outcome = agent.run_turn(&mut session, task, sink, &cancel).await;
+    drop(reader);
+    ctrl_c.abort();
+    if let Some(ticker) = ticker {
+        ticker.abort();
+    }
+    let outcome: TurnOutcome = outcome?;
+    let code = exit_code(outcome.reason);
+    match &json {
+        Some(out) => out.write_value(&json!({
+            "type": "keel/done",
+            "data": {
+                "session_id": session.id(),
+                "reason": outcome.reason.as_str(),
+                "message": outcome.message,
+                "final_text": outcome.final_text,
+                "steps": outcome.steps,
+                "tool_calls": outcome.tool_calls,
+                "usage": outcome.usage,
+                "exit_code": code,
+            }
+        })),
+        None => {
+            if matches!(outcome.reason, TurnEndReason::Completed | TurnEndReason::MaxSteps)
+                && !outcome.final_text.is_empty()
+            {
+                println!("{}", outcome.final_text.trim_end());
+            }
+            terminal.summary(&outcome, started.elapsed(), &settings.client.model, &settings);
+        }
+    }
+    Ok(code)
+}

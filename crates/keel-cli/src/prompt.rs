@@ -1,0 +1,66 @@
+//! The system prompt: short, precise, plus `AGENTS.md` when present.
+
+use std::path::Path;
+
+/// Most bytes of one AGENTS.md that are included.
+const MAX_AGENTS_BYTES: usize = 32 * 1024;
+
+/// The base system prompt for a workspace.
+pub fn base(workspace: &Path) -> String {
+    format!(
+        "You are keel, a coding agent. You work in the workspace {}; all paths are relative to it and tools cannot reach outside it.
+Act only through the tools, using the tool-call interface (never write a call as text). Call independent read-only tools together.
+Tool results say when something failed: shell output ends with [exit code: N] (0 is success); other tools return an error that says what to fix.
+Inspect before you change anything, make the smallest correct change, verify it (run the tests if there are any), then answer briefly: what you found or did.",
+        workspace.display()
+    )
+}
+
+fn read_capped(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    if text.len() <= MAX_AGENTS_BYTES {
+        return Some(text.to_owned());
+    }
+    let mut end = MAX_AGENTS_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(format!("{}\n[AGENTS.md cut at {MAX_AGENTS_BYTES} bytes]", &text[..end]))
+}
+
+/// The full system prompt: the base, then the user's and the workspace's AGENTS.md.
+pub fn system_prompt(workspace: &Path) -> String {
+    let mut prompt = base(workspace);
+    if let Some(user) = read_capped(&crate::paths::config_dir().join("AGENTS.md")) {
+        prompt.push_str("\n\n# The user's instructions (~/.config/keel/AGENTS.md)\n");
+        prompt.push_str(&user);
+    }
+    if let Some(project) = read_capped(&workspace.join("AGENTS.md")) {
+        prompt.push_str("\n\n# Project instructions (AGENTS.md)\n");
+        prompt.push_str(&project);
+    }
+    prompt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspace_agents_md_is_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let without = system_prompt(dir.path());
+        assert!(without.contains("[exit code: N]"));
+        assert!(without.len() < 1000, "keep the prompt short: {} bytes", without.len());
+        std::fs::write(dir.path().join("AGENTS.md"), "Run `make test` before finishing.\n").unwrap();
+        let with = system_prompt(dir.path());
+        assert!(
+            with.ends_with("# Project instructions (AGENTS.md)\nRun `make test` before finishing."),
+            "{with}"
+        );
+    }
+}

@@ -1,0 +1,113 @@
+//! Short, readable renderings of calls, results, durations and numbers.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Cuts `text` to `max` characters with an ellipsis, on one line.
+pub fn clip(text: &str, max: usize) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+/// The argument that says what a call does (path, command, pattern), else compact JSON.
+pub fn short_args(tool: &str, arguments: &str) -> String {
+    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(arguments) else {
+        return clip(arguments, 60);
+    };
+    let pick = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
+    let main = match tool {
+        "shell" => pick("command"),
+        "grep" => pick("pattern").map(|p| match pick("path") {
+            Some(path) => format!("{p:?} in {path}"),
+            None => format!("{p:?}"),
+        }),
+        "glob" => pick("pattern"),
+        "list_files" => Some(pick("path").unwrap_or_else(|| ".".into())),
+        _ => pick("path"),
+    };
+    match main {
+        Some(text) => clip(&text, 60),
+        None if map.is_empty() => String::new(),
+        None => clip(&Value::Object(map).to_string(), 60),
+    }
+}
+
+/// A one-line summary of a tool result.
+pub fn short_result(tool: &str, content: &str, is_error: bool) -> String {
+    let lines: Vec<&str> = content.lines().filter(|l| !l.trim().is_empty()).collect();
+    if tool == "shell" {
+        let code = lines.last().and_then(|l| l.strip_prefix("[exit code: ")).map(|c| c.trim_end_matches(']'));
+        let output: Vec<&&str> = lines.iter().filter(|l| !l.starts_with('[')).collect();
+        let first = output.first().map(|l| clip(l, 50)).unwrap_or_default();
+        let more = if output.len() > 1 { format!(" (+{} lines)", output.len() - 1) } else { String::new() };
+        return match code {
+            Some(code) if first.is_empty() => format!("exit {code}"),
+            Some(code) => format!("exit {code}: {first}{more}"),
+            None => format!("{first}{more}"),
+        };
+    }
+    if !is_error && tool == "read_file" {
+        let numbered = lines
+            .iter()
+            .filter(|l| l.trim_start().split('\t').next().is_some_and(|n| n.trim().parse::<u64>().is_ok()))
+            .count();
+        if numbered > 0 {
+            return format!("{numbered} lines");
+        }
+    }
+    let first = lines.first().map(|l| clip(l, 70)).unwrap_or_else(|| "(empty)".into());
+    if lines.len() > 1 && !is_error { format!("{first} (+{} lines)", lines.len() - 1) } else { first }
+}
+
+/// `12ms`, `1.4s`, `2m05s`.
+pub fn duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+    }
+}
+
+/// `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders() {
+        assert_eq!(short_args("shell", r#"{"command":"python3 hello.py"}"#), "python3 hello.py");
+        assert_eq!(short_args("read_file", r#"{"path":"README.md","limit":5}"#), "README.md");
+        assert_eq!(short_args("grep", r#"{"pattern":"TODO","path":"src"}"#), "\"TODO\" in src");
+        assert_eq!(short_args("get_weather", r#"{"city":"Oslo"}"#), r#"{"city":"Oslo"}"#);
+        assert_eq!(short_args("x", "{not json"), "{not json");
+        assert_eq!(short_result("shell", "hello\nworld\n[exit code: 0]", false), "exit 0: hello (+1 lines)");
+        assert_eq!(short_result("shell", "(no output)\n[exit code: 1]", true), "exit 1: (no output)");
+        assert_eq!(short_result("read_file", "1\ta\n2\tb\n", false), "2 lines");
+        assert_eq!(short_result("edit_file", "`x` does not exist.\nmore", true), "`x` does not exist.");
+        assert_eq!(duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(duration(Duration::from_secs(125)), "2m05s");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(clip("a  b\nc", 10), "a b c");
+        assert_eq!(clip("abcdefghijkl", 5), "abcd…");
+    }
+}

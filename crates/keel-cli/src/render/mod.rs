@@ -1,0 +1,233 @@
+//! Sinks for the terminal and for JSON, and the closing summary.
+
+pub mod format;
+pub mod json;
+
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use keel_agent::{AgentEvent, Sink, TurnOutcome};
+use keel_llm::{ModelEvent, Usage};
+use keel_session::{EventKind, TurnEndReason};
+
+use crate::pricing;
+use format::{clip, duration, short_args, short_result, thousands};
+
+const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+#[derive(Debug, Default)]
+struct State {
+    /// What the spinner says, while it spins.
+    spinning: Option<(String, Instant)>,
+    /// The spinner line is on screen and must be cleared before other output.
+    drawn: bool,
+    frame: usize,
+    /// Streamed answer text ended without a newline.
+    text_open: bool,
+    /// A live preview of the answer, shown when stdout is not a terminal (print mode).
+    streamed_chars: usize,
+}
+
+/// Progress on stderr: one line per tool call, a spinner while waiting, retries; in
+/// interactive mode the answer streams to stdout.
+pub struct Terminal {
+    color: bool,
+    spinner: bool,
+    stream_text: bool,
+    state: Mutex<State>,
+}
+
+impl Terminal {
+    /// A terminal sink. `stream_text` prints answer text as it arrives (interactive).
+    pub fn new(stream_text: bool) -> Self {
+        let tty = std::io::stderr().is_terminal();
+        let color = tty && std::env::var_os("NO_COLOR").is_none();
+        Terminal { color, spinner: tty, stream_text, state: Mutex::new(State::default()) }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        match self.state.lock() {
+            Ok(mut state) => f(&mut state),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    fn clear(&self, state: &mut State) {
+        if state.drawn {
+            eprint!("\r\x1b[2K");
+            state.drawn = false;
+        }
+    }
+
+    /// Prints a line on stderr (clearing the spinner and closing streamed text first).
+    pub fn line(&self, text: &str) {
+        self.with(|state| {
+            self.clear(state);
+            if state.text_open {
+                println!();
+                state.text_open = false;
+            }
+            eprintln!("{text}");
+        });
+    }
+
+    fn spin(&self, label: Option<String>) {
+        self.with(|state| match label {
+            Some(label) => {
+                let since = state.spinning.as_ref().map(|s| s.1).unwrap_or_else(Instant::now);
+                state.spinning = Some((label, since));
+            }
+            None => {
+                state.spinning = None;
+                self.clear(state);
+            }
+        });
+    }
+
+    /// Redraws the spinner (called every ~100 ms by a ticker task).
+    pub fn tick(&self) {
+        if !self.spinner {
+            return;
+        }
+        self.with(|state| {
+            let Some((label, since)) = &state.spinning else { return };
+            if state.text_open {
+                return;
+            }
+            state.frame = (state.frame + 1) % SPINNER.len();
+            let mut text = format!("{} {label} {}", SPINNER[state.frame], duration(since.elapsed()));
+            if state.streamed_chars > 0 {
+                text.push_str(&format!(" · {} chars", thousands(state.streamed_chars as u64)));
+            }
+            eprint!("\r\x1b[2K{}", self.paint("2", &text));
+            let _ = std::io::stderr().flush();
+            state.drawn = true;
+        });
+    }
+
+    fn text(&self, delta: &str) {
+        self.with(|state| {
+            if self.stream_text {
+                self.clear(state);
+                print!("{delta}");
+                let _ = std::io::stdout().flush();
+                state.text_open = !delta.ends_with('\n');
+            } else {
+                state.streamed_chars += delta.chars().count();
+            }
+        });
+    }
+
+    /// The closing summary line of a turn.
+    pub fn summary(
+        &self,
+        outcome: &TurnOutcome,
+        wall: std::time::Duration,
+        model: &str,
+        prices: &crate::config::Settings,
+    ) {
+        self.spin(None);
+        let (mark, what) = match outcome.reason {
+            TurnEndReason::Completed => (self.paint("32", "✓"), "completed".to_owned()),
+            TurnEndReason::Aborted => (self.paint("33", "■"), "aborted".to_owned()),
+            TurnEndReason::MaxSteps => (self.paint("33", "■"), "step limit reached".to_owned()),
+            other => (self.paint("31", "✗"), other.as_str().replace('_', " ")),
+        };
+        let mut parts = vec![
+            format!("{} {}", outcome.steps, if outcome.steps == 1 { "step" } else { "steps" }),
+            format!("{} tool {}", outcome.tool_calls, if outcome.tool_calls == 1 { "call" } else { "calls" }),
+        ];
+        parts.push(usage_text(&outcome.usage));
+        if let Some(cost) = pricing::cost(&prices.pricing, model, &outcome.usage) {
+            parts.push(format!("${cost:.4}"));
+        }
+        parts.push(duration(wall));
+        self.line(&format!("{mark} {what} · {}", self.paint("2", &parts.join(" · "))));
+        if let Some(message) = &outcome.message
+            && outcome.reason != TurnEndReason::Completed
+        {
+            self.line(&format!("  {message}"));
+        }
+    }
+}
+
+/// `1,234 in (1,000 cached) · 56 out`.
+pub fn usage_text(usage: &Usage) -> String {
+    let cached = if usage.cached_tokens > 0 {
+        format!(" ({} cached)", thousands(usage.cached_tokens))
+    } else {
+        String::new()
+    };
+    format!("{} in{cached} · {} out", thousands(usage.input_tokens), thousands(usage.output_tokens))
+}
+
+impl Sink for Terminal {
+    fn emit(&self, event: &AgentEvent<'_>) {
+        match event {
+            AgentEvent::Logged(event) => match &event.kind {
+                EventKind::StepStart(_) => {
+                    self.with(|s| s.streamed_chars = 0);
+                    self.spin(Some("thinking".into()));
+                }
+                EventKind::AssistantMessage(_) | EventKind::TurnEnd(_) | EventKind::StepEnd(_) => {
+                    self.spin(None);
+                    self.with(|state| {
+                        if state.text_open {
+                            println!();
+                            state.text_open = false;
+                        }
+                    });
+                }
+                _ => {}
+            },
+            AgentEvent::Model(ModelEvent::TextDelta(text)) => {
+                if self.stream_text {
+                    self.spin(None);
+                } else {
+                    self.spin(Some("writing".into()));
+                }
+                self.text(text);
+            }
+            AgentEvent::Model(ModelEvent::ThinkingDelta(_)) => self.spin(Some("reasoning".into())),
+            AgentEvent::Model(ModelEvent::ToolCallDelta { name: Some(name), .. }) => {
+                self.spin(Some(format!("preparing {name}")));
+            }
+            AgentEvent::Model(ModelEvent::Retrying { attempt, max_retries, delay, reason }) => {
+                self.line(&self.paint(
+                    "33",
+                    &format!(
+                        "  retry {attempt}/{max_retries} in {}: {}",
+                        duration(*delay),
+                        clip(reason, 100)
+                    ),
+                ));
+                self.spin(Some("waiting to retry".into()));
+            }
+            AgentEvent::Model(_) => {}
+            AgentEvent::ToolStarted { call, .. } => {
+                self.spin(Some(format!("{} {}", call.name, short_args(&call.name, &call.arguments))));
+            }
+            AgentEvent::ToolProgress { .. } => {}
+            AgentEvent::ToolFinished { step, call, result, duration: took } => {
+                let mark = if result.is_error { self.paint("31", "✗") } else { self.paint("32", "✓") };
+                let args = short_args(&call.name, &call.arguments);
+                let summary = short_result(&call.name, &result.content, result.is_error);
+                let timing = if took.is_zero() {
+                    String::new()
+                } else {
+                    format!("  {}", self.paint("2", &duration(*took)))
+                };
+                self.line(&format!(
+                    "{step:>3} {mark} {} {args}  → {summary}{timing}",
+                    self.paint("1", &call.name)
+                ));
+                self.spin(Some("thinking".into()));
+            }
+        }
+    }
+}

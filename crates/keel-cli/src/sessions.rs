@@ -1,0 +1,147 @@
+//! `keel sessions`: list, show, fork.
+
+use keel_llm::ContentBlock;
+use keel_session::{Event, EventKind, JsonlStore, SessionStore};
+
+use crate::cli::SessionsAction;
+use crate::exit;
+use crate::render::format::{clip, short_args, short_result, thousands};
+
+fn home_relative(path: &str) -> String {
+    match std::env::var("HOME") {
+        Ok(home) if !home.is_empty() && path.starts_with(&home) => format!("~{}", &path[home.len()..]),
+        _ => path.to_owned(),
+    }
+}
+
+/// A table of sessions (optionally only those of `cwd`), at most `limit` rows.
+pub fn table(store: &JsonlStore, cwd: Option<&str>, limit: usize) -> anyhow::Result<String> {
+    let sessions: Vec<_> = store.list()?.into_iter().filter(|s| cwd.is_none_or(|c| s.cwd == c)).collect();
+    if sessions.is_empty() {
+        return Ok("no sessions yet".to_owned());
+    }
+    let mut out = format!(
+        "{:<22} {:<16} {:>5} {:>9}  {:<28} {}\n",
+        "ID", "CREATED (UTC)", "TURNS", "TOKENS", "FOLDER", "FIRST PROMPT"
+    );
+    for s in sessions.iter().take(limit) {
+        let created = s.created.get(..16).unwrap_or(&s.created).replace('T', " ");
+        let tokens = thousands(s.usage.input_tokens + s.usage.output_tokens);
+        let prompt = s.first_prompt.as_deref().map(|p| clip(p, 50)).unwrap_or_default();
+        let fork = s.parent.as_ref().map(|p| format!(" (fork of {} @{})", p.id, p.seq)).unwrap_or_default();
+        out.push_str(&format!(
+            "{:<22} {:<16} {:>5} {:>9}  {:<28} {prompt}{fork}\n",
+            s.id,
+            created,
+            s.turns,
+            tokens,
+            clip(&home_relative(&s.cwd), 28)
+        ));
+    }
+    if sessions.len() > limit {
+        out.push_str(&format!("… {} more\n", sessions.len() - limit));
+    }
+    Ok(out.trim_end().to_owned())
+}
+
+/// A readable transcript of a session.
+pub fn transcript(events: &[Event]) -> String {
+    let mut out = String::new();
+    for event in events {
+        match &event.kind {
+            EventKind::SessionHeader(h) => {
+                out.push_str(&format!("session {} · {} · {}\n", h.id, h.created, h.cwd));
+                if let Some(parent) = &h.parent {
+                    out.push_str(&format!("forked from {} at seq {}\n", parent.id, parent.seq));
+                }
+            }
+            EventKind::RequestHeader(h) => {
+                out.push_str(&format!("· model {} ({}), {} tools\n", h.model, h.provider, h.tools.len()))
+            }
+            EventKind::TurnStart(t) => out.push_str(&format!("\n── turn {} ──\n", t.turn)),
+            EventKind::UserMessage(u) => {
+                let source = match u.source {
+                    keel_session::InputSource::Prompt => String::new(),
+                    other => format!(" ({other:?})").to_lowercase(),
+                };
+                out.push_str(&format!("> {}{source}\n", u.text.trim_end().replace('\n', "\n  ")));
+            }
+            EventKind::AssistantMessage(m) => {
+                for block in &m.content {
+                    match block {
+                        ContentBlock::Text { text } if !text.trim().is_empty() => {
+                            out.push_str(&format!("{}\n", text.trim_end()))
+                        }
+                        ContentBlock::Thinking { text, .. } if !text.trim().is_empty() => {
+                            out.push_str(&format!("  (thinking) {}\n", clip(text, 120)));
+                        }
+                        ContentBlock::ToolCall(call) => {
+                            out.push_str(&format!(
+                                "  → {} {}\n",
+                                call.name,
+                                short_args(&call.name, &call.arguments)
+                            ));
+                        }
+                        _ => {}
+                    }
+                }
+                if m.interrupted {
+                    out.push_str("  (reply interrupted)\n");
+                }
+            }
+            EventKind::ToolResult(r) => {
+                let mark = if r.is_error { "✗" } else { "✓" };
+                out.push_str(&format!(
+                    "    {mark} {} {}\n",
+                    r.name,
+                    short_result(&r.name, &r.content, r.is_error)
+                ));
+            }
+            EventKind::TurnEnd(t) => {
+                let tokens = thousands(t.usage.input_tokens + t.usage.output_tokens);
+                let message = t.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
+                out.push_str(&format!("── {} · {tokens} tokens{message}\n", t.reason.as_str()));
+            }
+            EventKind::ToolCall(_) | EventKind::StepStart(_) | EventKind::StepEnd(_) => {}
+        }
+    }
+    out.trim_end().to_owned()
+}
+
+/// Runs a sessions subcommand; returns the exit code.
+pub fn run(action: Option<SessionsAction>) -> anyhow::Result<u8> {
+    let store = JsonlStore::new(crate::paths::sessions_dir());
+    match action.unwrap_or(SessionsAction::List { here: false }) {
+        SessionsAction::List { here } => {
+            let cwd = std::env::current_dir()?.canonicalize()?.display().to_string();
+            println!("{}", table(&store, here.then_some(cwd.as_str()), 50)?);
+        }
+        SessionsAction::Show { id, raw } => {
+            let events = match store.read(&id) {
+                Ok(events) => events,
+                Err(e) => {
+                    eprintln!("keel: {e}");
+                    return Ok(exit::USAGE);
+                }
+            };
+            if raw {
+                for event in &events {
+                    println!("{}", serde_json::to_string(event)?);
+                }
+            } else {
+                println!("{}", transcript(&events));
+            }
+        }
+        SessionsAction::Fork { id, at } => match store.fork(&id, at) {
+            Ok(fork) => {
+                println!("{}", fork.id());
+                eprintln!("forked {id} → {}; continue it with: keel --resume {}", fork.id(), fork.id());
+            }
+            Err(e) => {
+                eprintln!("keel: {e}");
+                return Ok(exit::USAGE);
+            }
+        },
+    }
+    Ok(exit::OK)
+}

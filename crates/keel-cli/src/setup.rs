@@ -1,0 +1,99 @@
+//! Turning settings into a running agent and an open session.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use keel_agent::{Agent, AgentConfig, Session};
+use keel_llm::openai::{OpenAiClient, OpenAiConfig};
+use keel_session::{JsonlStore, SessionStore};
+use keel_tools::{PermissionPolicy, ToolsConfig, builtin};
+
+use crate::cli::Cli;
+use crate::config::{ConfigError, Settings};
+
+/// The workspace: `--cwd` or the current folder, canonical.
+pub fn workspace(cli: &Cli) -> Result<PathBuf, ConfigError> {
+    let dir = match &cli.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| ConfigError(format!("cannot read the current folder: {e}")))?,
+    };
+    let canonical = dir.canonicalize().map_err(|e| ConfigError(format!("--cwd {}: {e}", dir.display())))?;
+    if !canonical.is_dir() {
+        return Err(ConfigError(format!("--cwd {} is not a folder", dir.display())));
+    }
+    Ok(canonical)
+}
+
+/// A client for `config`.
+pub fn client(config: OpenAiConfig) -> Result<OpenAiClient, ConfigError> {
+    OpenAiClient::new(config).map_err(|e| ConfigError(e.message))
+}
+
+/// The permission policy for the settings.
+pub fn policy(settings: &Settings) -> Result<PermissionPolicy, ConfigError> {
+    PermissionPolicy::new(settings.permission)
+        .add_deny_patterns(&settings.deny)
+        .map_err(|e| ConfigError(format!("a deny pattern in the config is not a valid regex: {e}")))
+}
+
+/// The agent: provider, built-in tools, policy, system prompt.
+pub fn agent(settings: &Settings, workspace: &Path, policy: PermissionPolicy) -> Result<Agent, ConfigError> {
+    let tools_config = ToolsConfig { extra_roots: settings.allowed_roots.clone(), ..ToolsConfig::default() };
+    let config = AgentConfig {
+        system_prompt: crate::prompt::system_prompt(workspace),
+        max_steps: settings.max_steps,
+        summary_on_step_limit: true,
+        workspace: workspace.to_path_buf(),
+        artifacts_root: Some(crate::paths::sessions_dir()),
+        ..AgentConfig::default()
+    };
+    Ok(Agent::builder(client(settings.client.clone())?)
+        .config(config)
+        .tools(builtin(Arc::new(tools_config)))
+        .hooks(policy)
+        .build())
+}
+
+/// The session store, unless `--no-session`.
+pub fn store(cli: &Cli) -> Option<JsonlStore> {
+    (!cli.no_session).then(|| JsonlStore::new(crate::paths::sessions_dir()))
+}
+
+/// Opens the session the flags ask for: resumed (`--resume`, `--continue`), or new.
+/// A resumed session is repaired at once, and what repair did is reported.
+pub fn open_session(
+    cli: &Cli,
+    store: Option<&JsonlStore>,
+    workspace: &Path,
+) -> anyhow::Result<(Session, Option<String>)> {
+    let cwd = workspace.display().to_string();
+    let Some(store) = store else { return Ok((Session::in_memory(&cwd), None)) };
+    let resume_id =
+        match (&cli.resume, cli.continue_latest) {
+            (Some(id), _) => Some(id.clone()),
+            (None, true) => Some(store.latest_in(&cwd)?.with_context(|| {
+                format!("no earlier session in {cwd} to continue; start one with `keel`")
+            })?),
+            (None, false) => None,
+        };
+    match resume_id {
+        None => Ok((store.create(&cwd)?, None)),
+        Some(id) => {
+            let mut session = store.open(&id)?;
+            let report = session.repair()?;
+            let note = if report.is_clean() {
+                format!("resumed session {}", session.id())
+            } else {
+                format!(
+                    "resumed session {} (it was interrupted: {} call(s) closed as outcome unknown, {} as not started)",
+                    session.id(),
+                    report.outcome_unknown,
+                    report.not_started
+                )
+            };
+            Ok((session, Some(note)))
+        }
+    }
+}

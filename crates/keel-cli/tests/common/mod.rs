@@ -1,0 +1,91 @@
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! Running the real `keel` binary against the mock server in an isolated home.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use keel_session::{Event, JsonlStore, SessionStore};
+
+/// An isolated environment: its own KEEL_HOME, config folder and workspace.
+pub struct Env {
+    pub root: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let env = Env { root: tempfile::tempdir().unwrap() };
+        std::fs::create_dir_all(env.workspace()).unwrap();
+        std::fs::create_dir_all(env.root.path().join("config")).unwrap();
+        std::fs::write(env.workspace().join("README.md"), "# Demo\nA tiny project.\n").unwrap();
+        std::fs::write(env.workspace().join("hello.py"), "print('hello from keel')\n").unwrap();
+        env
+    }
+
+    pub fn workspace(&self) -> PathBuf {
+        self.root.path().join("ws")
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.root.path().join("home")
+    }
+
+    pub fn store(&self) -> JsonlStore {
+        JsonlStore::new(self.home().join("sessions"))
+    }
+
+    /// The only session's events.
+    pub fn session_events(&self) -> Vec<Event> {
+        let sessions = self.store().list().unwrap();
+        assert_eq!(sessions.len(), 1, "expected one session");
+        self.store().read(&sessions[0].id).unwrap()
+    }
+
+    /// `keel` with a clean environment pointing at `base_url`.
+    pub fn keel(&self, base_url: &str) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_keel"));
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.root.path())
+            .env("KEEL_HOME", self.home())
+            .env("KEEL_CONFIG_DIR", self.root.path().join("config"))
+            .env("KEEL_BASE_URL", base_url)
+            .env("KEEL_MODEL", "mock-model")
+            .current_dir(self.workspace())
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// `keel` with no model configured at all.
+    pub fn keel_unconfigured(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_keel"));
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.root.path())
+            .env("KEEL_HOME", self.home())
+            .env("KEEL_CONFIG_DIR", self.root.path().join("config"))
+            .current_dir(self.workspace())
+            .stdin(Stdio::null());
+        command
+    }
+}
+
+/// Runs a command off the async runtime (the mock server lives on it).
+pub async fn output(mut command: Command) -> Output {
+    tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap()
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Waits until `path` exists.
+pub async fn wait_for(path: &Path) {
+    let started = Instant::now();
+    while !path.exists() {
+        assert!(started.elapsed() < Duration::from_secs(20), "{} never appeared", path.display());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
