@@ -410,6 +410,7 @@ async fn connection_refused_is_retried_then_reported() {
     assert_eq!(error.kind, ModelErrorKind::Network);
     assert!(error.message.contains("could not connect"), "{}", error.message);
     assert_eq!(retries(&outcome.events).len(), 1);
+    assert_eq!(retries(&outcome.events)[0].1, Duration::ZERO, "a connection error is retried at once");
 }
 
 #[tokio::test]

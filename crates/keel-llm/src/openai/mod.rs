@@ -131,10 +131,14 @@ impl Run<'_> {
     fn fail(&mut self, error: ModelError, attempt: u32) {
         let retry = error.kind.is_retryable() && !self.decoder.emitted && attempt < self.config().max_retries;
         if retry {
-            let delay = error
-                .retry_after
-                .unwrap_or_else(|| backoff_delay(attempt))
-                .min(self.config().max_retry_delay);
+            // A pooled connection the server closed while idle fails at once on reuse;
+            // the first retry of a connection error goes out immediately.
+            let delay = match (error.retry_after, error.kind, attempt) {
+                (Some(delay), ..) => delay,
+                (None, ModelErrorKind::Network, 0) => Duration::ZERO,
+                (None, ..) => backoff_delay(attempt),
+            }
+            .min(self.config().max_retry_delay);
             tracing::warn!(attempt = attempt + 1, ?delay, error = %error.message, "retrying model request");
             self.queue.push_back(Ok(ModelEvent::Retrying {
                 attempt: attempt + 1,
