@@ -124,3 +124,13 @@ impl<T: ModelClient + ?Sized> ModelClient for std::sync::Arc<T> {
         (**self).stream(request, cancel)
     }
 }
+
+impl<T: ModelClient + ?Sized> ModelClient for Box<T> {
+    fn info(&self) -> ModelInfo {
+        (**self).info()
+    }
+
+    fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
+        (**self).stream(request, cancel)
+    }
+}

@@ -3,12 +3,16 @@
 //! Small local models often answer with the call as text. Recognized, when the message
 //! has no native tool call:
 //!
-//! - `<tool_call>{"name": …, "arguments": {…}}</tool_call>` (one or more; Qwen's format);
-//! - a fenced block, ```` ```json {"name": …, "arguments": …} ``` ````, as the whole text;
-//! - the bare object as the whole text, also wrapped in doubled braces `{{…}}`.
+//! - `<tool_call>{"name": …, "arguments": {…}}</tool_call>` (one or more; Qwen's format),
+//!   also `<tools>`, `<function_call>` or (a small-model slip) `<tool_response>` tags
+//!   holding one or more call objects;
+//! - fenced blocks, ```` ```json {"name": …, "arguments": …} ``` ````, as the whole text;
+//! - bare objects as the whole text, also wrapped in doubled braces `{{…}}`.
 //!
-//! The object may say `arguments` or `parameters` (an object, or a string of JSON). The
-//! name must be one of the offered tools; anything else stays text.
+//! The object may say `arguments` or `parameters` (an object, or a string of JSON), and
+//! may be wrapped as `{"function": {…}}`. Every object must name an offered tool, and
+//! nothing but whitespace may surround fenced or bare calls; otherwise the text stays
+//! text.
 
 use serde_json::Value;
 
@@ -39,37 +43,132 @@ pub fn extract_text_tool_calls(content: &mut Vec<ContentBlock>, tools: &[&str]) 
 /// Parses `text` into (remaining prose, calls), or `None` when it is not a tool call.
 fn parse(text: &str, tools: &[&str]) -> Option<(String, Vec<ToolCall>)> {
     let trimmed = text.trim();
-    if trimmed.contains("<tool_call>") {
-        return parse_tags(trimmed, tools);
+    // Small models also wrap calls in the tags their template uses for other things.
+    for tag in ["tool_call", "tools", "function_call", "tool_response"] {
+        if trimmed.contains(&format!("<{tag}>")) {
+            return parse_tags(trimmed, tag, tools);
+        }
     }
-    let body = strip_fence(trimmed).unwrap_or(trimmed);
-    let call = parse_object(body, tools).or_else(|| {
-        let inner = body.strip_prefix('{')?.strip_suffix('}')?.trim();
-        parse_object(inner, tools)
-    })?;
-    Some((String::new(), vec![numbered(call, 0)]))
+    parse_segments(trimmed, tools).map(|calls| (String::new(), calls))
 }
 
-fn parse_tags(text: &str, tools: &[&str]) -> Option<(String, Vec<ToolCall>)> {
+/// The whole text as fenced blocks and bare JSON objects, each a call; whitespace only
+/// between them.
+fn parse_segments(text: &str, tools: &[&str]) -> Option<Vec<ToolCall>> {
+    let mut calls = Vec::new();
+    let mut rest = text.trim_start();
+    while !rest.is_empty() {
+        if rest.starts_with("```") {
+            let after_open = &rest[3..];
+            let close = after_open.find("```")?;
+            let block = &rest[..3 + close + 3];
+            let body = strip_fence(block)?;
+            calls.extend(parse_stream(body, tools)?);
+            rest = after_open[close + 3..].trim_start();
+        } else if let Some((value, consumed)) = doubled_braces(rest) {
+            calls.push(call_from(&value, tools)?);
+            rest = rest[consumed..].trim_start();
+        } else {
+            let (values, consumed) = json_prefix(rest)?;
+            for value in values {
+                calls.push(call_from(&value, tools)?);
+            }
+            rest = rest[consumed..].trim_start();
+        }
+    }
+    if calls.is_empty() {
+        return None;
+    }
+    Some(calls.into_iter().enumerate().map(|(n, c)| numbered(c, n)).collect())
+}
+
+/// One object written with doubled braces, `{{"name": …}}`, at the start of `text`.
+fn doubled_braces(text: &str) -> Option<(Value, usize)> {
+    let inner = text.strip_prefix('{')?;
+    if !inner.starts_with('{') {
+        return None;
+    }
+    let mut stream = serde_json::Deserializer::from_str(inner).into_iter::<Value>();
+    let value = stream.next()?.ok()?;
+    let after = &inner[stream.byte_offset()..];
+    let close = after.len() - after.trim_start().len();
+    after.trim_start().starts_with('}').then_some((value, 1 + stream.byte_offset() + close + 1))
+}
+
+/// JSON values at the start of `text`, stopping before anything that is not JSON.
+fn json_prefix(text: &str) -> Option<(Vec<Value>, usize)> {
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    let mut values = Vec::new();
+    let mut consumed = 0;
+    while let Some(Ok(value)) = stream.next() {
+        values.push(value);
+        consumed = stream.byte_offset();
+    }
+    (!values.is_empty()).then_some((values, consumed))
+}
+
+/// Every JSON value in `text` (nothing else allowed), each a call.
+fn parse_stream(text: &str, tools: &[&str]) -> Option<Vec<ToolCall>> {
+    let (values, consumed) = json_prefix(text)?;
+    if !text[consumed..].trim().is_empty() {
+        return None;
+    }
+    values.iter().map(|v| call_from(v, tools)).collect()
+}
+
+fn parse_tags(text: &str, tag: &str, tools: &[&str]) -> Option<(String, Vec<ToolCall>)> {
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
     let mut prose = String::new();
     let mut calls = Vec::new();
     let mut rest = text;
-    while let Some(start) = rest.find("<tool_call>") {
+    while let Some(start) = rest.find(&open) {
         prose.push_str(&rest[..start]);
-        let after = &rest[start + "<tool_call>".len()..];
+        let after = &rest[start + open.len()..];
         // A missing closing tag (generation stopped) still ends the call at the text's end.
-        let (body, next) = match after.find("</tool_call>") {
-            Some(end) => (&after[..end], &after[end + "</tool_call>".len()..]),
+        let (body, next) = match after.find(&close) {
+            Some(end) => (&after[..end], &after[end + close.len()..]),
             None => (after, ""),
         };
         let body = body.trim();
         let body = strip_fence(body).unwrap_or(body);
-        let call = parse_object(body, tools)?;
-        calls.push(numbered(call, calls.len()));
+        calls.extend(parse_stream(body, tools).or_else(|| parse_function_elements(body, tools))?);
         rest = next;
     }
     prose.push_str(rest);
-    (!calls.is_empty()).then_some((prose, calls))
+    if calls.is_empty() {
+        return None;
+    }
+    let calls = calls.into_iter().enumerate().map(|(n, c)| numbered(c, n)).collect();
+    Some((prose, calls))
+}
+
+/// `<function name="shell" arguments='{"command": "ls"}'/>` elements, one or more,
+/// with nothing else between them.
+fn parse_function_elements(text: &str, tools: &[&str]) -> Option<Vec<ToolCall>> {
+    let mut calls = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        rest = rest.strip_prefix("<function")?.trim_start();
+        rest = rest.strip_prefix("name=\"")?;
+        let end = rest.find('"')?;
+        let name = &rest[..end];
+        rest = rest[end + 1..].trim_start().strip_prefix("arguments=")?;
+        let quote = rest.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+        rest = &rest[1..];
+        let end = rest.find(quote)?;
+        let arguments = &rest[..end];
+        rest = rest[end + 1..].trim_start();
+        rest = rest
+            .strip_prefix("/>")
+            .or_else(|| rest.strip_prefix("></function>"))
+            .or_else(|| rest.strip_prefix('>'))?;
+        rest = rest.trim_start();
+        let value =
+            serde_json::json!({"name": name, "arguments": serde_json::from_str::<Value>(arguments).ok()?});
+        calls.push(call_from(&value, tools)?);
+    }
+    (!calls.is_empty()).then_some(calls)
 }
 
 fn strip_fence(text: &str) -> Option<&str> {
@@ -83,8 +182,7 @@ fn strip_fence(text: &str) -> Option<&str> {
     Some(inner[newline + 1..].trim())
 }
 
-fn parse_object(text: &str, tools: &[&str]) -> Option<ToolCall> {
-    let value: Value = serde_json::from_str(text).ok()?;
+fn call_from(value: &Value, tools: &[&str]) -> Option<ToolCall> {
     let object = value.as_object()?;
     let object = match object.get("function").and_then(Value::as_object) {
         Some(function) => function,
@@ -176,6 +274,47 @@ mod tests {
         assert_eq!(
             extract("{\"name\":\"shell\",\"arguments\":\"{\\\"command\\\":\\\"ls -la\\\"}\"}"),
             Some(vec![call("shell", r#"{"command":"ls -la"}"#, 0)])
+        );
+    }
+
+    #[test]
+    fn several_calls_in_fences_lines_or_a_tools_block() {
+        let two =
+            Some(vec![call("shell", r#"{"command":"ls"}"#, 0), call("read_file", r#"{"path":"a"}"#, 1)]);
+        assert_eq!(
+            extract(
+                "```json\n{\"name\":\"shell\",\"arguments\":{\"command\":\"ls\"}}\n```\n\n```json\n{\"name\":\"read_file\",\"arguments\":{\"path\":\"a\"}}\n```"
+            ),
+            two
+        );
+        assert_eq!(
+            extract(
+                "{\"name\":\"shell\",\"arguments\":{\"command\":\"ls\"}}\n{\"name\":\"read_file\",\"arguments\":{\"path\":\"a\"}}"
+            ),
+            two
+        );
+        assert_eq!(
+            extract(
+                "<tools>\n{\"function\": {\"name\": \"shell\", \"arguments\": {\"command\": \"ls\"}}}\n{\"function\": {\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}}\n</tools>"
+            ),
+            Some(vec![call("shell", r#"{"command":"ls"}"#, 0), call("read_file", r#"{"path":"a"}"#, 1)])
+        );
+        assert_eq!(
+            extract(
+                "{{\"name\":\"shell\",\"arguments\":{\"command\":\"ls\"}}}\n{{\"name\":\"read_file\",\"arguments\":{\"path\":\"a\"}}}"
+            ),
+            two
+        );
+        assert_eq!(
+            extract(
+                "<tools>\n  <function name=\"shell\" arguments='{\"command\": \"ls\"}'/>\n  <function name=\"read_file\" arguments='{\"path\": \"a\"}'/>\n</tools>"
+            ),
+            two
+        );
+        // One call to an unknown tool spoils the lot.
+        assert_eq!(
+            extract("{\"name\":\"shell\",\"arguments\":{}}\n{\"name\":\"nope\",\"arguments\":{}}"),
+            None
         );
     }
 

@@ -1,13 +1,16 @@
 //! Runs the weather demo and prints each step.
 //!
 //! Without configuration it replays the scripted trajectory a good model takes, so the
-//! loop can be watched with no account and no server.
+//! loop can be watched with no account and no server. With `KEEL_PROVIDER` (a preset
+//! such as `deepseek` or `llamacpp`) or `KEEL_BASE_URL` + `KEEL_MODEL` set, it runs
+//! against that real model (key from `KEEL_API_KEY` or the preset's variable).
 
 use std::time::Instant;
 
 use keel_agent::{AgentEvent, Session, Sink};
 use keel_example_weather::{TASK, agent, fake_celsius};
-use keel_llm::CancellationToken;
+use keel_llm::openai::{OpenAiClient, OpenAiConfig, Preset};
+use keel_llm::{CancellationToken, ModelClient};
 use keel_testkit::{ScriptedModel, reply};
 
 /// Prints one line per finished tool call.
@@ -49,13 +52,42 @@ fn scripted() -> ScriptedModel {
     ])
 }
 
+/// A real model from the environment, if one is configured.
+fn real_model() -> Result<Option<OpenAiClient>, String> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let model = var("KEEL_MODEL");
+    let mut config = match (var("KEEL_PROVIDER"), var("KEEL_BASE_URL")) {
+        (Some(name), base) => {
+            let preset = Preset::find(&name).ok_or(format!("unknown provider {name}"))?;
+            let mut config = preset.config(model.as_deref()).ok_or("set KEEL_MODEL")?;
+            if let Some(base) = base {
+                config.base_url = base;
+            }
+            config
+        }
+        (None, Some(base)) => OpenAiConfig::new(base, model.ok_or("set KEEL_MODEL")?),
+        (None, None) => return Ok(None),
+    };
+    config.api_key = var("KEEL_API_KEY").or_else(|| config.api_key_env.as_deref().and_then(var));
+    OpenAiClient::new(config).map(Some).map_err(|e| e.message)
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let workspace = std::env::temp_dir().join(format!("keel-weather-{}", std::process::id()));
     std::fs::create_dir_all(&workspace)?;
     std::fs::write(workspace.join("cities.txt"), "Oslo\nCairo\nLima\n")?;
-    eprintln!("task: {TASK}\nmodel: scripted (replays a good model's trajectory)");
-    let agent = agent(scripted(), &workspace);
+    let model: Box<dyn ModelClient> = match real_model()? {
+        Some(client) => {
+            eprintln!("task: {TASK}\nmodel: {} at {}", client.config().model, client.config().base_url);
+            Box::new(client)
+        }
+        None => {
+            eprintln!("task: {TASK}\nmodel: scripted (replays a good model's trajectory)");
+            Box::new(scripted())
+        }
+    };
+    let agent = agent(model, &workspace);
     let mut session = Session::in_memory(&workspace.display().to_string());
     let start = Instant::now();
     let outcome = agent.run_turn(&mut session, TASK, &Lines, &CancellationToken::new()).await?;
