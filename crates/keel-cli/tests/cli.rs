@@ -267,6 +267,39 @@ async fn a_session_killed_during_a_tool_resumes_with_repair() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_session_killed_during_the_stream_resumes() {
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(ChatStream::new().text("Let me think about", 1).finish("stop").response().stall_after(2));
+    let mut keel = env.keel(&server.base_url());
+    keel.arg("task").stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = keel.spawn().unwrap();
+    // Wait until the request is in flight and the first delta was sent.
+    let started = std::time::Instant::now();
+    while server.request_count() == 0 {
+        assert!(started.elapsed() < Duration::from_secs(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    server.push(answer("Done now."));
+    let mut keel = env.keel(&server.base_url());
+    keel.args(["--continue", "again"]);
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "Done now.\n");
+    let body = server.requests()[1].json();
+    let roles: Vec<&str> =
+        body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        vec!["system", "user", "user"],
+        "the unfinished reply was never logged; both inputs are kept"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn ctrl_c_aborts_the_turn_cleanly_and_exits_130() {
     let env = Env::new();
     let server = MockServer::start().await;
