@@ -334,7 +334,7 @@ pub(crate) async fn execute_calls(
             sources.push(seq);
         }
         if sources.iter().any(|&seq| seq != message_seq) {
-            run.session.sync()?;
+            run.sync().await?;
         }
 
         let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();

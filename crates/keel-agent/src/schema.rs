@@ -18,6 +18,9 @@ pub fn schema_for<T: JsonSchema>() -> Value {
         root.remove("$schema");
         // The tool's own description says this; do not send it twice.
         root.remove("description");
+        // Unknown fields are rejected when arguments are parsed, with a message that
+        // says so; the flag itself only costs bytes in every request.
+        root.remove("additionalProperties");
         if !root.contains_key("properties") && root.get("type").and_then(Value::as_str) == Some("object") {
             root.insert("properties".into(), Value::Object(Map::new()));
         }
@@ -59,6 +62,10 @@ fn trim(value: &mut Value) {
     }
     if map.get("type").and_then(Value::as_str) == Some("integer") {
         map.remove("format");
+        // `minimum: 0` from unsigned types says nothing a model needs.
+        if map.get("minimum").and_then(Value::as_u64) == Some(0) {
+            map.remove("minimum");
+        }
     }
     // A `null` default says nothing the model needs.
     if map.get("default") == Some(&Value::Null) {
@@ -156,10 +163,9 @@ mod tests {
                 "properties": {
                     "city": {"type": "string", "description": "City name."},
                     "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "description": "Temperature unit."},
-                    "days": {"type": "integer", "minimum": 0, "description": "How many days.", "default": 0}
+                    "days": {"type": "integer", "description": "How many days.", "default": 0}
                 },
-                "required": ["city"],
-                "additionalProperties": false
+                "required": ["city"]
             })
         );
     }

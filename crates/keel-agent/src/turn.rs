@@ -53,6 +53,24 @@ impl TurnRun<'_> {
         self.session.append_observed(kind, |event| sink.emit(&AgentEvent::Logged(event)))
     }
 
+    /// Makes the log durable. On a multi-threaded runtime (many sessions) the fsync runs
+    /// on the blocking pool so other sessions go on; on a current-thread runtime (the
+    /// CLI) it runs inline, which is cheaper than a thread hand-off.
+    pub(crate) async fn sync(&mut self) -> Result<(), SessionError> {
+        let multi = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if !multi {
+            return self.session.sync();
+        }
+        match self.session.detached_sync() {
+            Some(job) => match tokio::task::spawn_blocking(job).await {
+                Ok(result) => result,
+                Err(_) => self.session.sync(),
+            },
+            None => self.session.sync(),
+        }
+    }
+
     fn user(&mut self, text: String, source: InputSource) -> Result<u64, SessionError> {
         self.log(EventKind::UserMessage(UserInput { text, source }))
     }
@@ -148,14 +166,18 @@ impl TurnRun<'_> {
         Ok(control)
     }
 
-    fn end(&mut self, reason: TurnEndReason, message: Option<String>) -> Result<TurnOutcome, SessionError> {
+    async fn end(
+        &mut self,
+        reason: TurnEndReason,
+        message: Option<String>,
+    ) -> Result<TurnOutcome, SessionError> {
         self.log(EventKind::TurnEnd(TurnEnd {
             turn: self.turn,
             reason,
             message: message.clone(),
             usage: self.usage,
         }))?;
-        self.session.sync()?;
+        self.sync().await?;
         Ok(TurnOutcome {
             turn: self.turn,
             reason,
@@ -173,14 +195,14 @@ impl TurnRun<'_> {
         for text in self.agent.inbox.take_steering() {
             self.user(text, InputSource::Steer)?;
         }
-        self.session.sync()?;
+        self.sync().await?;
         loop {
             if self.cancel.is_cancelled() {
-                return self.end(TurnEndReason::Aborted, Some("aborted by the user".into()));
+                return self.end(TurnEndReason::Aborted, Some("aborted by the user".into())).await;
             }
             let made_calls = match self.step(ToolChoice::Auto).await? {
-                StepControl::End(reason, message) => return self.end(reason, message),
-                StepControl::Concluded => return self.end(TurnEndReason::Completed, None),
+                StepControl::End(reason, message) => return self.end(reason, message).await,
+                StepControl::Concluded => return self.end(TurnEndReason::Completed, None).await,
                 StepControl::Continue { made_calls } => made_calls,
             };
             let steering = self.agent.inbox.take_steering();
@@ -192,7 +214,7 @@ impl TurnRun<'_> {
                 let state = TurnStopping { turn: self.turn, steps: self.step, final_text: &self.final_text };
                 match self.agent.hooks.turn_stopping(state).await {
                     Some(text) => self.user(text, InputSource::Hook)?,
-                    None => return self.end(TurnEndReason::Completed, None),
+                    None => return self.end(TurnEndReason::Completed, None).await,
                 };
             }
             if self.step >= self.agent.config.max_steps {
@@ -209,10 +231,10 @@ impl TurnRun<'_> {
         if self.agent.config.summary_on_step_limit && !self.cancel.is_cancelled() {
             self.user(STEP_LIMIT_SUMMARY_REQUEST.to_owned(), InputSource::Harness)?;
             if let StepControl::End(reason, detail) = self.step(ToolChoice::None).await? {
-                return self.end(reason, detail);
+                return self.end(reason, detail).await;
             }
         }
-        self.end(TurnEndReason::MaxSteps, Some(message))
+        self.end(TurnEndReason::MaxSteps, Some(message)).await
     }
 }
 

@@ -75,6 +75,29 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
     }
 }
 
+/// With `KEEL_STATS_FILE` set, writes this process's own CPU time and peak memory there
+/// at exit (tools' processes excluded), for the benchmark.
+fn write_stats() {
+    let Some(path) = std::env::var_os("KEEL_STATS_FILE") else { return };
+    let cpu = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    let cpu_ns = cpu.tv_sec as u128 * 1_000_000_000 + cpu.tv_nsec as u128;
+    let peak_kb = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        })
+        .unwrap_or_default();
+    let _ = std::fs::write(
+        path,
+        format!(
+            "{{\"cpu_ns\":{cpu_ns},\"peak_rss_kb\":{}}}\n",
+            if peak_kb.is_empty() { "0" } else { &peak_kb }
+        ),
+    );
+}
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     init_logging(&cli);
@@ -94,5 +117,6 @@ fn main() -> ExitCode {
     };
     // Do not wait for a blocked stdin reader or lingering tasks.
     runtime.shutdown_background();
+    write_stats();
     ExitCode::from(code)
 }

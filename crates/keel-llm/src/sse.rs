@@ -82,7 +82,11 @@ impl SseParser {
             }
             None => (line, &b""[..]),
         };
-        let value = String::from_utf8_lossy(value);
+        // Valid UTF-8 is the norm; `from_utf8` checks it far faster than the lossy path.
+        let value = match std::str::from_utf8(value) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(value),
+        };
         match field {
             b"data" => {
                 if self.has_data {

@@ -24,7 +24,7 @@ pub struct JsonlStore {
 /// Appends events to a locked JSONL file.
 #[derive(Debug)]
 pub struct JsonlWriter {
-    file: File,
+    file: std::sync::Arc<File>,
     path: PathBuf,
     line: Vec<u8>,
 }
@@ -33,11 +33,17 @@ impl EventWriter for JsonlWriter {
     fn append(&mut self, event: &Event) -> Result<(), SessionError> {
         self.line.clear();
         event.write_line(&mut self.line)?;
-        self.file.write_all(&self.line).map_err(|e| SessionError::io(e).at_path(&self.path))
+        (&*self.file).write_all(&self.line).map_err(|e| SessionError::io(e).at_path(&self.path))
     }
 
     fn sync(&mut self) -> Result<(), SessionError> {
         self.file.sync_data().map_err(|e| SessionError::io(e).at_path(&self.path))
+    }
+
+    fn detached_sync(&self) -> Option<crate::session::SyncJob> {
+        let file = std::sync::Arc::clone(&self.file);
+        let path = self.path.clone();
+        Some(Box::new(move || file.sync_data().map_err(|e| SessionError::io(e).at_path(&path))))
     }
 }
 
@@ -217,7 +223,7 @@ impl JsonlStore {
             }
         };
         Self::lock(&file, &id, &path)?;
-        let writer = JsonlWriter { file, path, line: Vec::with_capacity(4096) };
+        let writer = JsonlWriter { file: std::sync::Arc::new(file), path, line: Vec::with_capacity(4096) };
         let session = Session::create(id, cwd, parent, Box::new(writer))?;
         // Make the new directory entry durable too.
         if let Ok(dir) = File::open(&self.dir) {
@@ -299,7 +305,11 @@ impl SessionStore for JsonlStore {
         if loaded.missing_newline {
             file.write_all(b"\n").map_err(io)?;
         }
-        let writer = JsonlWriter { file, path: path.clone(), line: Vec::with_capacity(4096) };
+        let writer = JsonlWriter {
+            file: std::sync::Arc::new(file),
+            path: path.clone(),
+            line: Vec::with_capacity(4096),
+        };
         if projection.header().is_none() {
             // Nothing survived, not even the header: start the log over under the same id.
             let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();

@@ -25,7 +25,7 @@ pub use event::{
 pub use jsonl::{JsonlStore, JsonlWriter};
 pub use projection::{OpenTurn, PendingCall, Projection, derive_messages};
 pub use repair::{INTERRUPTED_CODE, NOT_STARTED, OUTCOME_UNKNOWN, RepairReport};
-pub use session::{EventWriter, MemoryWriter, NullWriter, Session};
+pub use session::{EventWriter, MemoryWriter, NullWriter, Session, SyncJob};
 pub use store::{SessionStore, SessionSummary};
 
 /// A new session id: creation time (UTC, to the second) and 24 random bits, e.g.

@@ -17,7 +17,17 @@ pub trait EventWriter: Send {
 
     /// Makes everything appended so far durable (fsync).
     fn sync(&mut self) -> Result<(), SessionError>;
+
+    /// The same as [`EventWriter::sync`], detached so it can run on another thread
+    /// (the agent loop runs it on tokio's blocking pool, so a slow disk does not stall
+    /// other sessions). `None` means "sync inline".
+    fn detached_sync(&self) -> Option<SyncJob> {
+        None
+    }
 }
+
+/// A sync to run elsewhere; see [`EventWriter::detached_sync`].
+pub type SyncJob = Box<dyn FnOnce() -> Result<(), SessionError> + Send>;
 
 /// A writer that keeps nothing (`--no-session`).
 #[derive(Debug, Default)]
@@ -179,6 +189,12 @@ impl Session {
     /// Makes everything appended so far durable.
     pub fn sync(&mut self) -> Result<(), SessionError> {
         self.writer.sync()
+    }
+
+    /// A job that makes everything appended so far durable when run, for running off an
+    /// async executor; `None` when the writer only syncs inline (call [`Session::sync`]).
+    pub fn detached_sync(&self) -> Option<SyncJob> {
+        self.writer.detached_sync()
     }
 
     /// The model-visible conversation.

@@ -8,19 +8,38 @@ pub fn now_rfc3339() -> String {
     format_unix_millis(since.as_millis() as i64)
 }
 
-/// Formats milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds.
+/// Formats milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds. Written
+/// digit by digit: it runs for every appended event.
 pub fn format_unix_millis(millis: i64) -> String {
     let secs = millis.div_euclid(1000);
-    let ms = millis.rem_euclid(1000);
+    let ms = millis.rem_euclid(1000) as u32;
     let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
+    let rem = secs.rem_euclid(86_400) as u32;
     let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    if !(0..=9999).contains(&year) {
+        return format!(
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+            rem / 3600,
+            (rem % 3600) / 60,
+            rem % 60
+        );
+    }
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, value: u32, width: usize| {
+        let mut v = value;
+        for i in (0..width).rev() {
+            out[at + i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, year as u32, 4);
+    put(5, month, 2);
+    put(8, day, 2);
+    put(11, rem / 3600, 2);
+    put(14, (rem % 3600) / 60, 2);
+    put(17, rem % 60, 2);
+    put(20, ms, 3);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Howard Hinnant's days-to-civil algorithm.

@@ -23,6 +23,8 @@ pub struct HttpRequest {
     pub body: Vec<u8>,
     /// When the request was fully read.
     pub received_at: Instant,
+    /// When the response was fully written (None while in flight or if cut off).
+    pub responded_at: Option<Instant>,
 }
 
 impl HttpRequest {
@@ -277,7 +279,7 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Res
     }
     let body = buf[body_start..body_start + length].to_vec();
     buf.drain(..body_start + length);
-    Ok(Some(HttpRequest { method, path, headers, body, received_at: Instant::now() }))
+    Ok(Some(HttpRequest { method, path, headers, body, received_at: Instant::now(), responded_at: None }))
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -313,9 +315,13 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) -> std::io::Result<()
                 ),
             },
         };
-        if !shared.not_recording.load(Ordering::Relaxed) {
-            shared.requests.lock().unwrap().push(request);
-        }
+        let index = if shared.not_recording.load(Ordering::Relaxed) {
+            None
+        } else {
+            let mut requests = shared.requests.lock().unwrap();
+            requests.push(request);
+            Some(requests.len() - 1)
+        };
         if !response.delay.is_zero() {
             tokio::time::sleep(response.delay).await;
         }
@@ -356,6 +362,11 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) -> std::io::Result<()
             }
         }
         stream.flush().await?;
+        if let Some(index) = index
+            && let Some(request) = shared.requests.lock().unwrap().get_mut(index)
+        {
+            request.responded_at = Some(Instant::now());
+        }
     }
     Ok(())
 }

@@ -15,7 +15,7 @@ use crate::workspace::Roots;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditArgs {
-    /// File path, relative to the workspace.
+    /// File path.
     pub path: String,
     /// The exact text to replace, including indentation; enough lines to be unique.
     pub old_text: String,
@@ -199,7 +199,7 @@ impl Tool for EditFile {
     }
 
     fn description(&self) -> &str {
-        "Replace exact text in a file. old_text must match exactly once (or set replace_all). Shows a diff."
+        "Replace exact text in a file; old_text must match exactly once (or set replace_all)."
     }
 
     fn call(

@@ -18,7 +18,7 @@ pub const MAX_PATHS: usize = 200;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GlobArgs {
-    /// Glob relative to the workspace, e.g. "src/**/*.rs" or "*.md".
+    /// e.g. "src/**/*.rs" or "*.md".
     pub pattern: String,
 }
 
@@ -52,7 +52,8 @@ pub fn glob(roots: &Roots, args: &GlobArgs) -> Result<String, ToolError> {
     // A pattern without a slash matches names at any depth, like `find -name`.
     let name_only = !pattern.contains('/');
     let mut found: Vec<(SystemTime, String)> = Vec::new();
-    for entry in ignore::WalkBuilder::new(roots.root()).require_git(false).build().flatten() {
+    for entry in ignore::WalkBuilder::new(roots.root()).require_git(false).git_global(false).build().flatten()
+    {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
@@ -85,7 +86,7 @@ impl Tool for Glob {
     }
 
     fn description(&self) -> &str {
-        "Find files by glob pattern (e.g. src/**/*.rs), newest first."
+        "Find files by glob pattern, newest first."
     }
 
     fn is_read_only(&self) -> bool {

@@ -24,7 +24,7 @@ const MAX_LINE_CHARS: usize = 300;
 pub struct GrepArgs {
     /// Regular expression (Rust regex syntax).
     pub pattern: String,
-    /// File or folder to search (default: the workspace root).
+    /// File or folder to search (default: everything).
     #[serde(default)]
     pub path: Option<String>,
     /// Only search files whose path matches this glob, e.g. "*.rs".
@@ -77,8 +77,11 @@ pub fn grep(roots: &Roots, args: &GrepArgs) -> Result<String, ToolError> {
     let mut lines: Vec<String> = Vec::new();
     let mut total = 0usize;
     let mut files = 0usize;
-    let walker =
-        ignore::WalkBuilder::new(&start).require_git(false).sort_by_file_name(|a, b| a.cmp(b)).build();
+    let walker = ignore::WalkBuilder::new(&start)
+        .require_git(false)
+        .git_global(false)
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build();
     for entry in walker.flatten() {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
@@ -133,7 +136,7 @@ impl Tool for Grep {
     }
 
     fn description(&self) -> &str {
-        "Search file contents with a regex. Returns file:line: text for each match, skipping ignored files."
+        "Search file contents with a regex; returns a file:line: text line per match."
     }
 
     fn is_read_only(&self) -> bool {

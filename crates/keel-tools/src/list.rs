@@ -17,7 +17,7 @@ pub const MAX_ENTRIES: usize = 400;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
-    /// Folder to list, relative to the workspace (default: the workspace root).
+    /// Folder to list (default: the workspace root).
     #[serde(default)]
     pub path: Option<String>,
     /// How many levels deep to go (default 2).
@@ -57,6 +57,7 @@ pub fn list(roots: &Roots, args: &ListArgs) -> Result<String, ToolError> {
     let depth = args.depth.unwrap_or(2).clamp(1, 20);
     let walker = ignore::WalkBuilder::new(&dir)
         .require_git(false)
+        .git_global(false)
         .max_depth(Some(depth))
         .sort_by_file_name(|a, b| a.cmp(b))
         .filter_entry(|e| e.file_name() != ".git")

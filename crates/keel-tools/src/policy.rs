@@ -1,11 +1,11 @@
 //! The permission policy: which calls run, decided per call before the tool starts.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::BoxFuture;
 use keel_agent::{HookDecision, Hooks, ToolCallRequest};
-use regex::Regex;
+use regex::{Regex, RegexSet};
 
 /// How much the agent may do without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -72,7 +72,9 @@ pub const DEFAULT_DENY: &[&str] = &[
 /// Decides each call: deny-list for shell commands, then the mode.
 pub struct PermissionPolicy {
     mode: PermissionMode,
-    deny: Vec<(String, Regex)>,
+    deny: Vec<String>,
+    /// Compiled on the first shell call: compiling costs milliseconds at start-up.
+    deny_set: OnceLock<Option<RegexSet>>,
     ask: Option<AskFn>,
     allowed_always: Mutex<HashSet<String>>,
     stop_on_deny: bool,
@@ -82,7 +84,7 @@ impl std::fmt::Debug for PermissionPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PermissionPolicy")
             .field("mode", &self.mode)
-            .field("deny", &self.deny.iter().map(|d| &d.0).collect::<Vec<_>>())
+            .field("deny", &self.deny)
             .field("stop_on_deny", &self.stop_on_deny)
             .finish_non_exhaustive()
     }
@@ -91,11 +93,10 @@ impl std::fmt::Debug for PermissionPolicy {
 impl PermissionPolicy {
     /// A policy in `mode` with the default deny-list.
     pub fn new(mode: PermissionMode) -> Self {
-        let deny =
-            DEFAULT_DENY.iter().filter_map(|p| Regex::new(p).ok().map(|r| ((*p).to_owned(), r))).collect();
         PermissionPolicy {
             mode,
-            deny,
+            deny: DEFAULT_DENY.iter().map(|p| (*p).to_owned()).collect(),
+            deny_set: OnceLock::new(),
             ask: None,
             allowed_always: Mutex::new(HashSet::new()),
             stop_on_deny: false,
@@ -107,21 +108,21 @@ impl PermissionPolicy {
         mut self,
         patterns: I,
     ) -> Result<Self, regex::Error> {
-        self.deny = patterns
-            .into_iter()
-            .map(|p| Regex::new(p.as_ref()).map(|r| (p.as_ref().to_owned(), r)))
-            .collect::<Result<_, _>>()?;
-        Ok(self)
+        self.deny.clear();
+        self.add_deny_patterns(patterns)
     }
 
-    /// Adds deny patterns to the current list.
+    /// Adds deny patterns to the current list. Each is checked here, so a bad one is an
+    /// error at configuration time.
     pub fn add_deny_patterns<I: IntoIterator<Item = S>, S: AsRef<str>>(
         mut self,
         patterns: I,
     ) -> Result<Self, regex::Error> {
         for p in patterns {
-            self.deny.push((p.as_ref().to_owned(), Regex::new(p.as_ref())?));
+            Regex::new(p.as_ref())?;
+            self.deny.push(p.as_ref().to_owned());
         }
+        self.deny_set = OnceLock::new();
         Ok(self)
     }
 
@@ -148,7 +149,9 @@ impl PermissionPolicy {
 
     /// The deny pattern a shell command matches, if any.
     pub fn denied_pattern(&self, command: &str) -> Option<&str> {
-        self.deny.iter().find(|(_, re)| re.is_match(command)).map(|(p, _)| p.as_str())
+        let set = self.deny_set.get_or_init(|| RegexSet::new(&self.deny).ok()).as_ref()?;
+        let index = set.matches(command).iter().next()?;
+        self.deny.get(index).map(String::as_str)
     }
 
     async fn decide(&self, request: ToolCallRequest<'_>) -> HookDecision {

@@ -23,12 +23,12 @@ pub const MAX_LINE_CHARS: usize = 2000;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
-    /// File path, relative to the workspace.
+    /// File path.
     pub path: String,
     /// First line to read, from 1.
     #[serde(default)]
     pub offset: Option<usize>,
-    /// How many lines to read (default and maximum 2000).
+    /// Lines to read (at most 2000).
     #[serde(default)]
     pub limit: Option<usize>,
 }
@@ -151,7 +151,7 @@ impl Tool for ReadFile {
     }
 
     fn description(&self) -> &str {
-        "Read a text file with numbered lines. Use offset and limit to page through long files."
+        "Read a text file as numbered lines; use offset and limit to page through long files."
     }
 
     fn is_read_only(&self) -> bool {

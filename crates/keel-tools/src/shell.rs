@@ -29,7 +29,7 @@ pub struct ShellArgs {
     /// Seconds before the command is stopped (default 120).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
-    /// Folder to run in, relative to the workspace (default: the workspace root).
+    /// Folder to run in (default: the workspace root).
     #[serde(default)]
     pub workdir: Option<String>,
 }
@@ -101,7 +101,7 @@ impl Tool for Shell {
     }
 
     fn description(&self) -> &str {
-        "Run a bash command in the workspace (stdin closed, stdout+stderr merged). The output ends with [exit code: N]. Long output is cut in the middle; the full text is saved to a file named in the result."
+        "Run a bash command in the workspace (stdin closed, stderr merged into stdout). Output ends with [exit code: N]; long output is cut in the middle and saved whole to a file it names."
     }
 
     fn call(

@@ -25,7 +25,11 @@ pub fn missing_path_message(roots: &Roots, path: &str) -> String {
     let wanted = roots.lexical(path);
     let wanted_name = wanted.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
     let mut candidates: Vec<(usize, String)> = Vec::new();
-    let walker = ignore::WalkBuilder::new(roots.root()).require_git(false).max_depth(Some(8)).build();
+    let walker = ignore::WalkBuilder::new(roots.root())
+        .require_git(false)
+        .git_global(false)
+        .max_depth(Some(8))
+        .build();
     for entry in walker.flatten().take(20_000) {
         let Some(name) = entry.file_name().to_str() else { continue };
         let name = name.to_lowercase();

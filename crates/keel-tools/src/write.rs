@@ -15,7 +15,7 @@ use crate::workspace::Roots;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteArgs {
-    /// File path, relative to the workspace. Missing folders are created.
+    /// File path; missing folders are created.
     pub path: String,
     /// The complete new content of the file.
     pub content: String,

@@ -5,6 +5,7 @@
 mod config;
 mod decode;
 mod errors;
+mod stream;
 mod wire;
 
 use std::collections::VecDeque;
@@ -17,18 +18,27 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{MaxTokensField, OpenAiConfig, PRESETS, Preset, ReasoningReplay};
 
-use crate::client::{ModelClient, ModelEvent, ModelInfo, ModelRequest, ModelStream};
+use serde_json::value::RawValue;
+use std::sync::{Arc, Mutex};
+
+use crate::client::{ModelClient, ModelEvent, ModelInfo, ModelRequest, ModelStream, ToolDefinition};
+
+/// Tool definitions and their wire encoding.
+type ToolsJson = (Vec<ToolDefinition>, Arc<RawValue>);
 use crate::error::{ModelError, ModelErrorKind};
 use crate::retry::backoff_delay;
-use crate::sse::{SseEvent, SseParser};
-use decode::Decoder;
+pub use stream::StreamDecoder;
 
 /// A Chat Completions client. Cheap to share; keeps a connection pool.
 #[derive(Debug, Clone)]
 pub struct OpenAiClient {
     http: reqwest::Client,
     config: OpenAiConfig,
-    endpoint: String,
+    /// The last tool set and its encoding (compared by content, which is far cheaper
+    /// than escaping every description again).
+    tools_cache: Arc<Mutex<Option<ToolsJson>>>,
+    /// Parsed once: parsing a URL for every request shows up in profiles.
+    endpoint: reqwest::Url,
 }
 
 impl OpenAiClient {
@@ -46,15 +56,40 @@ impl OpenAiClient {
         }
         // ring, not aws-lc: no cmake, quick to build. Installing twice is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(config.idle_timeout.min(Duration::from_secs(30)))
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| {
-                ModelError::new(ModelErrorKind::Config, format!("cannot build the HTTP client: {e}"))
-            })?;
-        Ok(OpenAiClient { http, config, endpoint })
+            .tcp_nodelay(true);
+        if endpoint.starts_with("http://") {
+            // Plain HTTP (a local server): skip loading the system's CA certificates,
+            // which costs milliseconds at every start.
+            builder = builder.tls_certs_only(Vec::new());
+        }
+        let http = builder.build().map_err(|e| {
+            ModelError::new(ModelErrorKind::Config, format!("cannot build the HTTP client: {e}"))
+        })?;
+        let endpoint = reqwest::Url::parse(&endpoint).map_err(|e| {
+            ModelError::new(
+                ModelErrorKind::Config,
+                format!("the base URL `{}` is not a valid URL: {e}", config.base_url),
+            )
+        })?;
+        Ok(OpenAiClient { http, config, endpoint, tools_cache: Arc::default() })
+    }
+
+    fn encoded_tools(&self, tools: &[ToolDefinition]) -> serde_json::Result<Arc<RawValue>> {
+        let mut cache = match self.tools_cache.lock() {
+            Ok(cache) => cache,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some((defs, json)) = cache.as_ref()
+            && defs.as_slice() == tools
+        {
+            return Ok(Arc::clone(json));
+        }
+        let json: Arc<RawValue> = Arc::from(wire::encode_tools(tools)?);
+        *cache = Some((tools.to_vec(), Arc::clone(&json)));
+        Ok(json)
     }
 
     /// The settings in use.
@@ -65,7 +100,7 @@ impl OpenAiClient {
     fn request(&self, body: Bytes) -> reqwest::RequestBuilder {
         let mut request = self
             .http
-            .post(&self.endpoint)
+            .post(self.endpoint.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
         if self.config.stream {
@@ -83,10 +118,42 @@ impl OpenAiClient {
 
 type BodyStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
+/// Detects a stream with no data for `limit`. One timer per response, moved forward
+/// only when it fires: arming a fresh timer for every chunk costs more than the chunk.
+struct IdleTimer {
+    limit: Duration,
+    last_data: tokio::time::Instant,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl IdleTimer {
+    fn new(limit: Duration) -> Self {
+        let now = tokio::time::Instant::now();
+        IdleTimer { limit, last_data: now, sleep: Box::pin(tokio::time::sleep_until(now + limit)) }
+    }
+
+    /// Data arrived.
+    fn touch(&mut self) {
+        self.last_data = tokio::time::Instant::now();
+    }
+
+    /// Resolves once `limit` has passed without data.
+    async fn expired(&mut self) {
+        loop {
+            (&mut self.sleep).await;
+            let deadline = self.last_data + self.limit;
+            if tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            self.sleep.as_mut().reset(deadline);
+        }
+    }
+}
+
 enum Phase {
     Send { attempt: u32 },
     Wait { attempt: u32, delay: Duration },
-    Body { body: BodyStream, attempt: u32 },
+    Body { body: BodyStream, attempt: u32, idle: IdleTimer },
     Done,
 }
 
@@ -97,9 +164,7 @@ struct Run<'a> {
     cancel: CancellationToken,
     phase: Phase,
     queue: VecDeque<Result<ModelEvent, ModelError>>,
-    sse: SseParser,
-    decoder: Decoder,
-    events: Vec<SseEvent>,
+    stream: StreamDecoder,
     deltas: Vec<ModelEvent>,
 }
 
@@ -129,7 +194,8 @@ impl Run<'_> {
 
     /// Retries a failure that happened before any output, or gives up.
     fn fail(&mut self, error: ModelError, attempt: u32) {
-        let retry = error.kind.is_retryable() && !self.decoder.emitted && attempt < self.config().max_retries;
+        let retry =
+            error.kind.is_retryable() && !self.stream.has_output() && attempt < self.config().max_retries;
         if retry {
             // A pooled connection the server closed while idle fails at once on reuse;
             // the first retry of a connection error goes out immediately.
@@ -162,8 +228,7 @@ impl Run<'_> {
     }
 
     async fn send(&mut self, attempt: u32) {
-        self.sse = SseParser::new();
-        self.decoder = Decoder::default();
+        self.stream = StreamDecoder::new();
         let idle = self.config().idle_timeout;
         let request = self.client.request(self.body.clone());
         let response = match tokio::time::timeout(idle, request.send()).await {
@@ -189,7 +254,8 @@ impl Run<'_> {
             return self.fail(error, attempt);
         }
         if self.config().stream {
-            self.phase = Phase::Body { body: Box::pin(response.bytes_stream()), attempt };
+            let idle = IdleTimer::new(self.config().idle_timeout);
+            self.phase = Phase::Body { body: Box::pin(response.bytes_stream()), attempt, idle };
             return;
         }
         // Whole-response mode: the server sends nothing until it is done.
@@ -201,83 +267,58 @@ impl Run<'_> {
             Ok(Err(error)) => return self.fail(network(&error), attempt),
             Ok(Ok(body)) => body,
         };
-        match serde_json::from_slice::<wire::Chunk>(&body) {
-            Ok(chunk) => {
-                if let Err(error) = self.decoder.on_chunk(chunk, &mut self.deltas) {
-                    return self.fail(error, attempt);
-                }
+        match self.stream.whole(&body, &mut self.deltas) {
+            Ok(()) => {
                 self.queue.extend(self.deltas.drain(..).map(Ok));
                 self.complete();
             }
-            Err(e) => {
-                let error =
-                    ModelError::new(ModelErrorKind::InvalidResponse, format!("unreadable response: {e}"));
-                self.fail(error, attempt);
-            }
+            Err(error) => self.fail(error, attempt),
         }
     }
 
     fn complete(&mut self) {
-        let decoder = std::mem::take(&mut self.decoder);
+        let stream = std::mem::take(&mut self.stream);
         let text_tools = self.config().text_tool_calls.then_some(self.tools.as_slice());
-        let message = decoder.finish(text_tools);
+        let message = stream.finish(text_tools);
         self.queue.push_back(Ok(ModelEvent::Completed(message)));
         self.phase = Phase::Done;
     }
 
-    /// Handles dispatched SSE events; returns false once the stream is over.
-    fn on_events(&mut self, attempt: u32) -> bool {
-        let mut events = std::mem::take(&mut self.events);
-        let mut done = false;
-        let mut failure = None;
-        for event in events.drain(..) {
-            let data = event.data.trim();
-            if data == "[DONE]" {
-                done = true;
-                break;
-            }
-            if data.is_empty() {
-                continue;
-            }
-            match serde_json::from_str::<wire::Chunk>(data) {
-                Ok(chunk) => {
-                    if let Err(error) = self.decoder.on_chunk(chunk, &mut self.deltas) {
-                        failure = Some(error);
-                        break;
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "skipping an unreadable stream chunk"),
-            }
-        }
-        events.clear();
-        self.events = events;
+    /// Queues the deltas of `result`; returns true while the stream goes on.
+    fn after_feed(&mut self, result: Result<bool, ModelError>, attempt: u32) -> bool {
         self.queue.extend(self.deltas.drain(..).map(Ok));
-        if let Some(error) = failure {
-            self.fail(error, attempt);
-            return false;
+        match result {
+            Ok(false) => true,
+            Ok(true) => {
+                self.complete();
+                false
+            }
+            Err(error) => {
+                self.fail(error, attempt);
+                false
+            }
         }
-        if done {
-            self.complete();
-        }
-        !done
     }
 
-    async fn read(&mut self, mut body: BodyStream, attempt: u32) {
-        let idle = self.config().idle_timeout;
-        let next = tokio::time::timeout(idle, body.next()).await;
+    async fn read(&mut self, mut body: BodyStream, attempt: u32, mut idle: IdleTimer) {
+        let next = tokio::select! {
+            next = body.next() => Ok(next),
+            () = idle.expired() => Err(()),
+        };
         match next {
-            Err(_) => {
+            Err(()) => {
                 let error = ModelError::new(
                     ModelErrorKind::Idle,
-                    format!("the stream stalled: no data for {} s", idle.as_secs()),
+                    format!("the stream stalled: no data for {} s", idle.limit.as_secs()),
                 );
                 self.fail(error, attempt);
             }
             Ok(Some(Err(error))) => self.fail(network(&error), attempt),
             Ok(Some(Ok(bytes))) => {
-                self.sse.feed(&bytes, &mut self.events);
-                if self.on_events(attempt) {
-                    self.phase = Phase::Body { body, attempt };
+                idle.touch();
+                let result = self.stream.feed(&bytes, &mut self.deltas);
+                if self.after_feed(result, attempt) {
+                    self.phase = Phase::Body { body, attempt, idle };
                 } else {
                     // Read the body's end so the connection goes back to the pool
                     // instead of being closed (a new TLS handshake costs far more).
@@ -289,9 +330,9 @@ impl Run<'_> {
             }
             Ok(None) => {
                 // End of body, with or without `[DONE]`.
-                self.sse.finish(&mut self.events);
-                if self.on_events(attempt) {
-                    if self.decoder.is_blank() {
+                let result = self.stream.end(&mut self.deltas);
+                if self.after_feed(result, attempt) {
+                    if self.stream.is_blank() {
                         self.fail(decode::empty_reply_error(), attempt);
                     } else {
                         self.complete();
@@ -317,7 +358,7 @@ impl Run<'_> {
                         }
                     }
                 }
-                Phase::Body { body, attempt } => self.read(body, attempt).await,
+                Phase::Body { body, attempt, idle } => self.read(body, attempt, idle).await,
             }
         }
     }
@@ -329,7 +370,14 @@ impl ModelClient for OpenAiClient {
     }
 
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
-        let body = match wire::encode(&request, &self.config, self.config.stream) {
+        let tools = match self.encoded_tools(request.tools) {
+            Ok(tools) => tools,
+            Err(e) => {
+                let error = ModelError::new(ModelErrorKind::Config, format!("cannot encode the tools: {e}"));
+                return Box::pin(futures::stream::once(async move { Err(error) }));
+            }
+        };
+        let body = match wire::encode(&request, &self.config, self.config.stream, Some(&tools)) {
             Ok(body) => Bytes::from(body),
             Err(e) => {
                 let error =
@@ -344,9 +392,7 @@ impl ModelClient for OpenAiClient {
             cancel,
             phase: Phase::Send { attempt: 0 },
             queue: VecDeque::new(),
-            sse: SseParser::new(),
-            decoder: Decoder::default(),
-            events: Vec::new(),
+            stream: StreamDecoder::new(),
             deltas: Vec::new(),
         };
         Box::pin(futures::stream::unfold(run, Run::next))

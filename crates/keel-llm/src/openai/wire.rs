@@ -9,15 +9,15 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::config::{MaxTokensField, OpenAiConfig, ReasoningReplay};
-use crate::client::{ModelRequest, ToolChoice};
+use crate::client::{ModelRequest, ToolChoice, ToolDefinition};
 use crate::message::{ContentBlock, Message, Usage};
 
 #[derive(Serialize)]
 struct ChatRequest<'a> {
     model: &'a str,
     messages: Vec<WireMessage<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<&'static str>,
     stream: bool,
@@ -123,11 +123,29 @@ fn wire_arguments(raw: &str) -> Cow<'_, str> {
     }
 }
 
-/// Encodes a request body.
+/// The `tools` array of a request, serialized. The same tools go out with every request,
+/// so the client keeps this and re-encodes only when the definitions change.
+pub(crate) fn encode_tools(tools: &[ToolDefinition]) -> serde_json::Result<Box<RawValue>> {
+    let tools: Vec<WireTool<'_>> = tools
+        .iter()
+        .map(|tool| WireTool {
+            kind: "function",
+            function: WireToolSpec {
+                name: &tool.name,
+                description: &tool.description,
+                parameters: &tool.parameters,
+            },
+        })
+        .collect();
+    serde_json::value::to_raw_value(&tools)
+}
+
+/// Encodes a request body; `tools` is [`encode_tools`] of `request.tools`.
 pub(crate) fn encode(
     request: &ModelRequest<'_>,
     config: &OpenAiConfig,
     stream: bool,
+    tools: Option<&RawValue>,
 ) -> serde_json::Result<Vec<u8>> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
@@ -164,19 +182,8 @@ pub(crate) fn encode(
             }
         });
     }
-    let tools: Vec<WireTool<'_>> = request
-        .tools
-        .iter()
-        .map(|tool| WireTool {
-            kind: "function",
-            function: WireToolSpec {
-                name: &tool.name,
-                description: &tool.description,
-                parameters: &tool.parameters,
-            },
-        })
-        .collect();
-    let tool_choice = match (tools.is_empty(), request.tool_choice) {
+    let tools = tools.filter(|_| !request.tools.is_empty());
+    let tool_choice = match (tools.is_none(), request.tool_choice) {
         (true, _) => None,
         (false, ToolChoice::Auto) => None,
         (false, ToolChoice::None) => Some("none"),
@@ -299,34 +306,87 @@ impl WireUsage {
     }
 }
 
-/// Text as a string, `null`, or an array of `{"type": "text", "text": …}` parts.
+/// Text as a string, `null`, or an array of `{"type": "text", "text": …}` parts. Parsed
+/// without an intermediate `Value`: this runs for every streamed chunk.
 fn lenient_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
-    Ok(match Value::deserialize(deserializer)? {
-        Value::String(text) => Some(text),
-        Value::Array(parts) => {
-            let text: String = parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str).or_else(|| p.as_str()))
-                .collect();
-            Some(text)
-        }
-        _ => None,
-    })
+    deserializer.deserialize_any(TextVisitor { objects_as_json: false })
 }
 
 /// Arguments as a string (the standard) or an object (some servers).
 fn lenient_arguments<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
-    Ok(match Value::deserialize(deserializer)? {
-        Value::String(text) => Some(text),
-        Value::Null => None,
-        other => Some(other.to_string()),
-    })
+    deserializer.deserialize_any(TextVisitor { objects_as_json: true })
+}
+
+struct TextVisitor {
+    /// An object becomes its JSON text (arguments); otherwise it is ignored.
+    objects_as_json: bool,
+}
+
+impl<'de> serde::de::Visitor<'de> for TextVisitor {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("text, null, or an array of text parts")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(v.to_owned()))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Some(v))
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(self.objects_as_json.then(|| v.to_string()))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(self.objects_as_json.then(|| v.to_string()))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(self.objects_as_json.then(|| v.to_string()))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(self.objects_as_json.then(|| v.to_string()))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        if self.objects_as_json {
+            let mut items = Vec::new();
+            while let Some(item) = seq.next_element::<Value>()? {
+                items.push(item);
+            }
+            return Ok(Some(Value::Array(items).to_string()));
+        }
+        let mut text = String::new();
+        while let Some(part) = seq.next_element::<Value>()? {
+            if let Some(piece) = part.get("text").and_then(Value::as_str).or_else(|| part.as_str()) {
+                text.push_str(piece);
+            }
+        }
+        Ok(Some(text))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        let value = Value::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+        Ok(self.objects_as_json.then(|| value.to_string()))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::ToolDefinition;
     use crate::message::{AssistantMessage, ToolCall, ToolResultMessage, UserMessage};
     use pretty_assertions::assert_eq;
 
@@ -337,7 +397,8 @@ mod tests {
             parameters: RawValue::from_string(r#"{"type":"object"}"#.into()).unwrap(),
         }];
         let request = ModelRequest { system: "sys", messages, tools: &tools, tool_choice: ToolChoice::Auto };
-        serde_json::from_slice(&encode(&request, config, true).unwrap()).unwrap()
+        let encoded = encode_tools(&tools).unwrap();
+        serde_json::from_slice(&encode(&request, config, true, Some(&encoded)).unwrap()).unwrap()
     }
 
     fn history() -> Vec<Message> {
