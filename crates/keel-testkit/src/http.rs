@@ -104,6 +104,12 @@ impl MockResponse {
         }
     }
 
+    /// Sets the status code.
+    pub fn status(mut self, status: u16) -> Self {
+        self.status = status;
+        self
+    }
+
     /// Adds a header.
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_ascii_lowercase(), value.to_owned()));
@@ -289,6 +295,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        206 => "Partial Content",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",

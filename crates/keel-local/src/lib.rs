@@ -1,0 +1,45 @@
+//! keel's embedded local model.
+//!
+//! Pure Rust, always built: reading GGUF metadata ([`gguf`]), rendering the model's own
+//! chat template ([`template`]), the model cache and downloads ([`models`],
+//! [`download`]). With the `llama` feature, [`engine::LocalModel`] runs the weights in
+//! process through llama.cpp and implements `keel_llm::ModelClient`.
+
+pub mod download;
+#[cfg(feature = "llama")]
+pub mod engine;
+pub mod gguf;
+pub mod models;
+pub mod template;
+
+/// What went wrong with the local model.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// Reading or writing a file failed.
+    #[error("{0}")]
+    Io(String),
+    /// The file is not a GGUF model.
+    #[error("{0}")]
+    NotGguf(String),
+    /// The model has no usable chat template.
+    #[error("{0}")]
+    Template(String),
+    /// No such model file or name.
+    #[error("{0}")]
+    NotFound(String),
+    /// Fetching weights failed.
+    #[error("{0}")]
+    Download(String),
+    /// Downloaded weights do not match their checksum.
+    #[error("{0}")]
+    Checksum(String),
+    /// llama.cpp refused to load or run the model.
+    #[error("{0}")]
+    Engine(String),
+}
+
+impl From<std::io::Error> for LocalError {
+    fn from(error: std::io::Error) -> Self {
+        LocalError::Io(error.to_string())
+    }
+}

@@ -1,0 +1,72 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The model's own chat template, rendered as Hugging Face (Python Jinja2) renders it.
+//! The expected text was produced by Python's jinja2 with transformers' settings
+//! (trim_blocks, lstrip_blocks, json.dumps for tojson) from the same conversation.
+
+use keel_llm::{
+    AssistantMessage, ContentBlock, Message, ToolCall, ToolDefinition, ToolResultMessage, UserMessage,
+};
+use keel_local::template::ChatTemplate;
+use pretty_assertions::assert_eq;
+use serde_json::value::RawValue;
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+#[test]
+fn qwen_template_matches_python_jinja_with_tools_calls_and_results() {
+    let template = ChatTemplate::new(&fixture("qwen2.5-coder.jinja"), "", "<|im_end|>").unwrap();
+    let messages = vec![
+        Message::User(UserMessage { content: "Read a.txt".into() }),
+        Message::Assistant(AssistantMessage {
+            content: vec![ContentBlock::ToolCall(ToolCall {
+                id: "c1".into(),
+                name: "read_file".into(),
+                arguments: r#"{"path": "a.txt"}"#.into(),
+            })],
+            ..AssistantMessage::default()
+        }),
+        Message::ToolResult(ToolResultMessage {
+            call_id: "c1".into(),
+            name: "read_file".into(),
+            content: "1\thello <b>".into(),
+            is_error: false,
+        }),
+        Message::Assistant(AssistantMessage {
+            content: vec![ContentBlock::Text { text: "It says hello.".into() }],
+            ..AssistantMessage::default()
+        }),
+        Message::User(UserMessage { content: "Thanks".into() }),
+    ];
+    let tools = vec![ToolDefinition {
+        name: "read_file".into(),
+        description: "Read a file's text.".into(),
+        parameters: RawValue::from_string(
+            r#"{"type":"object","properties":{"path":{"type":"string","description":"File path."},"limit":{"type":"integer"}},"required":["path"]}"#
+                .into(),
+        )
+        .unwrap(),
+    }];
+    let prompt = template.render("Be brief.", &messages, &tools).unwrap();
+    assert_eq!(prompt, fixture("qwen2.5-coder.expected.txt"));
+}
+
+#[test]
+fn without_tools_the_template_takes_its_plain_branch() {
+    let template = ChatTemplate::new(&fixture("qwen2.5-coder.jinja"), "", "<|im_end|>").unwrap();
+    let prompt = template.render("", &[Message::User(UserMessage { content: "hi".into() })], &[]).unwrap();
+    assert_eq!(
+        prompt,
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    );
+}
+
+#[test]
+fn broken_templates_and_raised_exceptions_are_clear_errors() {
+    let err = ChatTemplate::new("{% if %}", "", "").unwrap_err().to_string();
+    assert!(err.contains("does not compile"), "{err}");
+    let raising = ChatTemplate::new("{{ raise_exception('System role not supported') }}", "", "").unwrap();
+    let err = raising.render("", &[], &[]).unwrap_err().to_string();
+    assert!(err.contains("System role not supported"), "{err}");
+}
