@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[cfg(feature = "local")]
+mod local;
 mod many;
 mod measure;
 mod sections;
@@ -50,6 +52,10 @@ fn main() {
     }
     if wants("stream") {
         stream::stream();
+    }
+    #[cfg(feature = "local")]
+    if which.iter().any(|w| w == "local") {
+        local::local();
     }
     if wants("reopen") {
         sections::reopen();

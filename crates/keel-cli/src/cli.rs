@@ -43,6 +43,24 @@ pub struct Cli {
     #[arg(long, env = "KEEL_PERMISSION", hide_env_values = true)]
     pub permission: Option<String>,
 
+    /// Run the model inside keel (no account, no server); downloads the default model
+    /// (Qwen2.5-Coder 1.5B) on first use.
+    #[arg(long)]
+    pub local: bool,
+
+    /// The GGUF file (or known model name) for --local; implies --local.
+    /// (Or set KEEL_LOCAL_MODEL and pass --local.)
+    #[arg(long, value_name = "PATH")]
+    pub local_model: Option<String>,
+
+    /// Context size of the local model in tokens (default 8192).
+    #[arg(long, value_name = "TOKENS")]
+    pub local_ctx: Option<u32>,
+
+    /// CPU threads for the local model (default: all cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
     /// Workspace folder (default: the current folder).
     #[arg(long, short = 'C', value_name = "DIR")]
     pub cwd: Option<PathBuf>,
@@ -78,6 +96,23 @@ pub enum Command {
     Sessions {
         #[command(subcommand)]
         action: Option<SessionsAction>,
+    },
+    /// List or fetch local models (for --local).
+    Models {
+        #[command(subcommand)]
+        action: Option<ModelsAction>,
+    },
+}
+
+/// `keel models …`.
+#[derive(Debug, Subcommand)]
+pub enum ModelsAction {
+    /// List the models in the cache, and the ones keel can fetch.
+    List,
+    /// Download a model into the cache (default: the model --local uses).
+    Pull {
+        /// A known model name.
+        name: Option<String>,
     },
 }
 

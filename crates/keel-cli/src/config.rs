@@ -110,11 +110,33 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// The embedded model's settings (`--local`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalSettings {
+    /// A GGUF path or known model name; `None` is the default model.
+    pub model: Option<String>,
+    /// Context size in tokens.
+    pub n_ctx: Option<u32>,
+    /// CPU threads.
+    pub threads: Option<usize>,
+    /// Output cap per reply.
+    pub max_tokens: Option<u32>,
+}
+
+/// Which model runs the agent.
+#[derive(Debug, Clone)]
+pub enum ModelSettings {
+    /// An OpenAI-compatible server.
+    Remote(Box<OpenAiConfig>),
+    /// The embedded model.
+    Local(LocalSettings),
+}
+
 /// Everything resolved.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The provider's client settings.
-    pub client: OpenAiConfig,
+    /// The model.
+    pub model: ModelSettings,
     /// Step limit per turn.
     pub max_steps: u32,
     /// The permission mode.
@@ -131,6 +153,21 @@ pub struct Settings {
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl Settings {
+    /// The model's name, for display and prices.
+    pub fn model_name(&self) -> String {
+        match &self.model {
+            ModelSettings::Remote(client) => client.model.clone(),
+            ModelSettings::Local(local) => match &local.model {
+                Some(spec) => std::path::Path::new(spec)
+                    .file_stem()
+                    .map_or_else(|| spec.clone(), |s| s.to_string_lossy().into_owned()),
+                None => keel_local::models::default_model().name.to_owned(),
+            },
+        }
+    }
 }
 
 /// Reads the config file, if there is one.
@@ -213,6 +250,22 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
         None => Layer::default(),
     };
     let layer = flag_layer(cli).over(env_layer()).over(profile).over(file.defaults.clone());
+    if cli.local || cli.local_model.is_some() {
+        let local = LocalSettings {
+            model: cli.local_model.clone().or_else(|| env("KEEL_LOCAL_MODEL")),
+            n_ctx: cli.local_ctx,
+            threads: cli.threads,
+            max_tokens: layer.max_tokens,
+        };
+        let mut settings = settings_from(
+            Layer { provider: Some("llamacpp".into()), ..layer },
+            file.pricing,
+            profile_name,
+            interactive,
+        )?;
+        settings.model = ModelSettings::Local(local);
+        return Ok(settings);
+    }
     settings_from(layer, file.pricing, profile_name, interactive)
 }
 
@@ -307,7 +360,7 @@ fn settings_from(
         return Err(ConfigError("--max-steps must be at least 1".into()));
     }
     Ok(Settings {
-        client,
+        model: ModelSettings::Remote(Box::new(client)),
         max_steps,
         permission,
         deny: layer.deny.unwrap_or_default(),
@@ -346,7 +399,7 @@ mod tests {
         let layer = Layer { provider: Some("llamacpp".into()), ..Layer::default() };
         let print = settings_from(layer.clone(), BTreeMap::new(), None, false).unwrap();
         assert_eq!(print.permission, PermissionMode::Auto);
-        assert_eq!(print.client.model, "default");
+        assert!(matches!(&print.model, ModelSettings::Remote(c) if c.model == "default"));
         let interactive = settings_from(layer, BTreeMap::new(), None, true).unwrap();
         assert_eq!(interactive.permission, PermissionMode::Ask);
     }

@@ -9,7 +9,7 @@ use keel_session::{JsonlStore, SessionStore};
 use reedline::{DefaultPrompt, DefaultPromptSegment, FileBackedHistory, Reedline, Signal};
 
 use crate::cli::Cli;
-use crate::config::{self, Settings};
+use crate::config::{self, ModelSettings, Settings};
 use crate::exit;
 use crate::input::{LineReader, TurnInput, terminal_source};
 use crate::print_mode::{on_ctrl_c, ticker};
@@ -61,7 +61,7 @@ impl Repl {
         ctrl_c.abort();
         ticker.abort();
         let outcome = outcome?;
-        self.terminal.summary(&outcome, started.elapsed(), &self.settings.client.model, &self.settings);
+        self.terminal.summary(&outcome, started.elapsed(), &self.settings.model_name(), &self.settings);
         Ok(())
     }
 
@@ -124,23 +124,33 @@ impl Repl {
                 }
                 None => self.say("sessions are not saved (--no-session)"),
             },
-            ("/model", Some(model)) => {
-                let mut client = self.settings.client.clone();
-                client.model = model.to_owned();
-                match setup::client(client.clone()) {
-                    Ok(new) => {
-                        self.agent.set_model(Arc::new(new));
-                        self.settings.client = client;
-                        self.say(&format!("model: {model}"));
+            ("/model", Some(model)) => match &self.settings.model {
+                ModelSettings::Remote(current) => {
+                    let mut client = (**current).clone();
+                    client.model = model.to_owned();
+                    match setup::client(client.clone()) {
+                        Ok(new) => {
+                            self.agent.set_model(Arc::new(new));
+                            self.settings.model = ModelSettings::Remote(Box::new(client));
+                            self.say(&format!("model: {model}"));
+                        }
+                        Err(e) => self.say(&format!("cannot switch: {e}")),
                     }
-                    Err(e) => self.say(&format!("cannot switch: {e}")),
                 }
+                ModelSettings::Local(_) => {
+                    self.say("the local model is chosen at start (--local-model PATH)")
+                }
+            },
+            ("/model", None) => {
+                let provider = match &self.settings.model {
+                    ModelSettings::Remote(client) => client.provider.clone(),
+                    ModelSettings::Local(_) => "local".to_owned(),
+                };
+                self.say(&format!("model: {} ({provider})", self.settings.model_name()));
             }
-            ("/model", None) => self
-                .say(&format!("model: {} ({})", self.settings.client.model, self.settings.client.provider)),
             ("/usage", _) => {
                 let usage = self.session.projection().usage();
-                let cost = pricing::cost(&self.settings.pricing, &self.settings.client.model, &usage)
+                let cost = pricing::cost(&self.settings.pricing, &self.settings.model_name(), &usage)
                     .map(|c| format!(" · ${c:.4}"))
                     .unwrap_or_default();
                 self.say(&format!(
@@ -181,20 +191,21 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let agent = match setup::agent(&settings, &workspace, policy) {
-        Ok(agent) => agent,
+    let model = match setup::model(&settings, true).await {
+        Ok(model) => model,
         Err(e) => {
             eprintln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
+    let agent = setup::agent(&settings, &workspace, policy, model);
     let store = setup::store(cli);
     let (session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
     let mut repl = Repl { settings, workspace, agent, store, session, terminal, input };
     let profile = repl.settings.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default();
     repl.say(&format!(
         "keel · {}{profile} · {} · {} · /help for commands",
-        repl.settings.client.model,
+        repl.settings.model_name(),
         clip(&repl.workspace.display().to_string(), 50),
         match repl.settings.permission {
             keel_tools::PermissionMode::Auto => "auto",

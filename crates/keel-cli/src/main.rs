@@ -4,6 +4,7 @@ mod cli;
 mod config;
 mod input;
 mod interactive;
+mod local;
 mod paths;
 mod pricing;
 mod print_mode;
@@ -52,8 +53,10 @@ fn init_logging(cli: &cli::Cli) {
 }
 
 async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
-    if let Some(cli::Command::Sessions { action }) = cli.command.take() {
-        return sessions::run(action);
+    match cli.command.take() {
+        Some(cli::Command::Sessions { action }) => return sessions::run(action),
+        Some(cli::Command::Models { action }) => return local::models_command(action).await,
+        None => {}
     }
     let mut task = cli.print.take().or(cli.task.take());
     if task.is_none() && !std::io::stdin().is_terminal() {

@@ -74,10 +74,11 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal))),
         Err(e) => return fail(e.0),
     };
-    let agent = match setup::agent(&settings, &workspace, policy) {
-        Ok(agent) => agent,
+    let model = match setup::model(&settings, json.is_none()).await {
+        Ok(model) => model,
         Err(e) => return fail(e.0),
     };
+    let agent = setup::agent(&settings, &workspace, policy, model);
     let store = setup::store(cli);
     let (mut session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
     if let (Some(note), None) = (note, &json) {
@@ -124,7 +125,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
             {
                 println!("{}", outcome.final_text.trim_end());
             }
-            terminal.summary(&outcome, started.elapsed(), &settings.client.model, &settings);
+            terminal.summary(&outcome, started.elapsed(), &settings.model_name(), &settings);
         }
     }
     Ok(code)

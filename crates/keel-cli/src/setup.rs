@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use keel_agent::{Agent, AgentConfig, Session};
+use keel_llm::ModelClient;
 use keel_llm::openai::{OpenAiClient, OpenAiConfig};
 use keel_session::{JsonlStore, SessionStore};
 use keel_tools::{PermissionPolicy, ToolsConfig, builtin};
 
 use crate::cli::Cli;
-use crate::config::{ConfigError, Settings};
+use crate::config::{ConfigError, ModelSettings, Settings};
 
 /// The workspace: `--cwd` or the current folder, canonical.
 pub fn workspace(cli: &Cli) -> Result<PathBuf, ConfigError> {
@@ -38,8 +39,22 @@ pub fn policy(settings: &Settings) -> Result<PermissionPolicy, ConfigError> {
         .map_err(|e| ConfigError(format!("a deny pattern in the config is not a valid regex: {e}")))
 }
 
-/// The agent: provider, built-in tools, policy, system prompt.
-pub fn agent(settings: &Settings, workspace: &Path, policy: PermissionPolicy) -> Result<Agent, ConfigError> {
+/// The model the settings name: a client for a server, or the embedded model (loaded,
+/// and downloaded first if needed, with progress on stderr when `progress`).
+pub async fn model(settings: &Settings, progress: bool) -> Result<Arc<dyn ModelClient>, ConfigError> {
+    match &settings.model {
+        ModelSettings::Remote(config) => Ok(Arc::new(client((**config).clone())?)),
+        ModelSettings::Local(local) => crate::local::load(local, progress).await,
+    }
+}
+
+/// The agent: the model, built-in tools, policy, system prompt.
+pub fn agent(
+    settings: &Settings,
+    workspace: &Path,
+    policy: PermissionPolicy,
+    model: Arc<dyn ModelClient>,
+) -> Agent {
     let tools_config = ToolsConfig { extra_roots: settings.allowed_roots.clone(), ..ToolsConfig::default() };
     let config = AgentConfig {
         system_prompt: crate::prompt::system_prompt(workspace),
@@ -49,11 +64,7 @@ pub fn agent(settings: &Settings, workspace: &Path, policy: PermissionPolicy) ->
         artifacts_root: Some(crate::paths::sessions_dir()),
         ..AgentConfig::default()
     };
-    Ok(Agent::builder(client(settings.client.clone())?)
-        .config(config)
-        .tools(builtin(Arc::new(tools_config)))
-        .hooks(policy)
-        .build())
+    Agent::builder_shared(model).config(config).tools(builtin(Arc::new(tools_config))).hooks(policy).build()
 }
 
 /// The session store, unless `--no-session`.

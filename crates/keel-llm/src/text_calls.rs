@@ -5,7 +5,8 @@
 //!
 //! - `<tool_call>{"name": …, "arguments": {…}}</tool_call>` (one or more; Qwen's format),
 //!   also `<tools>`, `<function_call>` or (a small-model slip) `<tool_response>` tags
-//!   holding one or more call objects;
+//!   holding one or more call objects, or XML-ish elements
+//!   (`<function name="x" arguments='{…}'/>`, `<shell command="ls"/>`);
 //! - fenced blocks, ```` ```json {"name": …, "arguments": …} ``` ````, as the whole text;
 //! - bare objects as the whole text, also wrapped in doubled braces `{{…}}`.
 //!
@@ -143,32 +144,70 @@ fn parse_tags(text: &str, tag: &str, tools: &[&str]) -> Option<(String, Vec<Tool
     Some((prose, calls))
 }
 
-/// `<function name="shell" arguments='{"command": "ls"}'/>` elements, one or more,
-/// with nothing else between them.
+/// XML-ish elements, one or more, with nothing else between them:
+/// `<function name="shell" arguments='{"command": "ls"}'/>`, or the tool as the element
+/// with its arguments as attributes, `<shell command="ls" timeout_secs="5"/>`.
 fn parse_function_elements(text: &str, tools: &[&str]) -> Option<Vec<ToolCall>> {
     let mut calls = Vec::new();
     let mut rest = text.trim();
     while !rest.is_empty() {
-        rest = rest.strip_prefix("<function")?.trim_start();
-        rest = rest.strip_prefix("name=\"")?;
-        let end = rest.find('"')?;
-        let name = &rest[..end];
-        rest = rest[end + 1..].trim_start().strip_prefix("arguments=")?;
-        let quote = rest.chars().next().filter(|c| *c == '\'' || *c == '"')?;
-        rest = &rest[1..];
-        let end = rest.find(quote)?;
-        let arguments = &rest[..end];
-        rest = rest[end + 1..].trim_start();
-        rest = rest
-            .strip_prefix("/>")
-            .or_else(|| rest.strip_prefix("></function>"))
-            .or_else(|| rest.strip_prefix('>'))?;
+        rest = rest.strip_prefix('<')?;
+        let name_end = rest.find(|c: char| c.is_whitespace() || c == '/' || c == '>')?;
+        let element = &rest[..name_end];
+        rest = &rest[name_end..];
+        let mut attributes: Vec<(String, String)> = Vec::new();
+        loop {
+            rest = rest.trim_start();
+            if let Some(after) = rest.strip_prefix("/>") {
+                rest = after;
+                break;
+            }
+            if let Some(after) = rest.strip_prefix('>') {
+                rest = after.trim_start().strip_prefix(&format!("</{element}>"))?;
+                break;
+            }
+            let eq = rest.find('=')?;
+            let key = rest[..eq].trim().to_owned();
+            rest = rest[eq + 1..].trim_start();
+            let quote = rest.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+            rest = &rest[1..];
+            let end = rest.find(quote)?;
+            attributes.push((key, unescape_xml(&rest[..end])));
+            rest = &rest[end + 1..];
+        }
         rest = rest.trim_start();
-        let value =
-            serde_json::json!({"name": name, "arguments": serde_json::from_str::<Value>(arguments).ok()?});
+        let value = if element == "function" {
+            let name = attributes.iter().find(|(k, _)| k == "name").map(|(_, v)| v.clone())?;
+            let arguments = match attributes.iter().find(|(k, _)| k == "arguments") {
+                Some((_, raw)) => serde_json::from_str::<Value>(raw).ok()?,
+                None => Value::Object(serde_json::Map::new()),
+            };
+            serde_json::json!({"name": name, "arguments": arguments})
+        } else {
+            let arguments: serde_json::Map<String, Value> = attributes
+                .into_iter()
+                .map(|(k, v)| {
+                    // Numbers and booleans written as attribute text keep their type.
+                    let typed = match serde_json::from_str::<Value>(&v) {
+                        Ok(scalar @ (Value::Number(_) | Value::Bool(_))) => scalar,
+                        _ => Value::String(v),
+                    };
+                    (k, typed)
+                })
+                .collect();
+            serde_json::json!({"name": element, "arguments": arguments})
+        };
         calls.push(call_from(&value, tools)?);
     }
     (!calls.is_empty()).then_some(calls)
+}
+
+fn unescape_xml(text: &str) -> String {
+    text.replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
 }
 
 fn strip_fence(text: &str) -> Option<&str> {
@@ -310,6 +349,15 @@ mod tests {
                 "<tools>\n  <function name=\"shell\" arguments='{\"command\": \"ls\"}'/>\n  <function name=\"read_file\" arguments='{\"path\": \"a\"}'/>\n</tools>"
             ),
             two
+        );
+        assert_eq!(
+            extract(
+                "<tools>\n    <shell command=\"ls\" timeout_secs=\"120\"/>\n    <read_file path=\"a\"></read_file>\n</tools>"
+            ),
+            Some(vec![
+                call("shell", r#"{"command":"ls","timeout_secs":120}"#, 0),
+                call("read_file", r#"{"path":"a"}"#, 1)
+            ])
         );
         // One call to an unknown tool spoils the lot.
         assert_eq!(

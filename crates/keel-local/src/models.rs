@@ -11,8 +11,8 @@ pub struct KnownModel {
     pub name: &'static str,
     /// File name in the cache.
     pub file: &'static str,
-    /// Where to download it.
-    pub url: &'static str,
+    /// The Hugging Face repository holding it.
+    pub repo: &'static str,
     /// SHA-256 of the file.
     pub sha256: &'static str,
     /// Size in bytes.
@@ -24,18 +24,28 @@ pub const KNOWN: &[KnownModel] = &[
     KnownModel {
         name: "qwen2.5-coder-1.5b",
         file: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        url: "https://huggingface.co/Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/resolve/main/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        repo: "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
         sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         size: 1_117_320_768,
     },
     KnownModel {
         name: "qwen2.5-coder-0.5b",
         file: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        url: "https://huggingface.co/Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/resolve/main/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        repo: "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
         sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         size: 491_400_064,
     },
 ];
+
+impl KnownModel {
+    /// The download URL: `$HF_ENDPOINT` (a mirror; default `https://huggingface.co`),
+    /// then `/{repo}/resolve/main/{file}`.
+    pub fn url(&self) -> String {
+        let endpoint = std::env::var("HF_ENDPOINT").ok().filter(|e| !e.is_empty());
+        let endpoint = endpoint.as_deref().unwrap_or("https://huggingface.co").trim_end_matches('/');
+        format!("{endpoint}/{}/resolve/main/{}", self.repo, self.file)
+    }
+}
 
 /// The default model for `--local`.
 pub fn default_model() -> &'static KnownModel {
