@@ -207,13 +207,6 @@ impl Tool for EditFile {
         args: EditArgs,
         ctx: ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
-        let config = Arc::clone(&self.config);
-        async move {
-            let roots = Roots::for_call(&ctx, &config.extra_roots)?;
-            let report = tokio::task::spawn_blocking(move || edit(&roots, &args))
-                .await
-                .map_err(|e| ToolError::msg(format!("edit failed: {e}")))??;
-            Ok(ToolOutput::text(report))
-        }
+        crate::confined(Arc::clone(&self.config), ctx, move |roots| edit(roots, &args))
     }
 }

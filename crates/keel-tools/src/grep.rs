@@ -148,13 +148,6 @@ impl Tool for Grep {
         args: GrepArgs,
         ctx: ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
-        let config = Arc::clone(&self.config);
-        async move {
-            let roots = Roots::for_call(&ctx, &config.extra_roots)?;
-            let text = tokio::task::spawn_blocking(move || grep(&roots, &args))
-                .await
-                .map_err(|e| ToolError::msg(format!("grep failed: {e}")))??;
-            Ok(ToolOutput::text(text))
-        }
+        crate::confined(Arc::clone(&self.config), ctx, move |roots| grep(roots, &args))
     }
 }

@@ -70,6 +70,21 @@ pub fn builtin(config: Arc<ToolsConfig>) -> ToolRegistry {
     registry
 }
 
+/// Runs a file tool's work on the blocking pool with the call's confinement roots, and
+/// wraps its text as the result.
+pub(crate) async fn confined<F>(config: Arc<ToolsConfig>, ctx: keel_agent::ToolContext, work: F) -> ToolResult
+where
+    F: FnOnce(&workspace::Roots) -> Result<String, keel_agent::ToolError> + Send + 'static,
+{
+    let roots = workspace::Roots::for_call(&ctx, &config.extra_roots)?;
+    let text = tokio::task::spawn_blocking(move || work(&roots))
+        .await
+        .map_err(|e| keel_agent::ToolError::msg(format!("the tool stopped unexpectedly: {e}")))??;
+    Ok(keel_agent::ToolOutput::text(text))
+}
+
+type ToolResult = Result<keel_agent::ToolOutput, keel_agent::ToolError>;
+
 /// The folder for files a call keeps (full shell output): the session's artifacts
 /// folder, or a per-process temporary folder.
 pub fn artifacts_dir(ctx: &ToolContext) -> PathBuf {

@@ -110,13 +110,6 @@ impl Tool for ListFiles {
         args: ListArgs,
         ctx: ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
-        let config = Arc::clone(&self.config);
-        async move {
-            let roots = Roots::for_call(&ctx, &config.extra_roots)?;
-            let text = tokio::task::spawn_blocking(move || list(&roots, &args))
-                .await
-                .map_err(|e| ToolError::msg(format!("list failed: {e}")))??;
-            Ok(ToolOutput::text(text))
-        }
+        crate::confined(Arc::clone(&self.config), ctx, move |roots| list(roots, &args))
     }
 }

@@ -163,13 +163,6 @@ impl Tool for ReadFile {
         args: ReadArgs,
         ctx: ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
-        let config = Arc::clone(&self.config);
-        async move {
-            let roots = Roots::for_call(&ctx, &config.extra_roots)?;
-            let text = tokio::task::spawn_blocking(move || read(&roots, &args))
-                .await
-                .map_err(|e| ToolError::msg(format!("read failed: {e}")))??;
-            Ok(ToolOutput::text(text))
-        }
+        crate::confined(Arc::clone(&self.config), ctx, move |roots| read(roots, &args))
     }
 }

@@ -74,13 +74,6 @@ impl Tool for WriteFile {
         args: WriteArgs,
         ctx: ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
-        let config = Arc::clone(&self.config);
-        async move {
-            let roots = Roots::for_call(&ctx, &config.extra_roots)?;
-            let report = tokio::task::spawn_blocking(move || write(&roots, &args.path, &args.content))
-                .await
-                .map_err(|e| ToolError::msg(format!("write failed: {e}")))??;
-            Ok(ToolOutput::text(report))
-        }
+        crate::confined(Arc::clone(&self.config), ctx, move |roots| write(roots, &args.path, &args.content))
     }
 }
