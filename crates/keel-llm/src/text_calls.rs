@@ -50,6 +50,12 @@ fn parse(text: &str, tools: &[&str]) -> Option<(String, Vec<ToolCall>)> {
             return parse_tags(trimmed, tag, tools);
         }
     }
+    // Bare XML-ish elements: `<shell command="ls"/>` or `<function name=… />`.
+    if trimmed.starts_with('<')
+        && let Some(calls) = parse_function_elements(trimmed, tools)
+    {
+        return Some((String::new(), calls.into_iter().enumerate().map(|(n, c)| numbered(c, n)).collect()));
+    }
     parse_segments(trimmed, tools).map(|calls| (String::new(), calls))
 }
 
@@ -359,6 +365,11 @@ mod tests {
                 call("read_file", r#"{"path":"a"}"#, 1)
             ])
         );
+        assert_eq!(
+            extract("<shell command=\"python3 hello.py\" timeout_secs=\"30\"></shell>"),
+            Some(vec![call("shell", r#"{"command":"python3 hello.py","timeout_secs":30}"#, 0)])
+        );
+        assert_eq!(extract("<b>bold</b> text"), None);
         // One call to an unknown tool spoils the lot.
         assert_eq!(
             extract("{\"name\":\"shell\",\"arguments\":{}}\n{\"name\":\"nope\",\"arguments\":{}}"),
