@@ -107,6 +107,7 @@ pub fn local() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut config = LocalConfig::new(&path);
+    config.prefix_cache = None;
     config.temperature = 0.0;
     config.max_tokens = 128;
     config.threads = Some(threads);
@@ -141,9 +142,34 @@ pub fn local() {
         run(&runtime, &reuse, &messages, true);
         run(&runtime, &no_reuse, &messages, true);
     }
+    let (reuse, no_reuse) = (reuse.stats(), no_reuse.stats());
+    // A new process with the on-disk prefix cache: the first request of a run shares
+    // the system prompt and tools with the previous run's.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cached_config = config.clone();
+    cached_config.max_tokens = 1;
+    cached_config.prefix_cache = Some(dir.path().to_path_buf());
+    let first = LocalModel::load(cached_config.clone()).unwrap();
+    run(&runtime, &first, &conversation(0), true);
+    let before = *first.stats().last().unwrap();
+    drop(first);
+    let second = LocalModel::load(cached_config).unwrap();
+    let mut other_task = conversation(0);
+    other_task[0] = Message::User(UserMessage { content: "Find the TODO comments in this project.".into() });
+    run(&runtime, &second, &other_task, true);
+    let after = *second.stats().last().unwrap();
+    println!(
+        "  first request of a process: {} of {} tokens evaluated ({} ms); next process, another task: {} of {} ({} ms, prefix from disk)",
+        before.evaluated_tokens,
+        before.prompt_tokens,
+        before.prompt_time.as_millis(),
+        after.evaluated_tokens,
+        after.prompt_tokens,
+        after.prompt_time.as_millis()
+    );
     println!("  prompt tokens evaluated per step (6-step task, all tools offered):");
     println!("    step  prompt  evaluated with reuse  evaluated without  prompt time with / without");
-    for (i, (a, b)) in reuse.stats().iter().zip(no_reuse.stats().iter()).enumerate() {
+    for (i, (a, b)) in reuse.iter().zip(no_reuse.iter()).enumerate() {
         println!(
             "    {:>4}  {:>6}  {:>20}  {:>17}  {:>8.0} ms / {:.0} ms",
             i + 1,

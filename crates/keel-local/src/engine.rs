@@ -46,6 +46,9 @@ pub struct LocalConfig {
     pub seed: u32,
     /// Reuse the KV cache across requests (default on; off only for measuring).
     pub reuse_cache: bool,
+    /// Keep evaluated prompt prefixes on disk so the next process starts from them
+    /// (default on): the system prompt and tools are not evaluated again.
+    pub prefix_cache: Option<PathBuf>,
 }
 
 impl LocalConfig {
@@ -59,6 +62,7 @@ impl LocalConfig {
             temperature: 0.7,
             seed: 42,
             reuse_cache: true,
+            prefix_cache: Some(crate::models::cache_dir().join("prefixes")),
         }
     }
 }
@@ -214,6 +218,12 @@ fn worker(
     }
     let mut cached: Vec<LlamaToken> = Vec::new();
     let mut batch = LlamaBatch::new(512, 1);
+    let prefixes = if config.reuse_cache {
+        config.prefix_cache.as_deref().and_then(|dir| PrefixCache::new(dir, &config.model_path, n_ctx))
+    } else {
+        None
+    };
+    let mut saved_prefix = false;
     while let Ok(job) = jobs.recv() {
         let add_bos = vocab.should_add_bos() && !bos.is_empty() && !job.prompt.starts_with(&bos);
         let tokens = vocab.tokenize(job.prompt.as_bytes(), add_bos, true);
@@ -229,6 +239,19 @@ fn worker(
             continue;
         }
         let started = Instant::now();
+        // A fresh context starts from the best prefix a previous process saved.
+        if cached.is_empty()
+            && let Some(prefixes) = &prefixes
+            && let Some(path) = prefixes.best(&tokens)
+        {
+            match ctx.state_load_file(&path, n_ctx as usize) {
+                Ok(loaded) => cached = loaded,
+                Err(_) => {
+                    ctx.clear_kv_cache();
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
         // Reuse the KV cache for the longest shared prefix; always evaluate at least
         // the last token, whose logits start generation.
         let mut common = if config.reuse_cache {
@@ -268,6 +291,13 @@ fn worker(
         }
         cached.extend_from_slice(&tokens[common..]);
         let prompt_time = started.elapsed();
+        if !saved_prefix
+            && tokens.len() - common >= 256
+            && let Some(prefixes) = &prefixes
+        {
+            saved_prefix = true;
+            prefixes.save(&ctx, &tokens);
+        }
         let generation_started = Instant::now();
         let mut sampler = if config.temperature <= 0.0 {
             LlamaSampler::greedy()
@@ -413,4 +443,82 @@ pub fn check(path: &Path) -> Result<(), LocalError> {
     meta.chat_template()
         .map(|_| ())
         .ok_or_else(|| LocalError::Template(format!("{} has no chat template", path.display())))
+}
+
+/// Evaluated prompt prefixes on disk: llama.cpp state files with their tokens beside
+/// them, one folder per model file and context size, at most eight kept.
+struct PrefixCache {
+    dir: PathBuf,
+}
+
+impl PrefixCache {
+    const KEEP: usize = 8;
+    const MIN_SHARED: usize = 64;
+
+    fn new(root: &Path, model: &Path, n_ctx: u32) -> Option<PrefixCache> {
+        let size = std::fs::metadata(model).ok()?.len();
+        let stem = model.file_stem()?.to_string_lossy().into_owned();
+        let dir = root.join(format!("{stem}-{size}-ctx{n_ctx}"));
+        std::fs::create_dir_all(&dir).ok()?;
+        Some(PrefixCache { dir })
+    }
+
+    fn read_tokens(path: &Path) -> Option<Vec<LlamaToken>> {
+        let bytes = std::fs::read(path).ok()?;
+        Some(
+            bytes.chunks_exact(4).map(|c| LlamaToken(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect(),
+        )
+    }
+
+    /// The saved state sharing the longest prefix with `tokens`, if long enough.
+    fn best(&self, tokens: &[LlamaToken]) -> Option<PathBuf> {
+        let mut best: Option<(usize, PathBuf)> = None;
+        for entry in std::fs::read_dir(&self.dir).ok()?.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "tokens") {
+                continue;
+            }
+            let Some(saved) = Self::read_tokens(&path) else { continue };
+            let shared = saved.iter().zip(tokens).take_while(|(a, b)| a == b).count();
+            let state = path.with_extension("state");
+            if shared >= Self::MIN_SHARED && state.is_file() && best.as_ref().is_none_or(|(n, _)| shared > *n)
+            {
+                best = Some((shared, state));
+            }
+        }
+        best.map(|(_, path)| path)
+    }
+
+    /// Saves the context's state for `tokens` (written to a temporary name, then
+    /// renamed, so a crash never leaves a half file under a real name).
+    fn save(&self, ctx: &llama_cpp_2::context::LlamaContext<'_>, tokens: &[LlamaToken]) {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        tokens.iter().map(|t| t.0).collect::<Vec<i32>>().hash(&mut hasher);
+        let name = format!("{:016x}", hasher.finish());
+        let state = self.dir.join(format!("{name}.state"));
+        let temporary = self.dir.join(format!("{name}.state.tmp"));
+        if ctx.state_save_file(&temporary, tokens).is_err() || std::fs::rename(&temporary, &state).is_err() {
+            let _ = std::fs::remove_file(&temporary);
+            return;
+        }
+        let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.0.to_le_bytes()).collect();
+        let _ = std::fs::write(self.dir.join(format!("{name}.tokens")), bytes);
+        self.evict();
+    }
+
+    fn evict(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        let mut states: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "state"))
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        states.sort();
+        while states.len() > Self::KEEP {
+            let (_, path) = states.remove(0);
+            let _ = std::fs::remove_file(path.with_extension("tokens"));
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }

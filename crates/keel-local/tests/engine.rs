@@ -47,6 +47,7 @@ fn a_real_two_step_task_in_process_with_kv_cache_reuse() {
         return;
     };
     let mut config = LocalConfig::new(path);
+    config.prefix_cache = None;
     config.temperature = 0.0;
     config.n_ctx = 4096;
     config.max_tokens = 256;
@@ -84,6 +85,7 @@ fn a_real_two_step_task_in_process_with_kv_cache_reuse() {
 fn cancellation_stops_generation_between_tokens() {
     let Some(path) = model_path() else { return };
     let mut config = LocalConfig::new(path);
+    config.prefix_cache = None;
     config.max_tokens = 4096;
     let model = LocalModel::load(config).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -123,6 +125,40 @@ fn cancellation_stops_generation_between_tokens() {
     });
     assert!(again.is_some());
     assert!(started.elapsed() < std::time::Duration::from_secs(120));
+}
+
+#[test]
+fn a_new_process_starts_from_the_prefix_saved_on_disk() {
+    let Some(path) = model_path() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = LocalConfig::new(path);
+    config.prefix_cache = Some(dir.path().to_path_buf());
+    config.max_tokens = 1;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let system = "You are a careful assistant. ".repeat(60);
+    let ask = |model: &LocalModel, question: &str| {
+        let messages = vec![Message::User(keel_llm::UserMessage { content: question.into() })];
+        runtime.block_on(async {
+            use futures::StreamExt;
+            let request = keel_llm::ModelRequest {
+                system: &system,
+                messages: &messages,
+                tools: &[],
+                tool_choice: keel_llm::ToolChoice::Auto,
+            };
+            let mut stream = keel_llm::ModelClient::stream(model, request, CancellationToken::new());
+            while stream.next().await.is_some() {}
+        });
+        *model.stats().last().unwrap()
+    };
+    let first = LocalModel::load(config.clone()).unwrap();
+    let cold = ask(&first, "What is 2 + 2?");
+    drop(first);
+    let second = LocalModel::load(config).unwrap();
+    let warm = ask(&second, "Name a prime number.");
+    assert_eq!(cold.reused_tokens, 0);
+    assert!(warm.reused_tokens >= 300, "{warm:?}");
+    assert!(warm.evaluated_tokens < cold.evaluated_tokens / 4, "{cold:?} then {warm:?}");
 }
 
 #[test]
