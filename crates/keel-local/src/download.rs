@@ -88,24 +88,30 @@ pub async fn download(
         .map_err(|e| LocalError::Io(format!("cannot write {}: {e}", part.display())))?;
     progress(have, total);
     let mut body = response.bytes_stream();
-    loop {
-        let next = tokio::time::timeout(Duration::from_secs(60), body.next()).await.map_err(|_| {
-            LocalError::Download("the download stalled for 60 s; run the command again to resume".into())
-        })?;
-        let Some(chunk) = next else { break };
-        let chunk = chunk.map_err(|e| {
-            LocalError::Download(format!("the download broke off ({e}); run the command again to resume"))
-        })?;
-        hasher.update(&chunk);
-        file.write_all(&chunk)
-            .await
-            .map_err(|e| LocalError::Io(format!("cannot write {}: {e}", part.display())))?;
-        have += chunk.len() as u64;
-        progress(have, total);
+    let streamed: Result<(), LocalError> = async {
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(60), body.next()).await.map_err(|_| {
+                LocalError::Download("the download stalled for 60 s; run the command again to resume".into())
+            })?;
+            let Some(chunk) = next else { return Ok(()) };
+            let chunk = chunk.map_err(|e| {
+                LocalError::Download(format!("the download broke off ({e}); run the command again to resume"))
+            })?;
+            hasher.update(&chunk);
+            file.write_all(&chunk)
+                .await
+                .map_err(|e| LocalError::Io(format!("cannot write {}: {e}", part.display())))?;
+            have += chunk.len() as u64;
+            progress(have, total);
+        }
     }
+    .await;
+    // Whatever happened, what was received is on disk before we return: a resume
+    // starts from the file's length, and tokio writes files in the background.
     file.flush().await.map_err(|e| LocalError::Io(e.to_string()))?;
     file.sync_all().await.map_err(|e| LocalError::Io(e.to_string()))?;
     drop(file);
+    streamed?;
     if let Some(total) = total
         && have < total
     {

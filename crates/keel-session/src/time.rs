@@ -42,8 +42,8 @@ pub fn format_unix_millis(millis: i64) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Howard Hinnant's days-to-civil algorithm.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+/// The (year, month, day) of `days` since 1970-01-01 (Howard Hinnant's algorithm).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
