@@ -27,6 +27,17 @@ struct State {
     text_open: bool,
     /// A live preview of the answer, shown when stdout is not a terminal (print mode).
     streamed_chars: usize,
+    /// Streamed text held back because it may be a tool call written as text (a small
+    /// model's `<tool_call>…` or ```` ```json ```` block): shown only if it was not one.
+    held: Option<String>,
+    /// Whether anything of this reply was printed yet.
+    reply_started: bool,
+}
+
+/// True when text starts like a tool call written as text.
+fn may_be_text_call(text: &str) -> bool {
+    let start = text.trim_start();
+    start.is_empty() || start.starts_with('<') || start.starts_with('{') || start.starts_with("```")
 }
 
 /// Progress on stderr: one line per tool call, a spinner while waiting, retries; in
@@ -112,14 +123,45 @@ impl Terminal {
 
     fn text(&self, delta: &str) {
         self.with(|state| {
-            if self.stream_text {
-                self.clear(state);
-                print!("{delta}");
-                let _ = std::io::stdout().flush();
-                state.text_open = !delta.ends_with('\n');
-            } else {
+            if !self.stream_text {
                 state.streamed_chars += delta.chars().count();
+                return;
             }
+            if !state.reply_started {
+                let held = state.held.get_or_insert_with(String::new);
+                held.push_str(delta);
+                if may_be_text_call(held) {
+                    return;
+                }
+                let text = state.held.take().unwrap_or_default();
+                self.print_text(state, &text);
+                return;
+            }
+            self.print_text(state, delta);
+        });
+    }
+
+    fn print_text(&self, state: &mut State, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        state.spinning = None;
+        self.clear(state);
+        print!("{text}");
+        let _ = std::io::stdout().flush();
+        state.reply_started = true;
+        state.text_open = !text.ends_with('\n');
+    }
+
+    /// The reply is complete: held text is shown unless it became tool calls.
+    fn reply_done(&self, message: &keel_llm::AssistantMessage) {
+        self.with(|state| {
+            if let Some(held) = state.held.take()
+                && !message.has_tool_calls()
+            {
+                self.print_text(state, &held);
+            }
+            state.reply_started = false;
         });
     }
 
@@ -174,7 +216,17 @@ impl Sink for Terminal {
                     self.with(|s| s.streamed_chars = 0);
                     self.spin(Some("thinking".into()));
                 }
-                EventKind::AssistantMessage(_) | EventKind::TurnEnd(_) | EventKind::StepEnd(_) => {
+                EventKind::AssistantMessage(message) => {
+                    self.reply_done(message);
+                    self.spin(None);
+                    self.with(|state| {
+                        if state.text_open {
+                            println!();
+                            state.text_open = false;
+                        }
+                    });
+                }
+                EventKind::TurnEnd(_) | EventKind::StepEnd(_) => {
                     self.spin(None);
                     self.with(|state| {
                         if state.text_open {
@@ -186,11 +238,8 @@ impl Sink for Terminal {
                 _ => {}
             },
             AgentEvent::Model(ModelEvent::TextDelta(text)) => {
-                if self.stream_text {
-                    self.spin(None);
-                } else {
-                    self.spin(Some("writing".into()));
-                }
+                // The spinner stays until text is actually printed (it may be held).
+                self.spin(Some("writing".into()));
                 self.text(text);
             }
             AgentEvent::Model(ModelEvent::ThinkingDelta(_)) => self.spin(Some("reasoning".into())),
@@ -228,6 +277,21 @@ impl Sink for Terminal {
                 ));
                 self.spin(Some("thinking".into()));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_be_text_call;
+
+    #[test]
+    fn text_that_may_be_a_call_is_recognised_early() {
+        for held in ["", "  ", "<tool", "{\"na", "```json\n{", "\n<tools>"] {
+            assert!(may_be_text_call(held), "{held:?}");
+        }
+        for shown in ["The", "I ran it", "- item"] {
+            assert!(!may_be_text_call(shown), "{shown:?}");
         }
     }
 }
