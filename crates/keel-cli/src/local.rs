@@ -17,8 +17,12 @@ fn mb(bytes: u64) -> String {
     format!("{:.0} MB", bytes as f64 / 1_048_576.0)
 }
 
-/// Downloads `known` to `dest`, drawing progress on stderr.
-pub async fn fetch(known: &KnownModel, dest: &Path) -> Result<(), keel_local::LocalError> {
+/// Downloads `known` to `dest`, drawing progress on stderr when `show` (JSON mode keeps
+/// stderr quiet).
+pub async fn fetch(known: &KnownModel, dest: &Path, show: bool) -> Result<(), keel_local::LocalError> {
+    if !show {
+        return keel_local::download::download(&known.url(), dest, Some(known.sha256), &mut |_, _| {}).await;
+    }
     let tty = std::io::stderr().is_terminal();
     let started = Instant::now();
     let mut last_draw = Instant::now() - std::time::Duration::from_secs(1);
@@ -55,14 +59,14 @@ pub async fn fetch(known: &KnownModel, dest: &Path) -> Result<(), keel_local::Lo
 }
 
 /// Resolves, fetches if needed, and loads the embedded model.
-pub async fn load(settings: &LocalSettings, _progress: bool) -> Result<Arc<dyn ModelClient>, ConfigError> {
+pub async fn load(settings: &LocalSettings, progress: bool) -> Result<Arc<dyn ModelClient>, ConfigError> {
     let cache = models::cache_dir();
     let path = match models::choose(settings.model.as_deref(), &cache)
         .map_err(|e| ConfigError(e.to_string()))?
     {
         Choice::File(path) => path,
         Choice::Download(known, path) => {
-            if let Err(e) = fetch(known, &path).await {
+            if let Err(e) = fetch(known, &path, progress).await {
                 return Err(ConfigError(format!(
                     "the local model {} is not in {} and fetching it failed: {e}\nFetch it when online with `keel models pull {}`, or pass --local-model PATH (or set KEEL_LOCAL_MODEL) to a GGUF file you have.",
                     known.file,
@@ -150,7 +154,7 @@ pub async fn models_command(action: Option<ModelsAction>) -> anyhow::Result<u8> 
                 println!("{} is already cached: {}", known.name, dest.display());
                 return Ok(exit::OK);
             }
-            match fetch(known, &dest).await {
+            match fetch(known, &dest, true).await {
                 Ok(()) => {
                     println!("{}", dest.display());
                     Ok(exit::OK)

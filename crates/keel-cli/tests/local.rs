@@ -29,6 +29,23 @@ async fn offline_with_nothing_cached_names_the_file_and_the_command() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn json_mode_keeps_stderr_quiet_while_fetching() {
+    let env = Env::new();
+    let server = MockServer::start().await;
+    let url = server.base_url();
+    drop(server);
+    let mut keel = env.keel_unconfigured();
+    with_models_dir(&env, &mut keel);
+    keel.env("HF_ENDPOINT", url).args(["--json", "--local", "hi"]);
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr), "", "JSON mode writes nothing to stderr");
+    let line: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(line["type"], "keel/error");
+    assert!(line["data"]["message"].as_str().unwrap().contains("keel models pull"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_file_that_is_not_gguf_is_a_clear_error() {
     let env = Env::new();
     let fake = env.root.path().join("model.gguf");

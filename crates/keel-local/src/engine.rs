@@ -437,14 +437,6 @@ impl ModelClient for LocalModel {
     }
 }
 
-/// Checks a file is a GGUF with a chat template without loading the weights.
-pub fn check(path: &Path) -> Result<(), LocalError> {
-    let meta = crate::gguf::read_meta(path)?;
-    meta.chat_template()
-        .map(|_| ())
-        .ok_or_else(|| LocalError::Template(format!("{} has no chat template", path.display())))
-}
-
 /// Evaluated prompt prefixes on disk: llama.cpp state files with their tokens beside
 /// them, one folder per model file and context size, at most eight kept.
 struct PrefixCache {

@@ -43,17 +43,8 @@ impl Env {
 
     /// `keel` with a clean environment pointing at `base_url`.
     pub fn keel(&self, base_url: &str) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_keel"));
-        command
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.root.path())
-            .env("KEEL_HOME", self.home())
-            .env("KEEL_CONFIG_DIR", self.root.path().join("config"))
-            .env("KEEL_BASE_URL", base_url)
-            .env("KEEL_MODEL", "mock-model")
-            .current_dir(self.workspace())
-            .stdin(Stdio::null());
+        let mut command = self.keel_unconfigured();
+        command.env("KEEL_BASE_URL", base_url).env("KEEL_MODEL", "mock-model");
         command
     }
 
