@@ -61,6 +61,10 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
+    /// Sampling seed (the embedded model; sent as `seed` to servers), for repeatable runs.
+    #[arg(long, env = "KEEL_SEED", hide_env_values = true)]
+    pub seed: Option<u64>,
+
     /// Workspace folder (default: the current folder).
     #[arg(long, short = 'C', value_name = "DIR")]
     pub cwd: Option<PathBuf>,

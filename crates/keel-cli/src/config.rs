@@ -34,6 +34,8 @@ pub struct Layer {
     pub idle_timeout_secs: Option<u64>,
     /// Sampling temperature.
     pub temperature: Option<f32>,
+    /// Sampling seed.
+    pub seed: Option<u64>,
     /// Parse tool calls written as text.
     pub text_tool_calls: Option<bool>,
     /// never | tool_turns | always.
@@ -59,6 +61,7 @@ impl Layer {
             max_retries: self.max_retries.or(base.max_retries),
             idle_timeout_secs: self.idle_timeout_secs.or(base.idle_timeout_secs),
             temperature: self.temperature.or(base.temperature),
+            seed: self.seed.or(base.seed),
             text_tool_calls: self.text_tool_calls.or(base.text_tool_calls),
             reasoning_replay: self.reasoning_replay.or(base.reasoning_replay),
             stream: self.stream.or(base.stream),
@@ -111,7 +114,7 @@ impl std::fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// The embedded model's settings (`--local`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LocalSettings {
     /// A GGUF path or known model name; `None` is the default model.
     pub model: Option<String>,
@@ -121,6 +124,10 @@ pub struct LocalSettings {
     pub threads: Option<usize>,
     /// Output cap per reply.
     pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Sampling seed.
+    pub seed: Option<u64>,
 }
 
 /// Which model runs the agent.
@@ -199,6 +206,7 @@ fn flag_layer(cli: &Cli) -> Layer {
         model: cli.model.clone(),
         max_steps: cli.max_steps,
         permission: cli.permission.clone(),
+        seed: cli.seed,
         ..Layer::default()
     }
 }
@@ -256,6 +264,8 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
             n_ctx: cli.local_ctx,
             threads: cli.threads,
             max_tokens: layer.max_tokens,
+            temperature: layer.temperature,
+            seed: layer.seed,
         };
         let mut settings = settings_from(
             Layer { provider: Some("llamacpp".into()), ..layer },
@@ -337,6 +347,9 @@ fn settings_from(
         client.idle_timeout = std::time::Duration::from_secs(secs.max(1));
     }
     client.temperature = layer.temperature.or(client.temperature);
+    if let Some(seed) = layer.seed {
+        client.extra_body.insert("seed".into(), seed.into());
+    }
     if let Some(text_calls) = layer.text_tool_calls {
         client.text_tool_calls = text_calls;
     }

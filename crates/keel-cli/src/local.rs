@@ -87,6 +87,12 @@ async fn engine(settings: &LocalSettings, path: &Path) -> Result<Arc<dyn ModelCl
         config.n_ctx = n_ctx;
     }
     config.threads = settings.threads;
+    if let Some(temperature) = settings.temperature {
+        config.temperature = temperature;
+    }
+    if let Some(seed) = settings.seed {
+        config.seed = seed as u32;
+    }
     if let Some(max_tokens) = settings.max_tokens {
         config.max_tokens = max_tokens;
     }

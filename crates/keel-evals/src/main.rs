@@ -1,0 +1,164 @@
+//! `keel-evals`: runs keel on the real-task suite and reports pass rates.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use keel_evals::report::{self, SuiteRecord, Summary};
+use keel_evals::run::{RunSettings, run_task};
+use keel_evals::task::Task;
+
+/// Runs keel on small real tasks with a real model.
+#[derive(Debug, Parser)]
+#[command(name = "keel-evals")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the suite: `keel-evals run --runs 3 -- --local` (arguments after `--` go to keel).
+    Run {
+        /// The keel binary (default: target/release/keel next to this program).
+        #[arg(long)]
+        keel: Option<PathBuf>,
+        /// Runs per task (run N uses seed N).
+        #[arg(long, default_value_t = 1)]
+        runs: u32,
+        /// Only these tasks (comma-separated names).
+        #[arg(long, value_delimiter = ',')]
+        tasks: Vec<String>,
+        /// Steps allowed per task.
+        #[arg(long, default_value_t = 15)]
+        max_steps: u32,
+        /// Seconds before a run is interrupted and failed.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// A name for this configuration in the record.
+        #[arg(long, default_value = "run")]
+        label: String,
+        /// Where the record and every run's events go (default evals/results/LABEL).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Keep each run's workspace (under the output folder).
+        #[arg(long)]
+        keep: bool,
+        /// The tasks folder.
+        #[arg(long)]
+        tasks_dir: Option<PathBuf>,
+        /// Arguments for keel.
+        #[arg(last = true)]
+        keel_args: Vec<String>,
+    },
+    /// Check the tasks themselves: verification fails before and passes after solve.sh.
+    Check {
+        /// The tasks folder.
+        #[arg(long)]
+        tasks_dir: Option<PathBuf>,
+    },
+    /// Compare two records (summary.json files), task by task.
+    Compare {
+        /// The record before.
+        before: PathBuf,
+        /// The record after.
+        after: PathBuf,
+    },
+}
+
+fn load_record(path: &PathBuf) -> Result<SuiteRecord, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn default_keel() -> PathBuf {
+    let here = std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.join("keel")));
+    here.filter(|p| p.is_file()).unwrap_or_else(|| PathBuf::from("keel"))
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("keel-evals: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, String> {
+    match cli.command {
+        Command::Check { tasks_dir } => {
+            let tasks = Task::load_all(&tasks_dir.unwrap_or_else(keel_evals::default_tasks_dir))
+                .map_err(|e| e.to_string())?;
+            let scratch = std::env::temp_dir().join(format!("keel-evals-check-{}", std::process::id()));
+            let mut bad = 0;
+            for task in &tasks {
+                match keel_evals::check_task(task, &scratch.join(&task.name)).map_err(|e| e.to_string())? {
+                    None => println!("ok   {}", task.name),
+                    Some(problem) => {
+                        bad += 1;
+                        println!("BAD  {}: {problem}", task.name);
+                    }
+                }
+            }
+            let _ = std::fs::remove_dir_all(&scratch);
+            println!("{} tasks, {bad} with problems", tasks.len());
+            Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Compare { before, after } => {
+            print!("{}", report::compare(&load_record(&before)?, &load_record(&after)?));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run { keel, runs, tasks, max_steps, timeout, label, out, keep, tasks_dir, keel_args } => {
+            let mut all = Task::load_all(&tasks_dir.unwrap_or_else(keel_evals::default_tasks_dir))
+                .map_err(|e| e.to_string())?;
+            if !tasks.is_empty() {
+                for name in &tasks {
+                    if !all.iter().any(|t| &t.name == name) {
+                        return Err(format!("no task named `{name}`"));
+                    }
+                }
+                all.retain(|t| tasks.contains(&t.name));
+            }
+            let out_dir =
+                out.unwrap_or_else(|| keel_evals::default_tasks_dir().join("../results").join(&label));
+            let settings = RunSettings {
+                keel: keel.unwrap_or_else(default_keel),
+                keel_args: keel_args.clone(),
+                max_steps,
+                timeout: Duration::from_secs(timeout),
+                scratch: if keep {
+                    out_dir.join("workspaces")
+                } else {
+                    std::env::temp_dir().join(format!("keel-evals-{}", std::process::id()))
+                },
+                out_dir: out_dir.clone(),
+                keep,
+            };
+            let started_unix =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            eprintln!("{} tasks x {runs} runs, keel {}", all.len(), keel_args.join(" "));
+            let mut records = Vec::new();
+            for run in 1..=runs {
+                for task in &all {
+                    let record = run_task(task, run, &settings).map_err(|e| e.to_string())?;
+                    println!("{}", report::run_line(&record));
+                    records.push(record);
+                }
+            }
+            let summary = Summary::of(&records);
+            print!("\n{}", report::table(&summary));
+            let record = SuiteRecord { label, keel_args, started_unix, runs: records, summary };
+            let path = out_dir.join("summary.json");
+            let json = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())?;
+            std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+            println!("record: {}", path.display());
+            if !keep {
+                let _ = std::fs::remove_dir_all(&settings.scratch);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

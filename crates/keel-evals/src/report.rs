@@ -1,0 +1,201 @@
+//! Summaries of runs: per task and overall, as a table and as JSON, and the comparison
+//! of two suite records.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::run::RunRecord;
+
+/// A whole suite run, as written to `summary.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SuiteRecord {
+    /// A name for this configuration ("baseline", "grammar", …).
+    pub label: String,
+    /// The keel arguments used.
+    pub keel_args: Vec<String>,
+    /// When it started (seconds since the epoch).
+    pub started_unix: u64,
+    /// Every run.
+    pub runs: Vec<RunRecord>,
+    /// Per task, then overall.
+    pub summary: Summary,
+}
+
+/// Figures over a set of runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    /// Runs counted.
+    pub runs: u32,
+    /// Runs that passed.
+    pub passed: u32,
+    /// Mean steps per run.
+    pub steps: f64,
+    /// Mean tool calls per run.
+    pub tool_calls: f64,
+    /// Mean failed tool results per run.
+    pub tool_errors: f64,
+    /// Mean text calls recovered per run.
+    pub text_calls: f64,
+    /// Mean prompt tokens per run.
+    pub input_tokens: f64,
+    /// Mean generated tokens per run.
+    pub output_tokens: f64,
+    /// Mean wall seconds per run.
+    pub seconds: f64,
+}
+
+impl Figures {
+    /// Figures over `runs`.
+    pub fn of<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> Figures {
+        let mut f = Figures::default();
+        for r in runs {
+            f.runs += 1;
+            f.passed += u32::from(r.passed);
+            f.steps += f64::from(r.steps);
+            f.tool_calls += f64::from(r.tool_calls);
+            f.tool_errors += f64::from(r.tool_errors);
+            f.text_calls += f64::from(r.text_calls);
+            f.input_tokens += r.input_tokens as f64;
+            f.output_tokens += r.output_tokens as f64;
+            f.seconds += r.seconds;
+        }
+        if f.runs > 0 {
+            let n = f64::from(f.runs);
+            for value in [
+                &mut f.steps,
+                &mut f.tool_calls,
+                &mut f.tool_errors,
+                &mut f.text_calls,
+                &mut f.input_tokens,
+                &mut f.output_tokens,
+                &mut f.seconds,
+            ] {
+                *value = (*value / n * 10.0).round() / 10.0;
+            }
+        }
+        f
+    }
+
+    /// Share of runs that passed, 0 to 1.
+    pub fn pass_rate(&self) -> f64 {
+        if self.runs == 0 { 0.0 } else { f64::from(self.passed) / f64::from(self.runs) }
+    }
+}
+
+/// Figures per task and over all runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Per task name.
+    pub tasks: BTreeMap<String, Figures>,
+    /// Over every run.
+    pub overall: Figures,
+}
+
+impl Summary {
+    /// Summarizes `runs`.
+    pub fn of(runs: &[RunRecord]) -> Summary {
+        let mut by_task: BTreeMap<String, Vec<&RunRecord>> = BTreeMap::new();
+        for r in runs {
+            by_task.entry(r.task.clone()).or_default().push(r);
+        }
+        Summary {
+            tasks: by_task.into_iter().map(|(task, rs)| (task, Figures::of(rs))).collect(),
+            overall: Figures::of(runs),
+        }
+    }
+}
+
+/// One line for a finished run.
+pub fn run_line(r: &RunRecord) -> String {
+    let mark = if r.passed { "pass" } else { "FAIL" };
+    let mut line = format!(
+        "{mark} {:<22} #{}  {:>2} steps {:>2} calls {:>2} errors {:>6.1} s  {}",
+        r.task, r.run, r.steps, r.tool_calls, r.tool_errors, r.seconds, r.reason
+    );
+    if !r.passed && !r.verify_output.is_empty() {
+        let first = r.verify_output.lines().next().unwrap_or_default();
+        let _ = write!(line, "  ({})", first.chars().take(90).collect::<String>());
+    }
+    if let Some(error) = &r.error {
+        let _ = write!(line, "  [error: {}]", error.lines().next().unwrap_or_default());
+    }
+    line
+}
+
+/// The table printed at the end of a suite run.
+pub fn table(summary: &Summary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<24} {:>7} {:>6} {:>6} {:>7} {:>6} {:>8} {:>7} {:>7}",
+        "task", "passed", "steps", "calls", "errors", "text", "in tok", "out tok", "secs"
+    );
+    let mut row = |name: &str, f: &Figures| {
+        let _ = writeln!(
+            out,
+            "{:<24} {:>7} {:>6.1} {:>6.1} {:>7.1} {:>6.1} {:>8.0} {:>7.0} {:>7.1}",
+            name,
+            format!("{}/{}", f.passed, f.runs),
+            f.steps,
+            f.tool_calls,
+            f.tool_errors,
+            f.text_calls,
+            f.input_tokens,
+            f.output_tokens,
+            f.seconds
+        );
+    };
+    for (task, figures) in &summary.tasks {
+        row(task, figures);
+    }
+    row("overall", &summary.overall);
+    let _ = writeln!(out, "pass rate: {:.1}%", summary.overall.pass_rate() * 100.0);
+    out
+}
+
+/// Task by task, the pass counts of two suite records, and what changed.
+pub fn compare(before: &SuiteRecord, after: &SuiteRecord) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{:<24} {:>12} {:>12}", "task", before.label, after.label);
+    let mut names: Vec<&String> = before.summary.tasks.keys().chain(after.summary.tasks.keys()).collect();
+    names.sort();
+    names.dedup();
+    let cell = |record: &SuiteRecord, name: &str| {
+        record.summary.tasks.get(name).map_or("-".to_owned(), |f| format!("{}/{}", f.passed, f.runs))
+    };
+    for name in names {
+        let (b, a) = (cell(before, name), cell(after, name));
+        let moved = match (before.summary.tasks.get(name), after.summary.tasks.get(name)) {
+            (Some(x), Some(y)) if x.pass_rate() < y.pass_rate() => "  +",
+            (Some(x), Some(y)) if x.pass_rate() > y.pass_rate() => "  -",
+            _ => "",
+        };
+        let _ = writeln!(out, "{name:<24} {b:>12} {a:>12}{moved}");
+    }
+    let rate = |r: &SuiteRecord| format!("{:.1}%", r.summary.overall.pass_rate() * 100.0);
+    let _ = writeln!(out, "{:<24} {:>12} {:>12}", "pass rate", rate(before), rate(after));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(task: &str, passed: bool, steps: u32) -> RunRecord {
+        RunRecord { task: task.into(), passed, steps, seconds: 10.0, ..RunRecord::default() }
+    }
+
+    #[test]
+    fn figures_are_means_and_pass_rate_counts_runs() {
+        let runs = vec![run("a", true, 2), run("a", false, 4), run("b", true, 3)];
+        let summary = Summary::of(&runs);
+        assert_eq!(summary.tasks["a"].passed, 1);
+        assert_eq!(summary.tasks["a"].steps, 3.0);
+        assert_eq!(summary.overall.runs, 3);
+        assert!((summary.overall.pass_rate() - 2.0 / 3.0).abs() < 1e-9);
+        let text = table(&summary);
+        assert!(text.contains("pass rate: 66.7%"), "{text}");
+    }
+}

@@ -1,0 +1,137 @@
+//! A task of the suite: a folder with `task.toml` (the prompt), `files/` (the
+//! workspace's starting content), optional `setup.sh` (run in the fresh workspace before
+//! keel, e.g. to make a git repository), `verify.sh` (exit 0 = pass) and `solve.sh` (a
+//! reference solution, used only to check the task itself).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Deserialize;
+
+use crate::EvalError;
+
+/// One task.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// The folder name.
+    pub name: String,
+    /// The folder.
+    pub dir: PathBuf,
+    /// What the user asks.
+    pub prompt: String,
+    /// A short kind, for the report ("fix a bug", "git", …).
+    pub category: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskFile {
+    prompt: String,
+    #[serde(default)]
+    category: String,
+}
+
+/// The outcome of a script run in a workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptOutcome {
+    /// True when it exited with 0.
+    pub passed: bool,
+    /// What it printed (stdout and stderr), trimmed.
+    pub output: String,
+}
+
+impl Task {
+    /// Loads the task in `dir`.
+    pub fn load(dir: &Path) -> Result<Task, EvalError> {
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let text = std::fs::read_to_string(dir.join("task.toml"))
+            .map_err(|e| EvalError::Task(format!("{name}: cannot read task.toml: {e}")))?;
+        let file: TaskFile =
+            toml::from_str(&text).map_err(|e| EvalError::Task(format!("{name}: task.toml: {e}")))?;
+        if !dir.join("verify.sh").is_file() {
+            return Err(EvalError::Task(format!("{name}: verify.sh is missing")));
+        }
+        Ok(Task { name, dir: dir.to_path_buf(), prompt: file.prompt, category: file.category })
+    }
+
+    /// Every task under `root`, sorted by name.
+    pub fn load_all(root: &Path) -> Result<Vec<Task>, EvalError> {
+        let entries = std::fs::read_dir(root)
+            .map_err(|e| EvalError::Task(format!("cannot read the tasks folder {}: {e}", root.display())))?;
+        let mut dirs: Vec<PathBuf> =
+            entries.flatten().map(|e| e.path()).filter(|p| p.join("task.toml").is_file()).collect();
+        dirs.sort();
+        dirs.iter().map(|d| Task::load(d)).collect()
+    }
+
+    /// Makes a fresh workspace in `workspace` (which must not exist): copies `files/`,
+    /// then runs `setup.sh` there.
+    pub fn prepare(&self, workspace: &Path) -> Result<(), EvalError> {
+        std::fs::create_dir_all(workspace)
+            .map_err(|e| EvalError::Io(format!("cannot create {}: {e}", workspace.display())))?;
+        let files = self.dir.join("files");
+        if files.is_dir() {
+            copy_tree(&files, workspace)?;
+        }
+        if self.dir.join("setup.sh").is_file() {
+            let outcome = self.script("setup.sh", workspace, None)?;
+            if !outcome.passed {
+                return Err(EvalError::Task(format!("{}: setup.sh failed: {}", self.name, outcome.output)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `verify.sh` in `workspace`; `answer` is the file holding keel's final answer.
+    pub fn verify(&self, workspace: &Path, answer: &Path) -> Result<ScriptOutcome, EvalError> {
+        self.script("verify.sh", workspace, Some(answer))
+    }
+
+    /// Runs the reference solution `solve.sh`, if the task has one.
+    pub fn solve(&self, workspace: &Path, answer: &Path) -> Result<Option<ScriptOutcome>, EvalError> {
+        if !self.dir.join("solve.sh").is_file() {
+            return Ok(None);
+        }
+        self.script("solve.sh", workspace, Some(answer)).map(Some)
+    }
+
+    fn script(
+        &self,
+        script: &str,
+        workspace: &Path,
+        answer: Option<&Path>,
+    ) -> Result<ScriptOutcome, EvalError> {
+        let mut command = Command::new("bash");
+        command.arg(self.dir.join(script)).current_dir(workspace).env("TASK_DIR", &self.dir);
+        for (key, value) in crate::GIT_IDENTITY {
+            command.env(key, value);
+        }
+        if let Some(answer) = answer {
+            command.env("KEEL_EVAL_ANSWER", answer);
+        }
+        let output = command
+            .output()
+            .map_err(|e| EvalError::Io(format!("{}: cannot run {script}: {e}", self.name)))?;
+        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        Ok(ScriptOutcome { passed: output.status.success(), output: text.trim().to_owned() })
+    }
+}
+
+/// Copies the folder `from` into `to`, recursively (regular files and folders only).
+fn copy_tree(from: &Path, to: &Path) -> Result<(), EvalError> {
+    let io = |e: std::io::Error, p: &Path| EvalError::Io(format!("{}: {e}", p.display()));
+    for entry in std::fs::read_dir(from).map_err(|e| io(e, from))? {
+        let entry = entry.map_err(|e| io(e, from))?;
+        let source = entry.path();
+        let target = to.join(entry.file_name());
+        let kind = entry.file_type().map_err(|e| io(e, &source))?;
+        if kind.is_dir() {
+            std::fs::create_dir_all(&target).map_err(|e| io(e, &target))?;
+            copy_tree(&source, &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(&source, &target).map_err(|e| io(e, &source))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,1 @@
+printf 'print("Hello, keel!")\n' > hello.py

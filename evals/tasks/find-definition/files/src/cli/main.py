@@ -1,0 +1,5 @@
+import sys
+
+
+def main():
+    print("usage: tool FILE", file=sys.stderr)

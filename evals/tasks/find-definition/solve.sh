@@ -1,0 +1,1 @@
+echo "src/net/codec.py" > "$KEEL_EVAL_ANSWER"

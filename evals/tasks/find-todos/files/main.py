@@ -1,0 +1,3 @@
+def a():
+    # TODO: handle empty input
+    return 1

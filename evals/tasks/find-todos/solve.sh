@@ -1,0 +1,1 @@
+grep -rl TODO . | sed 's|^\./||' > "$KEEL_EVAL_ANSWER"

@@ -1,0 +1,1 @@
+sed -i 's|(len(values) - 1)|len(values)|' stats.py

@@ -1,0 +1,1 @@
+sed -i 's/"\$source"/"$src"/' backup.sh && bash backup.sh

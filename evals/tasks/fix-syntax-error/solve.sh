@@ -1,0 +1,1 @@
+sed -i 's/^def report(stock)$/def report(stock):/' report.py

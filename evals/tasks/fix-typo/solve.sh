@@ -1,0 +1,1 @@
+sed -i 's/^## Instalation$/## Installation/' README.md

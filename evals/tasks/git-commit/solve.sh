@@ -1,0 +1,1 @@
+git commit -qam "Fix typo in README"

@@ -1,0 +1,1 @@
+printf '__pycache__/\n*.log\n' > .gitignore

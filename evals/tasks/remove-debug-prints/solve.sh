@@ -1,0 +1,1 @@
+sed -i '/DEBUG/d' app.py

@@ -1,0 +1,1 @@
+mv notes.txt NOTES.md

@@ -1,0 +1,1 @@
+sed -i 's/calc_total/compute_total/g' billing.py main.py

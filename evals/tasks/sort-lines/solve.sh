@@ -1,0 +1,1 @@
+sort -o names.txt names.txt
