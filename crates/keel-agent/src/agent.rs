@@ -1,14 +1,13 @@
 //! The agent: a model, tools, hooks and settings. Runs turns against a session.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use keel_llm::{ModelClient, Usage};
 use keel_session::{RequestHeader, TurnEndReason};
 
+use crate::context::SessionContext;
 use crate::hooks::{Hooks, NoHooks};
-use crate::inbox::Inbox;
 use crate::registry::ToolRegistry;
 use crate::tool::{DynTool, Tool};
 
@@ -30,10 +29,6 @@ pub struct AgentConfig {
     /// After an abort, how long a started tool may take to clean up before it is dropped
     /// (default 5 s).
     pub abort_grace: Duration,
-    /// The workspace root handed to tools.
-    pub workspace: PathBuf,
-    /// Where tools may keep files, one sub-folder per session (default none).
-    pub artifacts_root: Option<PathBuf>,
 }
 
 impl Default for AgentConfig {
@@ -45,8 +40,6 @@ impl Default for AgentConfig {
             max_parallel_tools: 8,
             tool_timeout: None,
             abort_grace: Duration::from_secs(5),
-            workspace: PathBuf::from("."),
-            artifacts_root: None,
         }
     }
 }
@@ -71,14 +64,12 @@ pub struct TurnOutcome {
 }
 
 /// A model, its tools and the loop's settings. Cheap to share across tasks; run as many
-/// sessions through one agent as you like.
+/// sessions through one agent as you like, each with its own [`SessionContext`].
 pub struct Agent {
     pub(crate) model: Arc<dyn ModelClient>,
     pub(crate) tools: ToolRegistry,
     pub(crate) hooks: Arc<dyn Hooks>,
-    pub(crate) inbox: Inbox,
     pub(crate) config: AgentConfig,
-    pub(crate) request_header: RequestHeader,
 }
 
 impl std::fmt::Debug for Agent {
@@ -102,11 +93,6 @@ impl Agent {
         AgentBuilder::new(model)
     }
 
-    /// The inbox for steering and follow-up input.
-    pub fn inbox(&self) -> &Inbox {
-        &self.inbox
-    }
-
     /// The tools on offer.
     pub fn tools(&self) -> &ToolRegistry {
         &self.tools
@@ -122,20 +108,23 @@ impl Agent {
         &self.model
     }
 
-    /// Switches the model; the next step logs a new `request/header`.
-    pub fn set_model(&mut self, model: Arc<dyn ModelClient>) {
-        self.model = model;
-        self.request_header = header(&*self.model, &self.config, &self.tools);
+    /// The model and system prompt a session uses: its context's, else the agent's.
+    pub(crate) fn resolve<'a>(&'a self, ctx: &'a SessionContext) -> (&'a Arc<dyn ModelClient>, &'a str) {
+        let model = ctx.model.as_ref().unwrap_or(&self.model);
+        let system = ctx.system_prompt.as_deref().unwrap_or(&self.config.system_prompt);
+        (model, system)
     }
-}
 
-fn header(model: &dyn ModelClient, config: &AgentConfig, tools: &ToolRegistry) -> RequestHeader {
-    let info = model.info();
-    RequestHeader {
-        provider: info.provider,
-        model: info.model,
-        system_prompt: config.system_prompt.clone(),
-        tools: tools.definitions().to_vec(),
+    /// The `request/header` a session's requests are built with.
+    pub(crate) fn request_header(&self, ctx: &SessionContext) -> RequestHeader {
+        let (model, system) = self.resolve(ctx);
+        let info = model.info();
+        RequestHeader {
+            provider: info.provider,
+            model: info.model,
+            system_prompt: system.to_owned(),
+            tools: self.tools.definitions().to_vec(),
+        }
     }
 }
 
@@ -144,7 +133,6 @@ pub struct AgentBuilder {
     model: Arc<dyn ModelClient>,
     tools: ToolRegistry,
     hooks: Arc<dyn Hooks>,
-    inbox: Inbox,
     config: AgentConfig,
 }
 
@@ -154,7 +142,6 @@ impl AgentBuilder {
             model,
             tools: ToolRegistry::new(),
             hooks: Arc::new(NoHooks),
-            inbox: Inbox::new(),
             config: AgentConfig::default(),
         }
     }
@@ -195,18 +182,6 @@ impl AgentBuilder {
         self
     }
 
-    /// Uses an existing inbox handle.
-    pub fn inbox(mut self, inbox: Inbox) -> Self {
-        self.inbox = inbox;
-        self
-    }
-
-    /// Sets the workspace root handed to tools.
-    pub fn workspace(mut self, path: impl Into<PathBuf>) -> Self {
-        self.config.workspace = path.into();
-        self
-    }
-
     /// Sets the step limit per turn.
     pub fn max_steps(mut self, steps: u32) -> Self {
         self.config.max_steps = steps;
@@ -221,14 +196,6 @@ impl AgentBuilder {
 
     /// Builds the agent.
     pub fn build(self) -> Agent {
-        let request_header = header(&*self.model, &self.config, &self.tools);
-        Agent {
-            model: self.model,
-            tools: self.tools,
-            hooks: self.hooks,
-            inbox: self.inbox,
-            config: self.config,
-            request_header,
-        }
+        Agent { model: self.model, tools: self.tools, hooks: self.hooks, config: self.config }
     }
 }

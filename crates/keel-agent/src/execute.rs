@@ -255,9 +255,8 @@ pub(crate) async fn execute_calls(
     let pool = run.agent.config.max_parallel_tools.max(1);
     let mut concluded = false;
     let mut stop: Option<(TurnEndReason, String)> = None;
-    let workspace: Arc<Path> = Arc::from(run.agent.config.workspace.as_path());
-    let artifacts: Option<Arc<Path>> =
-        run.agent.config.artifacts_root.as_ref().map(|root| Arc::from(root.join(run.session.id()).as_path()));
+    let workspace: Arc<Path> = Arc::from(run.ctx.workspace.as_path());
+    let artifacts: Option<Arc<Path>> = run.ctx.artifacts.as_deref().map(Arc::from);
 
     for mut batch in batches(items, pool) {
         if stop.is_none() && run.cancel.is_cancelled() {

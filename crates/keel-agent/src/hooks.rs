@@ -1,7 +1,7 @@
 //! Hooks: points where the embedding program decides.
 
 use futures::future::BoxFuture;
-use keel_llm::ToolCall;
+use keel_llm::{Message, ToolCall};
 
 /// What a `before_tool_call` hook decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +40,8 @@ pub struct TurnStopping<'a> {
     pub steps: u32,
     /// The text of the last assistant message.
     pub final_text: &'a str,
+    /// This turn's messages, from its prompt to the last reply.
+    pub messages: &'a [Message],
 }
 
 /// Callbacks into the embedding program. Every method has a permissive default.

@@ -6,7 +6,7 @@
 //! answers without asking for a tool. Everything that happens goes to a [`Sink`].
 //!
 //! ```
-//! use keel_agent::{Agent, NullSink, Tool, ToolContext, ToolError, ToolOutput};
+//! use keel_agent::{Agent, NullSink, SessionContext, Tool, ToolContext, ToolError, ToolOutput};
 //! use keel_llm::CancellationToken;
 //! use keel_session::Session;
 //! use keel_testkit::{ScriptedModel, reply};
@@ -30,12 +30,14 @@
 //! let model = ScriptedModel::new([reply().call("add", r#"{"a": 2, "b": 3}"#), reply().text("5")]);
 //! let agent = Agent::builder(model).system_prompt("You are a calculator.").tool(Add).build();
 //! let mut session = Session::in_memory(".");
-//! let outcome = agent.run_turn(&mut session, "2 + 3?", &NullSink, &CancellationToken::new()).await?;
+//! let ctx = SessionContext::new(".");   // per session: workspace, inbox, model override
+//! let outcome = agent.run_turn(&mut session, &ctx, "2 + 3?", &NullSink, &CancellationToken::new()).await?;
 //! assert_eq!(outcome.final_text, "5");
 //! # Ok::<(), keel_agent::AgentError>(()) }).unwrap();
 //! ```
 
 mod agent;
+mod context;
 mod execute;
 mod hooks;
 mod inbox;
@@ -46,6 +48,7 @@ mod tool;
 mod turn;
 
 pub use agent::{Agent, AgentBuilder, AgentConfig, TurnOutcome};
+pub use context::SessionContext;
 pub use execute::ABORTED;
 pub use hooks::{HookDecision, Hooks, NoHooks, ToolCallRequest, TurnStopping};
 pub use inbox::Inbox;

@@ -1,14 +1,17 @@
 //! The loop: a turn is steps until the model stops asking for tools.
 
 use futures::StreamExt;
-use keel_llm::{AssistantMessage, FinishReason, ModelError, ModelEvent, ModelRequest, ToolChoice, Usage};
+use keel_llm::{
+    AssistantMessage, FinishReason, ModelClient, ModelError, ModelEvent, ModelRequest, ToolChoice, Usage,
+};
 use keel_session::{
-    EventKind, InputSource, Session, SessionError, StepEnd, StepStart, TurnEnd, TurnEndReason, TurnStart,
-    UserInput,
+    EventKind, InputSource, RequestHeader, Session, SessionError, StepEnd, StepStart, TurnEnd, TurnEndReason,
+    TurnStart, UserInput,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, TurnOutcome};
+use crate::context::SessionContext;
 use crate::execute::{StepControl, execute_calls};
 use crate::hooks::TurnStopping;
 use crate::sink::{AgentEvent, Sink};
@@ -30,6 +33,10 @@ best answer you can give from what you learned.";
 /// State of one running turn.
 pub(crate) struct TurnRun<'a> {
     pub agent: &'a Agent,
+    pub ctx: &'a SessionContext,
+    pub model: &'a dyn ModelClient,
+    pub system: &'a str,
+    pub header: RequestHeader,
     pub session: &'a mut Session,
     pub sink: &'a dyn Sink,
     pub cancel: &'a CancellationToken,
@@ -38,6 +45,8 @@ pub(crate) struct TurnRun<'a> {
     pub usage: Usage,
     pub tool_calls: u32,
     pub final_text: String,
+    /// Index in the session's messages where this turn's messages begin.
+    pub first_message: usize,
 }
 
 enum Reply {
@@ -76,14 +85,13 @@ impl TurnRun<'_> {
     }
 
     async fn stream_reply(&mut self, tool_choice: ToolChoice) -> Reply {
-        let agent = self.agent;
         let request = ModelRequest {
-            system: &agent.config.system_prompt,
+            system: self.system,
             messages: self.session.messages(),
-            tools: agent.tools.definitions(),
+            tools: self.agent.tools.definitions(),
             tool_choice,
         };
-        let mut stream = agent.model.stream(request, self.cancel.child_token());
+        let mut stream = self.model.stream(request, self.cancel.child_token());
         let mut partial = keel_llm::MessageBuilder::new();
         loop {
             let item = tokio::select! {
@@ -119,8 +127,8 @@ impl TurnRun<'_> {
     async fn step(&mut self, tool_choice: ToolChoice) -> Result<StepControl, SessionError> {
         self.step += 1;
         let step = self.step;
-        if self.session.projection().request_header() != Some(&self.agent.request_header) {
-            self.log(EventKind::RequestHeader(self.agent.request_header.clone()))?;
+        if self.session.projection().request_header() != Some(&self.header) {
+            self.log(EventKind::RequestHeader(self.header.clone()))?;
         }
         self.log(EventKind::StepStart(StepStart { step }))?;
         let message = match self.stream_reply(tool_choice).await {
@@ -191,8 +199,14 @@ impl TurnRun<'_> {
 
     async fn run(&mut self, input: String) -> Result<TurnOutcome, SessionError> {
         self.log(EventKind::TurnStart(TurnStart { turn: self.turn }))?;
+        if self.session.messages().is_empty()
+            && let Some(environment) = &self.ctx.environment
+        {
+            self.user(environment.clone(), InputSource::Context)?;
+        }
+        self.first_message = self.session.messages().len();
         self.user(input, InputSource::Prompt)?;
-        for text in self.agent.inbox.take_steering() {
+        for text in self.ctx.inbox.take_steering() {
             self.user(text, InputSource::Steer)?;
         }
         self.sync().await?;
@@ -205,13 +219,19 @@ impl TurnRun<'_> {
                 StepControl::Concluded => return self.end(TurnEndReason::Completed, None).await,
                 StepControl::Continue { made_calls } => made_calls,
             };
-            let steering = self.agent.inbox.take_steering();
+            let steering = self.ctx.inbox.take_steering();
             let steered = !steering.is_empty();
             for text in steering {
                 self.user(text, InputSource::Steer)?;
             }
             if !made_calls && !steered {
-                let state = TurnStopping { turn: self.turn, steps: self.step, final_text: &self.final_text };
+                let messages = self.session.messages();
+                let state = TurnStopping {
+                    turn: self.turn,
+                    steps: self.step,
+                    final_text: &self.final_text,
+                    messages: &messages[self.first_message.min(messages.len())..],
+                };
                 match self.agent.hooks.turn_stopping(state).await {
                     Some(text) => self.user(text, InputSource::Hook)?,
                     None => return self.end(TurnEndReason::Completed, None).await,
@@ -248,14 +268,20 @@ impl Agent {
     pub async fn run_turn(
         &self,
         session: &mut Session,
+        ctx: &SessionContext,
         input: impl Into<String>,
         sink: &dyn Sink,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         session.repair_observed(|event| sink.emit(&AgentEvent::Logged(event)))?;
         let turn = session.projection().turns() + 1;
+        let (model, system) = self.resolve(ctx);
         let mut run = TurnRun {
             agent: self,
+            ctx,
+            model: &**model,
+            system,
+            header: self.request_header(ctx),
             session,
             sink,
             cancel,
@@ -264,6 +290,7 @@ impl Agent {
             usage: Usage::default(),
             tool_calls: 0,
             final_text: String::new(),
+            first_message: 0,
         };
         Ok(run.run(input.into()).await?)
     }
@@ -273,16 +300,17 @@ impl Agent {
     pub async fn run(
         &self,
         session: &mut Session,
+        ctx: &SessionContext,
         input: impl Into<String>,
         sink: &dyn Sink,
         cancel: &CancellationToken,
     ) -> Result<Vec<TurnOutcome>, AgentError> {
-        let mut outcomes = vec![self.run_turn(session, input, sink, cancel).await?];
+        let mut outcomes = vec![self.run_turn(session, ctx, input, sink, cancel).await?];
         while outcomes.last().is_some_and(|o| o.reason == TurnEndReason::Completed) {
-            let Some(next) = self.inbox.take_follow_up() else {
+            let Some(next) = ctx.inbox.take_follow_up() else {
                 break;
             };
-            outcomes.push(self.run_turn(session, next, sink, cancel).await?);
+            outcomes.push(self.run_turn(session, ctx, next, sink, cancel).await?);
         }
         Ok(outcomes)
     }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use keel_agent::{Agent, AgentConfig, NullSink, RecordedEvent, RecordingSink};
+use keel_agent::{Agent, AgentConfig, NullSink, RecordedEvent, RecordingSink, SessionContext};
 use keel_llm::CancellationToken;
 use keel_testkit::{ScriptedModel, reply};
 use pretty_assertions::assert_eq;
@@ -30,7 +30,10 @@ async fn three_safe_calls_overlap() {
     let agent = Agent::builder(model).tool(SafeSleep(timeline.clone())).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let start = Instant::now();
-    agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     let elapsed = start.elapsed();
     // Serial would be 600 ms; together they take about 200.
     assert!(elapsed < Duration::from_millis(450), "took {elapsed:?}");
@@ -55,7 +58,10 @@ async fn an_exclusive_call_waits_for_the_pool_and_runs_alone() {
         .tool(ExclusiveSleep(timeline.clone()))
         .build();
     let mut session = keel_agent::Session::in_memory("/w");
-    agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     let spans = timeline.lock().unwrap().clone();
     let span = |label: &str| spans.iter().find(|s| s.0 == label).map(|s| (s.1, s.2)).unwrap();
     let (a, b, x, c, d) = (span("a"), span("b"), span("x"), span("c"), span("d"));
@@ -80,7 +86,10 @@ async fn the_pool_is_bounded() {
     let agent = Agent::builder(model).config(config).tool(SafeSleep(timeline.clone())).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let start = Instant::now();
-    agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     // Two at a time: about 200 ms, never about 100.
     assert!(start.elapsed() >= Duration::from_millis(190), "took {:?}", start.elapsed());
     let spans = timeline.lock().unwrap().clone();
@@ -97,7 +106,10 @@ async fn progress_reaches_the_sink() {
     let agent = Agent::builder(model).tool(SafeSleep(timeline)).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let sink = RecordingSink::new();
-    agent.run_turn(&mut session, "go", &sink, &CancellationToken::new()).await.unwrap();
+    agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &sink, &CancellationToken::new())
+        .await
+        .unwrap();
     let progress: Vec<String> = sink
         .events()
         .into_iter()

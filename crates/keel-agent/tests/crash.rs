@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use keel_agent::{Agent, NullSink};
+use keel_agent::{Agent, NullSink, SessionContext};
 use keel_llm::{CancellationToken, Message};
 use keel_session::{JsonlStore, SessionStore};
 use keel_testkit::{ScriptedModel, reply};
@@ -29,8 +29,20 @@ fn record() -> Vec<u8> {
     let mut session = store.create("/w").unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        agent.run_turn(&mut session, "first", &NullSink, &CancellationToken::new()).await.unwrap();
-        agent.run_turn(&mut session, "second", &NullSink, &CancellationToken::new()).await.unwrap();
+        agent
+            .run_turn(&mut session, &SessionContext::default(), "first", &NullSink, &CancellationToken::new())
+            .await
+            .unwrap();
+        agent
+            .run_turn(
+                &mut session,
+                &SessionContext::default(),
+                "second",
+                &NullSink,
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
     });
     std::fs::read(store.path_of(session.id())).unwrap()
 }
@@ -82,7 +94,7 @@ proptest! {
         let agent = Agent::builder(model.clone()).tool(FakeRead).build();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let outcome = runtime
-            .block_on(agent.run_turn(&mut session, "continue", &NullSink, &CancellationToken::new()))
+            .block_on(agent.run_turn(&mut session, &SessionContext::default(), "continue", &NullSink, &CancellationToken::new()))
             .unwrap();
         prop_assert_eq!(outcome.final_text, "resumed");
         assert_provider_valid(&model.requests()[0].messages);

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use futures::future::BoxFuture;
-use keel_agent::{Agent, HookDecision, Hooks, NullSink, ToolCallRequest};
+use keel_agent::{Agent, HookDecision, Hooks, NullSink, SessionContext, ToolCallRequest};
 use keel_llm::CancellationToken;
 use keel_session::{EventKind, JsonlStore, SessionStore, TurnEndReason};
 use keel_testkit::{ScriptedModel, reply};
@@ -38,7 +38,10 @@ async fn run_calls(calls: &[(&str, &str)]) -> Vec<(String, bool, Option<String>)
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
-    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_provider_valid(session.messages());
     store
@@ -178,7 +181,10 @@ async fn deny_and_stop_blocks_the_turn_and_answers_every_call() {
     ]);
     let agent = Agent::builder(model.clone()).tool(FakeRead).tool(Failing).hooks(StopOnFailing).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Blocked);
     assert_eq!(outcome.message.as_deref(), Some("policy forbids `failing`; stopping"));
     assert_provider_valid(session.messages());

@@ -5,7 +5,9 @@ mod common;
 
 use common::*;
 use futures::future::BoxFuture;
-use keel_agent::{Agent, AgentConfig, Hooks, Inbox, NullSink, STEP_LIMIT_SUMMARY_REQUEST, TurnStopping};
+use keel_agent::{
+    Agent, AgentConfig, Hooks, Inbox, NullSink, STEP_LIMIT_SUMMARY_REQUEST, SessionContext, TurnStopping,
+};
 use keel_llm::{CancellationToken, Message, ToolChoice, UserMessage};
 use keel_session::{EventKind, InputSource, JsonlStore, SessionStore, TurnEndReason};
 use keel_testkit::{ScriptedModel, reply};
@@ -20,7 +22,10 @@ async fn step_limit_ends_the_turn_with_a_clear_message() {
     let model = looping_model(10);
     let agent = Agent::builder(model.clone()).tool(FakeRead).max_steps(3).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent.run_turn(&mut session, "loop", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "loop", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::MaxSteps);
     assert_eq!(outcome.steps, 3);
     assert!(outcome.message.as_deref().unwrap().contains("stopped after 3 steps"), "{:?}", outcome.message);
@@ -37,7 +42,10 @@ async fn step_limit_summary_request_has_tools_disabled() {
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
-    let outcome = agent.run_turn(&mut session, "loop", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "loop", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::MaxSteps);
     assert_eq!(outcome.final_text, "Summary: read f0..f2.");
     let requests = model.requests();
@@ -65,7 +73,10 @@ async fn a_summary_reply_that_still_calls_tools_gets_refusals() {
     let config = AgentConfig { max_steps: 2, summary_on_step_limit: true, ..AgentConfig::default() };
     let agent = Agent::builder(model.clone()).config(config).tool(FakeRead).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent.run_turn(&mut session, "loop", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "loop", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::MaxSteps);
     let last = results(session.messages()).pop().unwrap();
     assert!(last.2 && last.1.contains("step limit"), "{last:?}");
@@ -76,10 +87,13 @@ async fn a_summary_reply_that_still_calls_tools_gets_refusals() {
 async fn steering_sent_while_tools_run_is_seen_in_the_next_step() {
     let inbox = Inbox::new();
     let model = ScriptedModel::new([reply().call("steerer", "{}"), reply().text("checked the tests too")]);
-    let agent = Agent::builder(model.clone()).inbox(inbox.clone()).tool(Steerer(inbox.clone())).build();
+    let agent = Agent::builder(model.clone()).tool(Steerer(inbox.clone())).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome =
-        agent.run_turn(&mut session, "fix the bug", &NullSink, &CancellationToken::new()).await.unwrap();
+    let ctx = SessionContext::new("/w").inbox(inbox.clone());
+    let outcome = agent
+        .run_turn(&mut session, &ctx, "fix the bug", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     let second = &model.requests()[1].messages;
     assert_eq!(second.last(), Some(&Message::User(UserMessage { content: "also check the tests".into() })));
@@ -104,10 +118,11 @@ async fn steering_after_a_final_answer_continues_the_turn() {
             }
         }
     }
-    let agent = Agent::builder(model.clone()).inbox(inbox.clone()).build();
+    let agent = Agent::builder(model.clone()).build();
     let mut session = keel_agent::Session::in_memory("/w");
+    let ctx = SessionContext::new("/w").inbox(inbox.clone());
     let sink = SteerOnce(inbox, std::sync::Mutex::new(false));
-    let outcome = agent.run_turn(&mut session, "go", &sink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent.run_turn(&mut session, &ctx, "go", &sink, &CancellationToken::new()).await.unwrap();
     assert_eq!((outcome.steps, outcome.final_text.as_str()), (2, "now really done"));
 }
 
@@ -119,10 +134,12 @@ async fn follow_up_starts_a_new_turn_after_the_current_one() {
         reply().text("one"),
         reply().text("two"),
     ]);
-    let agent = Agent::builder(model.clone()).inbox(inbox.clone()).tool(FakeRead).build();
+    let agent = Agent::builder(model.clone()).tool(FakeRead).build();
     inbox.follow_up("and then summarize");
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcomes = agent.run(&mut session, "first task", &NullSink, &CancellationToken::new()).await.unwrap();
+    let ctx = SessionContext::new("/w").inbox(inbox.clone());
+    let outcomes =
+        agent.run(&mut session, &ctx, "first task", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(
         outcomes.iter().map(|o| (o.turn, o.final_text.as_str())).collect::<Vec<_>>(),
         vec![(1, "one"), (2, "two")]
@@ -160,7 +177,10 @@ async fn turn_stopping_hook_can_continue_the_turn() {
     let model = ScriptedModel::new([reply().text("done"), reply().text("tests pass")]);
     let agent = Agent::builder(model.clone()).hooks(KeepGoingOnce(std::sync::Mutex::new(false))).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!((outcome.reason, outcome.steps), (TurnEndReason::Completed, 2));
     assert_eq!(
         model.requests()[1].messages.last(),

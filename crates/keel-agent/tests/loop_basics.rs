@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use keel_agent::{Agent, NullSink, RecordedEvent, RecordingSink};
+use keel_agent::{Agent, NullSink, RecordedEvent, RecordingSink, SessionContext};
 use keel_llm::{CancellationToken, ContentBlock, FinishReason, Message, ToolChoice, Usage, UserMessage};
 use keel_session::{EventKind, JsonlStore, SessionStore, TurnEndReason, derive_messages};
 use keel_testkit::{ScriptedModel, reply};
@@ -28,7 +28,13 @@ async fn five_step_task_requests_are_exactly_the_derived_history() {
     let agent = Agent::builder(model.clone()).system_prompt("Be precise.").tool(FakeRead).build();
 
     let outcome = agent
-        .run_turn(&mut session, "Summarize the files", &NullSink, &CancellationToken::new())
+        .run_turn(
+            &mut session,
+            &SessionContext::default(),
+            "Summarize the files",
+            &NullSink,
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
@@ -81,7 +87,10 @@ async fn content_decides_control_flow_not_the_finish_reason() {
     ]);
     let agent = Agent::builder(model.clone()).tool(FakeRead).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_eq!(outcome.steps, 2);
     assert_eq!(results(session.messages()), vec![("call_read_file_0".into(), "contents of x".into(), false)]);
@@ -96,7 +105,10 @@ async fn sink_sees_every_logged_event_and_tool_lines() {
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
     let sink = RecordingSink::new();
-    agent.run_turn(&mut session, "go", &sink, &CancellationToken::new()).await.unwrap();
+    agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &sink, &CancellationToken::new())
+        .await
+        .unwrap();
 
     let recorded = sink.events();
     let logged: Vec<_> = recorded
@@ -134,8 +146,14 @@ async fn usage_is_summed_per_turn_and_per_session() {
     ]);
     let agent = Agent::builder(model).tool(FakeRead).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let first = agent.run_turn(&mut session, "one", &NullSink, &CancellationToken::new()).await.unwrap();
-    let second = agent.run_turn(&mut session, "two", &NullSink, &CancellationToken::new()).await.unwrap();
+    let first = agent
+        .run_turn(&mut session, &SessionContext::default(), "one", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    let second = agent
+        .run_turn(&mut session, &SessionContext::default(), "two", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(first.usage, Usage { input_tokens: 250, output_tokens: 15, ..Usage::default() });
     assert_eq!(second.usage, Usage { input_tokens: 200, output_tokens: 7, ..Usage::default() });
     assert_eq!(second.turn, 2);
@@ -150,7 +168,10 @@ async fn a_concluding_result_ends_the_turn_after_its_step() {
     let model = ScriptedModel::new([reply().call("finish", "{}"), reply().text("never requested")]);
     let agent = Agent::builder(model.clone()).tool(Finish).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!((outcome.reason, outcome.steps), (TurnEndReason::Completed, 1));
     assert_eq!(model.remaining(), 1);
 }
@@ -161,7 +182,10 @@ async fn model_errors_end_the_turn_and_keep_the_partial_reply() {
     let model = ScriptedModel::new([reply().text("I will start by").fail(error), reply().text("recovered")]);
     let agent = Agent::builder(model).build();
     let mut session = keel_agent::Session::in_memory("/w");
-    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Error);
     assert!(outcome.message.as_deref().unwrap().contains("DEEPSEEK_API_KEY"));
     match &session.messages()[1] {
@@ -171,7 +195,10 @@ async fn model_errors_end_the_turn_and_keep_the_partial_reply() {
         }
         other => panic!("{other:?}"),
     }
-    let next = agent.run_turn(&mut session, "again", &NullSink, &CancellationToken::new()).await.unwrap();
+    let next = agent
+        .run_turn(&mut session, &SessionContext::default(), "again", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(next.reason, TurnEndReason::Completed);
     assert_provider_valid(session.messages());
 }
@@ -179,16 +206,22 @@ async fn model_errors_end_the_turn_and_keep_the_partial_reply() {
 #[tokio::test]
 async fn changing_the_model_logs_a_new_request_header() {
     let model = ScriptedModel::new([reply().text("a"), reply().text("b"), reply().text("c")]);
-    let mut agent = Agent::builder(model.clone()).build();
+    let agent = Agent::builder(model.clone()).build();
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
-    agent.run_turn(&mut session, "one", &NullSink, &CancellationToken::new()).await.unwrap();
-    agent.run_turn(&mut session, "two", &NullSink, &CancellationToken::new()).await.unwrap();
+    agent
+        .run_turn(&mut session, &SessionContext::default(), "one", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    agent
+        .run_turn(&mut session, &SessionContext::default(), "two", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     let renamed = ScriptedModel::new([reply().text("c")]);
     renamed.set_model_name("bigger");
-    agent.set_model(std::sync::Arc::new(renamed));
-    agent.run_turn(&mut session, "three", &NullSink, &CancellationToken::new()).await.unwrap();
+    let switched = SessionContext::default().model(std::sync::Arc::new(renamed));
+    agent.run_turn(&mut session, &switched, "three", &NullSink, &CancellationToken::new()).await.unwrap();
     let models: Vec<String> = store
         .read(session.id())
         .unwrap()

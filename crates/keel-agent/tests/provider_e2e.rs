@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use keel_agent::{Agent, RecordedEvent, RecordingSink};
+use keel_agent::{Agent, RecordedEvent, RecordingSink, SessionContext};
 use keel_llm::openai::{OpenAiClient, OpenAiConfig};
 use keel_llm::{CancellationToken, ContentBlock, Message, ModelEvent};
 use keel_session::{EventKind, JsonlStore, SessionStore, TurnEndReason};
@@ -37,7 +37,13 @@ async fn multi_step_turn_over_http_sends_the_derived_history() {
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
     let outcome = agent
-        .run_turn(&mut session, "read a and b", &keel_agent::NullSink, &CancellationToken::new())
+        .run_turn(
+            &mut session,
+            &SessionContext::default(),
+            "read a and b",
+            &keel_agent::NullSink,
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
@@ -82,8 +88,10 @@ async fn a_stream_cut_mid_tool_call_fails_the_step_cleanly() {
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
     let sink = RecordingSink::new();
-    let outcome =
-        agent.run_turn(&mut session, "write notes", &sink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "write notes", &sink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Error);
     assert!(outcome.message.as_deref().unwrap().contains("network"), "{:?}", outcome.message);
     assert_eq!(server.request_count(), 1, "no retry after output");
@@ -102,7 +110,13 @@ async fn a_stream_cut_mid_tool_call_fails_the_step_cleanly() {
     assert!(!sink.events().iter().any(|e| matches!(e, RecordedEvent::Model(ModelEvent::Retrying { .. }))));
 
     let next = agent
-        .run_turn(&mut session, "try again", &keel_agent::NullSink, &CancellationToken::new())
+        .run_turn(
+            &mut session,
+            &SessionContext::default(),
+            "try again",
+            &keel_agent::NullSink,
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert_eq!(next.final_text, "Recovered.");
@@ -121,7 +135,10 @@ async fn retries_are_visible_to_the_sink() {
     let agent = Agent::builder(client(&server)).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let sink = RecordingSink::new();
-    agent.run_turn(&mut session, "go", &sink, &CancellationToken::new()).await.unwrap();
+    agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &sink, &CancellationToken::new())
+        .await
+        .unwrap();
     let retries: Vec<_> = sink
         .events()
         .into_iter()
@@ -148,7 +165,10 @@ async fn abort_drops_the_http_stream() {
         trigger.cancel();
     });
     let started = std::time::Instant::now();
-    let outcome = agent.run_turn(&mut session, "go", &keel_agent::NullSink, &cancel).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &keel_agent::NullSink, &cancel)
+        .await
+        .unwrap();
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(outcome.reason, TurnEndReason::Aborted);
     match &session.messages()[1] {
@@ -156,7 +176,13 @@ async fn abort_drops_the_http_stream() {
         other => panic!("{other:?}"),
     }
     let next = agent
-        .run_turn(&mut session, "again", &keel_agent::NullSink, &CancellationToken::new())
+        .run_turn(
+            &mut session,
+            &SessionContext::default(),
+            "again",
+            &keel_agent::NullSink,
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert_eq!(next.final_text, "after");

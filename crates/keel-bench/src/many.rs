@@ -6,7 +6,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_agent::{Agent, AgentConfig, NullSink, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use keel_agent::{
+    Agent, AgentConfig, NullSink, SessionContext, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry,
+};
 use keel_llm::CancellationToken;
 use keel_llm::openai::{OpenAiClient, OpenAiConfig};
 use keel_session::{JsonlStore, SessionStore, TurnEndReason};
@@ -64,17 +66,27 @@ pub fn child(url: &str, n: usize, real_shell: bool) {
     let (user_before, sys_before) = crate::measure::user_sys();
     let correct = runtime.block_on(async {
         let mut tasks = Vec::with_capacity(n);
+        // One agent serves every session; each session brings its own context.
+        let agent = Arc::new(
+            Agent::builder_shared(client.clone())
+                .config(AgentConfig { max_steps: 10, ..AgentConfig::default() })
+                .tools(tools.clone())
+                .build(),
+        );
         for i in 0..n {
             let workspace = dir.path().join(format!("ws{i}"));
-            let agent = Agent::builder_shared(client.clone())
-                .config(AgentConfig { workspace: workspace.clone(), max_steps: 10, ..AgentConfig::default() })
-                .tools(tools.clone())
-                .build();
+            let agent = Arc::clone(&agent);
             let store = Arc::clone(&store);
             tasks.push(tokio::spawn(async move {
                 let mut session = store.create(&workspace.display().to_string()).unwrap();
                 let outcome = agent
-                    .run_turn(&mut session, trajectory::TASK, &NullSink, &CancellationToken::new())
+                    .run_turn(
+                        &mut session,
+                        &SessionContext::new(&workspace),
+                        trajectory::TASK,
+                        &NullSink,
+                        &CancellationToken::new(),
+                    )
                     .await;
                 check(outcome, &workspace)
             }));

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use keel_agent::{Agent, NullSink, Tool, ToolContext, ToolError, ToolOutput};
+use keel_agent::{Agent, NullSink, SessionContext, Tool, ToolContext, ToolError, ToolOutput};
 use keel_llm::{AssistantMessage, CancellationToken, ContentBlock, FinishReason, ToolCall, Usage};
 use keel_session::{
     EventKind, JsonlStore, SessionStore, StepEnd, StepStart, ToolCallStarted, ToolResultData, TurnEnd,
@@ -62,7 +62,15 @@ pub fn loop_cpu() {
         let mut session = store.create("/bench").unwrap();
         let cpu = process_cpu();
         let wall = Instant::now();
-        runtime.block_on(agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new())).unwrap();
+        runtime
+            .block_on(agent.run_turn(
+                &mut session,
+                &SessionContext::default(),
+                "go",
+                &NullSink,
+                &CancellationToken::new(),
+            ))
+            .unwrap();
         per_step_cpu.push((process_cpu() - cpu) / STEPS as u32);
         per_step_wall.push(wall.elapsed() / STEPS as u32);
     }

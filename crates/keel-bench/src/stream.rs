@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use keel_agent::{Agent, AgentEvent, Session, Sink};
+use keel_agent::{Agent, AgentEvent, Session, SessionContext, Sink};
 use keel_llm::openai::{OpenAiClient, OpenAiConfig, StreamDecoder};
 use keel_llm::sse::SseParser;
 use keel_llm::{CancellationToken, ModelEvent};
@@ -145,7 +145,15 @@ fn latency() {
     let agent = Agent::builder(client).build();
     let stamps = Arc::new(Stamps(Mutex::new(Vec::with_capacity(N))));
     let mut session = Session::in_memory("/bench");
-    runtime.block_on(agent.run_turn(&mut session, "stream", &*stamps, &CancellationToken::new())).unwrap();
+    runtime
+        .block_on(agent.run_turn(
+            &mut session,
+            &SessionContext::default(),
+            "stream",
+            &*stamps,
+            &CancellationToken::new(),
+        ))
+        .unwrap();
     let sent = server.join().unwrap();
     let received = stamps.0.lock().unwrap().clone();
     let mut delays: Vec<Duration> =

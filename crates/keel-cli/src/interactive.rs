@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use keel_agent::Agent;
+use keel_agent::{Agent, SessionContext};
 use keel_llm::CancellationToken;
 use keel_session::{JsonlStore, SessionStore};
 use reedline::{DefaultPrompt, DefaultPromptSegment, FileBackedHistory, Reedline, Signal};
@@ -34,6 +34,7 @@ struct Repl {
     agent: Agent,
     store: Option<JsonlStore>,
     session: keel_agent::Session,
+    ctx: SessionContext,
     terminal: Arc<Terminal>,
     input: Arc<TurnInput>,
 }
@@ -51,12 +52,12 @@ impl Repl {
             LineReader::start(
                 source,
                 Arc::clone(&self.input),
-                self.agent.inbox().clone(),
+                self.ctx.inbox.clone(),
                 Arc::clone(&self.terminal),
             )
         });
         let started = Instant::now();
-        let outcome = self.agent.run_turn(&mut self.session, text, &*self.terminal, &cancel).await;
+        let outcome = self.agent.run_turn(&mut self.session, &self.ctx, text, &*self.terminal, &cancel).await;
         drop(reader);
         ctrl_c.abort();
         ticker.abort();
@@ -67,7 +68,15 @@ impl Repl {
 
     fn switch_to(&mut self, session: keel_agent::Session, note: &str) {
         self.session = session;
+        self.refresh_context();
         self.say(&format!("{note} {}", self.session.id()));
+    }
+
+    /// A context for the current session, keeping a model chosen with `/model`.
+    fn refresh_context(&mut self) {
+        let model = self.ctx.model.take();
+        self.ctx = setup::context(&self.workspace, &self.session);
+        self.ctx.model = model;
     }
 
     fn command(&mut self, line: &str) -> anyhow::Result<bool> {
@@ -87,6 +96,7 @@ impl Repl {
                 }
                 None => {
                     self.session = keel_agent::Session::in_memory(&self.workspace.display().to_string());
+                    self.refresh_context();
                     self.say("new session (not saved: --no-session)");
                 }
             },
@@ -130,7 +140,7 @@ impl Repl {
                     client.model = model.to_owned();
                     match setup::client(client.clone()) {
                         Ok(new) => {
-                            self.agent.set_model(Arc::new(new));
+                            self.ctx.model = Some(Arc::new(new));
                             self.settings.model = ModelSettings::Remote(Box::new(client));
                             self.say(&format!("model: {model}"));
                         }
@@ -201,7 +211,8 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let agent = setup::agent(&settings, &workspace, policy, model);
     let store = setup::store(cli);
     let (session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
-    let mut repl = Repl { settings, workspace, agent, store, session, terminal, input };
+    let ctx = setup::context(&workspace, &session);
+    let mut repl = Repl { settings, workspace, agent, store, session, ctx, terminal, input };
     let profile = repl.settings.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default();
     repl.say(&format!(
         "keel · {}{profile} · {} · {} · /help for commands",

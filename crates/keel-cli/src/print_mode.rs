@@ -81,6 +81,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     let agent = setup::agent(&settings, &workspace, policy, model);
     let store = setup::store(cli);
     let (mut session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
+    let ctx = setup::context(&workspace, &session);
     if let (Some(note), None) = (note, &json) {
         terminal.line(&note);
     }
@@ -90,14 +91,14 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     let ticker = json.is_none().then(|| ticker(Arc::clone(&terminal)));
     // Typing during the turn steers it (and answers permission questions).
     let reader = terminal_source().map(|source| {
-        LineReader::start(source, Arc::clone(&input), agent.inbox().clone(), Arc::clone(&terminal))
+        LineReader::start(source, Arc::clone(&input), ctx.inbox.clone(), Arc::clone(&terminal))
     });
     let started = Instant::now();
     let sink: &dyn Sink = match &json {
         Some(out) => out,
         None => &*terminal,
     };
-    let outcome = agent.run_turn(&mut session, task, sink, &cancel).await;
+    let outcome = agent.run_turn(&mut session, &ctx, task, sink, &cancel).await;
     drop(reader);
     ctrl_c.abort();
     if let Some(ticker) = ticker {

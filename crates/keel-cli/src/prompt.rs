@@ -5,16 +5,13 @@ use std::path::Path;
 /// Most bytes of one AGENTS.md that are included.
 const MAX_AGENTS_BYTES: usize = 32 * 1024;
 
-/// The base system prompt for a workspace.
-pub fn base(workspace: &Path) -> String {
-    format!(
-        "You are keel, a coding agent in a project folder. Use paths relative to it; tools cannot reach outside it.
+/// The base system prompt. It names no folder (the environment block in the first
+/// message does), so it is the same in every project and its evaluation can be reused.
+pub fn base() -> &'static str {
+    "You are keel, a coding agent working in the user's project folder (see the environment block). Use paths relative to it. The file tools cannot reach outside it; shell commands run with the user's rights, so keep them inside it too.
 Act only through tool calls (never write a call as text), leaving out optional arguments you do not need. Call independent read-only tools together.
 Failures are reported: shell output ends with [exit code: N] (0 is success); other tools return an error that says what to fix.
-Inspect before changing anything, make the smallest correct change, verify it (run the tests if there are any), then answer briefly with what you found or did.
-The project folder is {}.",
-        workspace.display()
-    )
+Inspect before changing anything, make the smallest correct change, verify it (run the tests if there are any), then answer briefly with what you found or did."
 }
 
 fn read_capped(path: &Path) -> Option<String> {
@@ -35,7 +32,7 @@ fn read_capped(path: &Path) -> Option<String> {
 
 /// The full system prompt: the base, then the user's and the workspace's AGENTS.md.
 pub fn system_prompt(workspace: &Path) -> String {
-    let mut prompt = base(workspace);
+    let mut prompt = base().to_owned();
     if let Some(user) = read_capped(&crate::paths::config_dir().join("AGENTS.md")) {
         prompt.push_str("\n\n# The user's instructions (~/.config/keel/AGENTS.md)\n");
         prompt.push_str(&user);

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use keel_agent::{Agent, AgentConfig, Session};
+use keel_agent::{Agent, AgentConfig, Session, SessionContext};
 use keel_llm::ModelClient;
 use keel_llm::openai::{OpenAiClient, OpenAiConfig};
 use keel_session::{JsonlStore, SessionStore};
@@ -60,11 +60,20 @@ pub fn agent(
         system_prompt: crate::prompt::system_prompt(workspace),
         max_steps: settings.max_steps,
         summary_on_step_limit: true,
-        workspace: workspace.to_path_buf(),
-        artifacts_root: Some(crate::paths::sessions_dir()),
         ..AgentConfig::default()
     };
     Agent::builder_shared(model).config(config).tools(builtin(Arc::new(tools_config))).hooks(policy).build()
+}
+
+/// The per-session context: the workspace, the session's artifacts folder, and (for a
+/// session with no messages yet) the environment block.
+pub fn context(workspace: &Path, session: &Session) -> SessionContext {
+    let mut ctx = SessionContext::new(workspace).artifacts(crate::paths::sessions_dir().join(session.id()));
+    if session.messages().is_empty() {
+        let today = keel_session::time::now_rfc3339();
+        ctx = ctx.environment(keel_tools::environment::describe(workspace, &today[..10.min(today.len())]));
+    }
+    ctx
 }
 
 /// The session store, unless `--no-session`.

@@ -7,6 +7,7 @@
 mod assemble;
 mod client;
 mod error;
+pub mod lenient;
 mod message;
 #[cfg(feature = "http")]
 pub mod openai;

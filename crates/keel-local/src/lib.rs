@@ -9,6 +9,7 @@ pub mod download;
 #[cfg(feature = "llama")]
 pub mod engine;
 pub mod gguf;
+pub mod grammar;
 pub mod models;
 pub mod template;
 

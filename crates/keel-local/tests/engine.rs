@@ -5,7 +5,7 @@
 
 #[cfg(feature = "llama")]
 mod with_llama {
-    use keel_agent::{Agent, NullSink, Session, Tool, ToolContext, ToolError, ToolOutput};
+    use keel_agent::{Agent, NullSink, Session, SessionContext, Tool, ToolContext, ToolError, ToolOutput};
     use keel_llm::{CancellationToken, Message};
     use keel_local::engine::{LocalConfig, LocalModel};
     use keel_session::TurnEndReason;
@@ -63,6 +63,7 @@ mod with_llama {
         let outcome = runtime
             .block_on(agent.run_turn(
                 &mut session,
+                &SessionContext::default(),
                 "What is the weather in Paris right now?",
                 &NullSink,
                 &CancellationToken::new(),

@@ -209,6 +209,8 @@ pub enum InputSource {
     Hook,
     /// Written by keel itself (e.g. the step-limit summary request).
     Harness,
+    /// Facts about the environment, logged before a new session's first prompt.
+    Context,
 }
 
 impl InputSource {

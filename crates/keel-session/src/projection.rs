@@ -4,7 +4,7 @@
 
 use keel_llm::{Message, ToolResultMessage, Usage, UserMessage};
 
-use crate::event::{Event, EventKind, RequestHeader, SessionHeader, TurnEndReason};
+use crate::event::{Event, EventKind, InputSource, RequestHeader, SessionHeader, TurnEndReason};
 
 /// A tool call that has been requested but has no result yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,10 +78,19 @@ impl Projection {
                 }
             }
             EventKind::UserMessage(input) => {
-                if self.first_prompt.is_none() {
+                if self.first_prompt.is_none() && input.source != InputSource::Context {
                     self.first_prompt = Some(input.text.clone());
                 }
-                self.messages.push(Message::User(UserMessage { content: input.text }));
+                // Consecutive user input (context then prompt, a prompt then steering, a
+                // prompt after a crash mid-request) is one message: providers and chat
+                // templates that want turns to alternate get them.
+                match self.messages.last_mut() {
+                    Some(Message::User(previous)) => {
+                        previous.content.push_str("\n\n");
+                        previous.content.push_str(&input.text);
+                    }
+                    _ => self.messages.push(Message::User(UserMessage { content: input.text })),
+                }
             }
             EventKind::AssistantMessage(message) => {
                 self.usage += message.usage;

@@ -65,12 +65,10 @@ fn torn_last_line_is_dropped_and_the_log_stays_appendable() {
     drop(session);
     let events = store.read(&id).unwrap();
     assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![0, 1, 2]);
+    // Consecutive user input is one message.
     assert_eq!(
         derive_messages(&events),
-        vec![
-            Message::User(UserMessage { content: "hello".into() }),
-            Message::User(UserMessage { content: "again".into() })
-        ]
+        vec![Message::User(UserMessage { content: "hello\n\nagain".into() })]
     );
 }
 

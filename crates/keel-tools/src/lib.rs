@@ -10,6 +10,7 @@
 //! ```
 
 pub mod edit;
+pub mod environment;
 pub mod glob;
 pub mod grep;
 pub mod list;

@@ -3,16 +3,15 @@
 
 use std::sync::{Arc, Mutex};
 
-use keel_agent::{Agent, AgentConfig, NullSink, Session};
+use keel_agent::{Agent, AgentConfig, NullSink, Session, SessionContext};
 use keel_llm::{CancellationToken, Message};
 use keel_session::TurnEndReason;
 use keel_testkit::{ScriptedModel, reply};
 use keel_tools::{AskAnswer, AskFn, AskRequest, PermissionMode, PermissionPolicy, ToolsConfig, builtin};
 
-fn agent(model: ScriptedModel, ws: &std::path::Path, policy: PermissionPolicy) -> Agent {
-    let config = AgentConfig { workspace: ws.to_path_buf(), ..AgentConfig::default() };
+fn agent(model: ScriptedModel, policy: PermissionPolicy) -> Agent {
     Agent::builder(model)
-        .config(config)
+        .config(AgentConfig::default())
         .tools(builtin(Arc::new(ToolsConfig::default())))
         .hooks(policy)
         .build()
@@ -52,9 +51,12 @@ async fn read_only_mode_runs_reads_and_denies_changes() {
             .call("write_file", r#"{"path":"b.txt","content":"x"}"#),
         reply().text("done"),
     ]);
-    let agent = agent(model, ws.path(), PermissionPolicy::new(PermissionMode::ReadOnly));
+    let agent = agent(model, PermissionPolicy::new(PermissionMode::ReadOnly));
     let mut session = Session::in_memory("/w");
-    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::new(ws.path()), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     let results = results(&session);
     assert_eq!(results[0], ("1\thello\n".to_owned(), false));
@@ -79,9 +81,12 @@ async fn ask_mode_asks_for_changes_and_remembers_allow_always() {
         reply().call("write_file", r#"{"path":"c.txt","content":"3"}"#),
         reply().text("done"),
     ]);
-    let agent = agent(model, ws.path(), PermissionPolicy::new(PermissionMode::Ask).with_ask(ask));
+    let agent = agent(model, PermissionPolicy::new(PermissionMode::Ask).with_ask(ask));
     let mut session = Session::in_memory("/w");
-    agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    agent
+        .run_turn(&mut session, &SessionContext::new(ws.path()), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(
         *asked.lock().unwrap(),
         vec!["write_file", "write_file"],
@@ -99,9 +104,12 @@ async fn ask_deny_and_stop_blocks_the_turn() {
     let ask: AskFn = Arc::new(|_| Box::pin(async { AskAnswer::DenyAndStop }));
     let model =
         ScriptedModel::new([reply().call("shell", r#"{"command":"touch x"}"#), reply().text("unreachable")]);
-    let agent = agent(model, ws.path(), PermissionPolicy::new(PermissionMode::Ask).with_ask(ask));
+    let agent = agent(model, PermissionPolicy::new(PermissionMode::Ask).with_ask(ask));
     let mut session = Session::in_memory("/w");
-    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::new(ws.path()), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Blocked);
     assert!(!ws.path().join("x").exists());
 }
@@ -114,9 +122,12 @@ async fn deny_list_refuses_dangerous_commands_even_in_auto_mode() {
         reply().call("shell", r#"{"command":"echo safe"}"#),
         reply().text("done"),
     ]);
-    let agent = agent(model, ws.path(), PermissionPolicy::new(PermissionMode::Auto));
+    let agent = agent(model, PermissionPolicy::new(PermissionMode::Auto));
     let mut session = Session::in_memory("/w");
-    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::new(ws.path()), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     let results = results(&session);
     assert!(results[0].1 && results[0].0.contains("deny-list"), "{:?}", results[0]);
@@ -134,9 +145,12 @@ async fn a_policy_can_stop_the_turn_on_denial_and_patterns_are_configurable() {
         .add_deny_patterns([r"curl[^|]*\|\s*(ba)?sh"])
         .unwrap()
         .stop_on_deny(true);
-    let agent = agent(model, ws.path(), policy);
+    let agent = agent(model, policy);
     let mut session = Session::in_memory("/w");
-    let outcome = agent.run_turn(&mut session, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::new(ws.path()), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Blocked);
     assert!(PermissionPolicy::new(PermissionMode::Auto).with_deny_patterns(["(unclosed"]).is_err());
 }

@@ -6,8 +6,6 @@
 
 mod calc;
 
-use std::path::Path;
-
 use keel_agent::{Agent, Tool, ToolContext, ToolError, ToolOutput};
 use keel_llm::ModelClient;
 use schemars::JsonSchema;
@@ -23,11 +21,11 @@ pub const TASK: &str =
 pub const SYSTEM_PROMPT: &str = "You are a weather assistant. Use the tools to look things up; never guess \
 temperatures. Call independent tools in one message. Use `calculate` for arithmetic.";
 
-/// Builds the demo agent over any model, confined to `workspace`.
-pub fn agent(model: impl ModelClient + 'static, workspace: &Path) -> Agent {
+/// Builds the demo agent over any model. Its file tool reads inside the workspace each
+/// session's context names.
+pub fn agent(model: impl ModelClient + 'static) -> Agent {
     Agent::builder(model)
         .system_prompt(SYSTEM_PROMPT)
-        .workspace(workspace)
         .tool(GetWeather)
         .tool(Calculate)
         .tool(ReadFile)

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use keel_agent::{AgentEvent, Session, Sink};
+use keel_agent::{AgentEvent, Session, SessionContext, Sink};
 use keel_example_weather::{TASK, agent, fake_celsius};
 use keel_llm::openai::{OpenAiClient, OpenAiConfig, Preset};
 use keel_llm::{CancellationToken, ModelClient};
@@ -87,10 +87,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Box::new(scripted())
         }
     };
-    let agent = agent(model, &workspace);
+    let agent = agent(model);
     let mut session = Session::in_memory(&workspace.display().to_string());
     let start = Instant::now();
-    let outcome = agent.run_turn(&mut session, TASK, &Lines, &CancellationToken::new()).await?;
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::new(&workspace), TASK, &Lines, &CancellationToken::new())
+        .await?;
     eprintln!(
         "{} steps, {} tool calls, {:?}, {:.1} ms",
         outcome.steps,

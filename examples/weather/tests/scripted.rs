@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The weather demo against the scripted model: the trajectory a good model takes.
 
-use keel_agent::{NullSink, Session};
+use keel_agent::{NullSink, Session, SessionContext};
 use keel_example_weather::{TASK, agent, fake_celsius};
 use keel_llm::{CancellationToken, Message};
 use keel_session::TurnEndReason;
@@ -22,9 +22,18 @@ async fn weather_task_runs_five_plus_calls_with_parallel_ones() {
         reply().call("calculate", &format!(r#"{{"expression":"({oslo} + {cairo} + {lima}) / 3"}}"#)),
         reply().text("Average and coldest computed."),
     ]);
-    let agent = agent(model.clone(), workspace.path());
+    let agent = agent(model.clone());
     let mut session = Session::in_memory(&workspace.path().display().to_string());
-    let outcome = agent.run_turn(&mut session, TASK, &NullSink, &CancellationToken::new()).await.unwrap();
+    let outcome = agent
+        .run_turn(
+            &mut session,
+            &SessionContext::new(workspace.path()),
+            TASK,
+            &NullSink,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_eq!(outcome.tool_calls, 5);
     let results: Vec<String> = session
@@ -66,9 +75,18 @@ async fn read_file_is_confined_to_the_workspace() {
     let workspace = tempfile::tempdir().unwrap();
     let model =
         ScriptedModel::new([reply().call("read_file", r#"{"path":"../../etc/passwd"}"#), reply().text("ok")]);
-    let agent = agent(model, workspace.path());
+    let agent = agent(model);
     let mut session = Session::in_memory("/w");
-    agent.run_turn(&mut session, "read it", &NullSink, &CancellationToken::new()).await.unwrap();
+    agent
+        .run_turn(
+            &mut session,
+            &SessionContext::new(workspace.path()),
+            "read it",
+            &NullSink,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     match &session.messages()[2] {
         Message::ToolResult(r) => {
             assert!(r.is_error);

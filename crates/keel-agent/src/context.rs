@@ -1,0 +1,91 @@
+//! What a turn needs besides the session log: where its tools run, its steering inbox,
+//! and the choices made for this session alone. One [`Agent`](crate::Agent) serves any
+//! number of sessions, each with its own context.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use keel_llm::ModelClient;
+
+use crate::inbox::Inbox;
+
+/// Per-session state and settings, passed to every turn of the session.
+#[derive(Clone)]
+pub struct SessionContext {
+    /// The workspace root handed to tools.
+    pub workspace: PathBuf,
+    /// This session's folder for files tools keep (full command output), if any.
+    pub artifacts: Option<PathBuf>,
+    /// Steering and follow-up input for this session.
+    pub inbox: Inbox,
+    /// The model for this session, instead of the agent's.
+    pub model: Option<Arc<dyn ModelClient>>,
+    /// The system prompt for this session, instead of the agent's.
+    pub system_prompt: Option<String>,
+    /// Facts about the environment (folder, files, git state, date), logged as the first
+    /// user message of a new session, so they stay the same in every request.
+    pub environment: Option<String>,
+}
+
+impl SessionContext {
+    /// A context for a session working in `workspace`.
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        SessionContext {
+            workspace: workspace.into(),
+            artifacts: None,
+            inbox: Inbox::new(),
+            model: None,
+            system_prompt: None,
+            environment: None,
+        }
+    }
+
+    /// Sets the folder for files tools keep.
+    pub fn artifacts(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.artifacts = Some(dir.into());
+        self
+    }
+
+    /// Uses an existing inbox handle.
+    pub fn inbox(mut self, inbox: Inbox) -> Self {
+        self.inbox = inbox;
+        self
+    }
+
+    /// Runs this session on `model` instead of the agent's.
+    pub fn model(mut self, model: Arc<dyn ModelClient>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Uses `prompt` as this session's system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Logs `text` as the environment block of a new session.
+    pub fn environment(mut self, text: impl Into<String>) -> Self {
+        self.environment = Some(text.into());
+        self
+    }
+}
+
+impl Default for SessionContext {
+    /// A context for the current folder.
+    fn default() -> Self {
+        SessionContext::new(".")
+    }
+}
+
+impl std::fmt::Debug for SessionContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionContext")
+            .field("workspace", &self.workspace)
+            .field("artifacts", &self.artifacts)
+            .field("model", &self.model.as_ref().map(|m| m.info()))
+            .field("system_prompt", &self.system_prompt.as_ref().map(String::len))
+            .field("environment", &self.environment.as_ref().map(String::len))
+            .finish_non_exhaustive()
+    }
+}
