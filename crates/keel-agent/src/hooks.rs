@@ -1,7 +1,11 @@
 //! Hooks: points where the embedding program decides.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use keel_llm::{Message, ToolCall};
+
+use crate::registry::ToolRegistry;
 
 /// What a `before_tool_call` hook decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +46,8 @@ pub struct TurnStopping<'a> {
     pub final_text: &'a str,
     /// This turn's messages, from its prompt to the last reply.
     pub messages: &'a [Message],
+    /// The tools on offer (to tell reading calls from changing ones).
+    pub tools: &'a ToolRegistry,
 }
 
 /// Callbacks into the embedding program. Every method has a permissive default.
@@ -66,3 +72,60 @@ pub trait Hooks: Send + Sync {
 pub struct NoHooks;
 
 impl Hooks for NoHooks {}
+
+/// Several hooks asked in order: the first that denies a call decides it; the first that
+/// continues a stopping turn does so.
+#[derive(Clone, Default)]
+pub struct HookChain {
+    hooks: Vec<Arc<dyn Hooks>>,
+}
+
+impl HookChain {
+    /// An empty chain (allows everything).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `hooks` at the end of the chain.
+    pub fn with(mut self, hooks: impl Hooks + 'static) -> Self {
+        self.hooks.push(Arc::new(hooks));
+        self
+    }
+
+    /// Adds shared hooks at the end of the chain.
+    pub fn with_shared(mut self, hooks: Arc<dyn Hooks>) -> Self {
+        self.hooks.push(hooks);
+        self
+    }
+}
+
+impl std::fmt::Debug for HookChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookChain").field("hooks", &self.hooks.len()).finish()
+    }
+}
+
+impl Hooks for HookChain {
+    fn before_tool_call<'a>(&'a self, request: ToolCallRequest<'a>) -> BoxFuture<'a, HookDecision> {
+        Box::pin(async move {
+            for hooks in &self.hooks {
+                let decision = hooks.before_tool_call(request).await;
+                if decision != HookDecision::Allow {
+                    return decision;
+                }
+            }
+            HookDecision::Allow
+        })
+    }
+
+    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            for hooks in &self.hooks {
+                if let Some(input) = hooks.turn_stopping(state).await {
+                    return Some(input);
+                }
+            }
+            None
+        })
+    }
+}

@@ -67,3 +67,42 @@ impl ToolRegistry {
         self.tools.is_empty()
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+    use crate::tool::{PreparedCall, ToolError};
+
+    struct Fake {
+        definition: ToolDefinition,
+        read_only: bool,
+    }
+
+    impl DynTool for Fake {
+        fn definition(&self) -> &ToolDefinition {
+            &self.definition
+        }
+        fn is_read_only(&self) -> bool {
+            self.read_only
+        }
+        fn is_concurrency_safe(&self) -> bool {
+            self.read_only
+        }
+        fn prepare(&self, _arguments: &str) -> Result<PreparedCall, ToolError> {
+            Err(ToolError::msg("not runnable"))
+        }
+    }
+
+    /// read_file (read-only), write_file, edit_file and shell, none runnable.
+    pub(crate) fn registry() -> ToolRegistry {
+        let mut registry = ToolRegistry::new();
+        for (name, read_only) in
+            [("read_file", true), ("write_file", false), ("edit_file", false), ("shell", false)]
+        {
+            let parameters = serde_json::value::RawValue::from_string("{}".into()).unwrap_or_default();
+            let definition = ToolDefinition { name: name.into(), description: String::new(), parameters };
+            registry.register_dyn(Arc::new(Fake { definition, read_only }));
+        }
+        registry
+    }
+}

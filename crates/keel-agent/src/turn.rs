@@ -231,6 +231,7 @@ impl TurnRun<'_> {
                     steps: self.step,
                     final_text: &self.final_text,
                     messages: &messages[self.first_message.min(messages.len())..],
+                    tools: &self.agent.tools,
                 };
                 match self.agent.hooks.turn_stopping(state).await {
                     Some(text) => self.user(text, InputSource::Hook)?,

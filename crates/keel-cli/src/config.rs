@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use keel_llm::openai::{OpenAiConfig, Preset, ReasoningReplay};
 use keel_tools::PermissionMode;
+use keel_tools::profile::ToolProfile;
 use serde::Deserialize;
 
 use crate::cli::Cli;
@@ -46,6 +47,15 @@ pub struct Layer {
     pub deny: Option<Vec<String>>,
     /// Folders outside the workspace the tools may use.
     pub allowed_roots: Option<Vec<PathBuf>>,
+    /// `small` or `full`: the tools offered (default small for local models).
+    pub tool_profile: Option<String>,
+    /// Ask once to finish a turn that only described a change or skipped its check
+    /// (default on for local models).
+    pub finish_check: Option<bool>,
+    /// Start a session with the environment block (default on).
+    pub environment: Option<bool>,
+    /// Constrain the embedded model's tool calls with a grammar (default on).
+    pub grammar: Option<bool>,
 }
 
 impl Layer {
@@ -67,6 +77,10 @@ impl Layer {
             stream: self.stream.or(base.stream),
             deny: self.deny.or(base.deny),
             allowed_roots: self.allowed_roots.or(base.allowed_roots),
+            tool_profile: self.tool_profile.or(base.tool_profile),
+            finish_check: self.finish_check.or(base.finish_check),
+            environment: self.environment.or(base.environment),
+            grammar: self.grammar.or(base.grammar),
         }
     }
 }
@@ -128,6 +142,8 @@ pub struct LocalSettings {
     pub temperature: Option<f32>,
     /// Sampling seed.
     pub seed: Option<u64>,
+    /// Constrain tool calls with a grammar.
+    pub grammar: bool,
 }
 
 /// Which model runs the agent.
@@ -156,6 +172,12 @@ pub struct Settings {
     pub pricing: BTreeMap<String, Price>,
     /// The profile used, if any.
     pub profile: Option<String>,
+    /// The tools offered.
+    pub tool_profile: ToolProfile,
+    /// Ask once to finish a turn that only described its change.
+    pub finish_check: bool,
+    /// Start sessions with the environment block.
+    pub environment: bool,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -266,6 +288,7 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
             max_tokens: layer.max_tokens,
             temperature: layer.temperature,
             seed: layer.seed,
+            grammar: layer.grammar.unwrap_or(true),
         };
         let mut settings = settings_from(
             Layer { provider: Some("llamacpp".into()), ..layer },
@@ -368,6 +391,15 @@ fn settings_from(
         None if interactive => PermissionMode::Ask,
         None => PermissionMode::Auto,
     };
+    // Small local models get the small profile and the finish check.
+    let local = Preset::find(&client.provider).is_some_and(|p| p.local);
+    let tool_profile = match &layer.tool_profile {
+        Some(text) => ToolProfile::parse(text)
+            .ok_or_else(|| ConfigError(format!("tool_profile must be small or full (got `{text}`)")))?,
+        None if local => ToolProfile::Small,
+        None => ToolProfile::Full,
+    };
+    let finish_check = layer.finish_check.unwrap_or(local);
     let max_steps = layer.max_steps.unwrap_or(50);
     if max_steps == 0 {
         return Err(ConfigError("--max-steps must be at least 1".into()));
@@ -380,6 +412,9 @@ fn settings_from(
         allowed_roots: layer.allowed_roots.unwrap_or_default(),
         pricing,
         profile,
+        tool_profile,
+        finish_check,
+        environment: layer.environment.unwrap_or(true),
     })
 }
 

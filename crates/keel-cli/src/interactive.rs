@@ -75,7 +75,7 @@ impl Repl {
     /// A context for the current session, keeping a model chosen with `/model`.
     fn refresh_context(&mut self) {
         let model = self.ctx.model.take();
-        self.ctx = setup::context(&self.workspace, &self.session);
+        self.ctx = setup::context(&self.settings, &self.workspace, &self.session);
         self.ctx.model = model;
     }
 
@@ -211,7 +211,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let agent = setup::agent(&settings, &workspace, policy, model);
     let store = setup::store(cli);
     let (session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
-    let ctx = setup::context(&workspace, &session);
+    let ctx = setup::context(&settings, &workspace, &session);
     let mut repl = Repl { settings, workspace, agent, store, session, ctx, terminal, input };
     let profile = repl.settings.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default();
     repl.say(&format!(

@@ -93,6 +93,7 @@ async fn engine(settings: &LocalSettings, path: &Path) -> Result<Arc<dyn ModelCl
     if let Some(seed) = settings.seed {
         config.seed = seed as u32;
     }
+    config.grammar = settings.grammar;
     if let Some(max_tokens) = settings.max_tokens {
         config.max_tokens = max_tokens;
     }

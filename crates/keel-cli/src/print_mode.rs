@@ -81,7 +81,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     let agent = setup::agent(&settings, &workspace, policy, model);
     let store = setup::store(cli);
     let (mut session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
-    let ctx = setup::context(&workspace, &session);
+    let ctx = setup::context(&settings, &workspace, &session);
     if let (Some(note), None) = (note, &json) {
         terminal.line(&note);
     }

@@ -2,16 +2,28 @@
 
 use std::path::Path;
 
+use keel_tools::profile::ToolProfile;
+
 /// Most bytes of one AGENTS.md that are included.
 const MAX_AGENTS_BYTES: usize = 32 * 1024;
 
-/// The base system prompt. It names no folder (the environment block in the first
-/// message does), so it is the same in every project and its evaluation can be reused.
-pub fn base() -> &'static str {
-    "You are keel, a coding agent working in the user's project folder (see the environment block). Use paths relative to it. The file tools cannot reach outside it; shell commands run with the user's rights, so keep them inside it too.
+/// The base system prompt for a tool profile. It names no folder (the environment block
+/// in the first message does), so it is the same in every project and its evaluation can
+/// be reused.
+pub fn base(profile: ToolProfile) -> &'static str {
+    match profile {
+        ToolProfile::Small => {
+            "You are a coding agent working in the user's project folder (see the environment block). Use paths relative to it.
+Use your tools to look at files, change them and run commands. When the task asks for a change, make it with the tools; do not just show it.
+After a change, check it (run the script or the tests). Then answer briefly with what you found or did."
+        }
+        _ => {
+            "You are keel, a coding agent working in the user's project folder (see the environment block). Use paths relative to it. The file tools cannot reach outside it; shell commands run with the user's rights, so keep them inside it too.
 Act only through tool calls (never write a call as text), leaving out optional arguments you do not need. Call independent read-only tools together.
 Failures are reported: shell output ends with [exit code: N] (0 is success); other tools return an error that says what to fix.
 Inspect before changing anything, make the smallest correct change, verify it (run the tests if there are any), then answer briefly with what you found or did."
+        }
+    }
 }
 
 fn read_capped(path: &Path) -> Option<String> {
@@ -31,8 +43,8 @@ fn read_capped(path: &Path) -> Option<String> {
 }
 
 /// The full system prompt: the base, then the user's and the workspace's AGENTS.md.
-pub fn system_prompt(workspace: &Path) -> String {
-    let mut prompt = base().to_owned();
+pub fn system_prompt(workspace: &Path, profile: ToolProfile) -> String {
+    let mut prompt = base(profile).to_owned();
     if let Some(user) = read_capped(&crate::paths::config_dir().join("AGENTS.md")) {
         prompt.push_str("\n\n# The user's instructions (~/.config/keel/AGENTS.md)\n");
         prompt.push_str(&user);
@@ -51,11 +63,11 @@ mod tests {
     #[test]
     fn workspace_agents_md_is_appended() {
         let dir = tempfile::tempdir().unwrap();
-        let without = system_prompt(dir.path());
+        let without = system_prompt(dir.path(), ToolProfile::Full);
         assert!(without.contains("[exit code: N]"));
         assert!(without.len() < 1000, "keep the prompt short: {} bytes", without.len());
         std::fs::write(dir.path().join("AGENTS.md"), "Run `make test` before finishing.\n").unwrap();
-        let with = system_prompt(dir.path());
+        let with = system_prompt(dir.path(), ToolProfile::Full);
         assert!(
             with.ends_with("# Project instructions (AGENTS.md)\nRun `make test` before finishing."),
             "{with}"

@@ -4,11 +4,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use keel_agent::{Agent, AgentConfig, Session, SessionContext};
+use keel_agent::{Agent, AgentConfig, FinishCheck, HookChain, Session, SessionContext};
 use keel_llm::ModelClient;
 use keel_llm::openai::{OpenAiClient, OpenAiConfig};
 use keel_session::{JsonlStore, SessionStore};
-use keel_tools::{PermissionPolicy, ToolsConfig, builtin};
+use keel_tools::profile;
+use keel_tools::{PermissionPolicy, ToolsConfig};
 
 use crate::cli::Cli;
 use crate::config::{ConfigError, ModelSettings, Settings};
@@ -57,19 +58,24 @@ pub fn agent(
 ) -> Agent {
     let tools_config = ToolsConfig { extra_roots: settings.allowed_roots.clone(), ..ToolsConfig::default() };
     let config = AgentConfig {
-        system_prompt: crate::prompt::system_prompt(workspace),
+        system_prompt: crate::prompt::system_prompt(workspace, settings.tool_profile),
         max_steps: settings.max_steps,
         summary_on_step_limit: true,
         ..AgentConfig::default()
     };
-    Agent::builder_shared(model).config(config).tools(builtin(Arc::new(tools_config))).hooks(policy).build()
+    let mut hooks = HookChain::new().with(policy);
+    if settings.finish_check {
+        hooks = hooks.with(FinishCheck::new());
+    }
+    let tools = profile::tools(settings.tool_profile, Arc::new(tools_config));
+    Agent::builder_shared(model).config(config).tools(tools).hooks(hooks).build()
 }
 
 /// The per-session context: the workspace, the session's artifacts folder, and (for a
 /// session with no messages yet) the environment block.
-pub fn context(workspace: &Path, session: &Session) -> SessionContext {
+pub fn context(settings: &Settings, workspace: &Path, session: &Session) -> SessionContext {
     let mut ctx = SessionContext::new(workspace).artifacts(crate::paths::sessions_dir().join(session.id()));
-    if session.messages().is_empty() {
+    if settings.environment && session.messages().is_empty() {
         let today = keel_session::time::now_rfc3339();
         ctx = ctx.environment(keel_tools::environment::describe(workspace, &today[..10.min(today.len())]));
     }

@@ -140,20 +140,21 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let started_unix =
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
             eprintln!("{} tasks x {runs} runs, keel {}", all.len(), keel_args.join(" "));
-            let mut records = Vec::new();
+            let mut record =
+                SuiteRecord { label, keel_args, started_unix, runs: Vec::new(), summary: Summary::default() };
+            let path = out_dir.join("summary.json");
             for run in 1..=runs {
                 for task in &all {
-                    let record = run_task(task, run, &settings).map_err(|e| e.to_string())?;
-                    println!("{}", report::run_line(&record));
-                    records.push(record);
+                    let result = run_task(task, run, &settings).map_err(|e| e.to_string())?;
+                    println!("{}", report::run_line(&result));
+                    record.runs.push(result);
+                    record.summary = Summary::of(&record.runs);
+                    // Written after every run, so an interrupted suite keeps what it measured.
+                    let json = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())?;
+                    std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
                 }
             }
-            let summary = Summary::of(&records);
-            print!("\n{}", report::table(&summary));
-            let record = SuiteRecord { label, keel_args, started_unix, runs: records, summary };
-            let path = out_dir.join("summary.json");
-            let json = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())?;
-            std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+            print!("\n{}", report::table(&record.summary));
             println!("record: {}", path.display());
             if !keep {
                 let _ = std::fs::remove_dir_all(&settings.scratch);

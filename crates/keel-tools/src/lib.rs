@@ -16,6 +16,7 @@ pub mod grep;
 pub mod list;
 pub mod output;
 mod policy;
+pub mod profile;
 pub mod read;
 pub mod shell;
 mod suggest;

@@ -77,8 +77,13 @@ pub fn list(roots: &Roots, args: &ListArgs) -> Result<String, ToolError> {
             entries.push(shown);
         }
     }
+    let git_note = if dir.join(".git").exists() {
+        "\n(.git/ is not listed: this is a git repository; run `git status` or `git log` in the shell for its state)"
+    } else {
+        ""
+    };
     if entries.is_empty() {
-        return Ok(format!("{} is empty (or holds only ignored files).", roots.display(&dir)));
+        return Ok(format!("{} is empty (or holds only ignored files).{git_note}", roots.display(&dir)));
     }
     let mut out = entries.join("\n");
     if total > entries.len() {
@@ -87,6 +92,7 @@ pub fn list(roots: &Roots, args: &ListArgs) -> Result<String, ToolError> {
             total - entries.len()
         ));
     }
+    out.push_str(git_note);
     Ok(out)
 }
 

@@ -101,7 +101,7 @@ impl Tool for Shell {
     }
 
     fn description(&self) -> &str {
-        "Run a bash command in the workspace (stdin closed, stderr merged into stdout). Output ends with [exit code: N]; long output is cut in the middle and saved whole to a file it names."
+        "Run a bash command in the workspace (stdin closed, stderr merged into stdout). Output ends with [exit code: N] (or (no output; exit code N)); long output is cut in the middle and saved whole to a file it names."
     }
 
     fn call(
@@ -225,9 +225,7 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
     });
     let captured = capture.finish();
     let mut text = captured.text;
-    if text.is_empty() {
-        text.push_str("(no output)\n");
-    } else if !text.ends_with('\n') {
+    if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
     match stop {
@@ -238,9 +236,12 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
         ),
         None => {}
     }
-    match code {
-        Some(code) => text.push_str(&format!("[exit code: {code}]")),
-        None => text.push_str("[exit code: unknown]"),
+    let code_text = code.map_or_else(|| "unknown".to_owned(), |c| c.to_string());
+    if text.is_empty() {
+        // Said in one line, so a small model cannot read "no output" as a failure.
+        text.push_str(&format!("(no output; exit code {code_text})"));
+    } else {
+        text.push_str(&format!("[exit code: {code_text}]"));
     }
     let failed = code != Some(0) || matches!(stop, Some(Stop::Timeout(_) | Stop::Aborted));
     Ok(ToolOutput { content: text, is_error: failed, concludes_turn: false })

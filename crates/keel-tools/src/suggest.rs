@@ -51,7 +51,7 @@ pub fn missing_path_message(roots: &Roots, path: &str) -> String {
     candidates.dedup();
     let mut message = format!("`{path}` does not exist.");
     if !candidates.is_empty() {
-        let names: Vec<String> = candidates.iter().take(3).map(|(_, p)| p.clone()).collect();
+        let names: Vec<String> = candidates.iter().take(3).map(|(_, p)| format!("`{p}`")).collect();
         message.push_str(&format!(" Did you mean {}?", names.join(" or ")));
     }
     // The nearest folder that exists, and what is in it.
@@ -79,8 +79,16 @@ pub fn missing_path_message(roots: &Roots, path: &str) -> String {
         let total = names.len();
         names.truncate(30);
         let more =
-            if total > names.len() { format!(", … ({} more)", total - names.len()) } else { String::new() };
-        message.push_str(&format!("\nEntries of {}/: {}{more}", roots.display(&dir), names.join(", ")));
+            if total > names.len() { format!(" and {} more", total - names.len()) } else { String::new() };
+        let shown: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+        let folder = roots.display(&dir);
+        let place =
+            if folder == "." { "The project folder".to_owned() } else { format!("The folder `{folder}/`") };
+        if shown.is_empty() {
+            message.push_str(&format!("\n{place} is empty."));
+        } else {
+            message.push_str(&format!("\n{place} contains: {}{more}.", shown.join(", ")));
+        }
     }
     message
 }
@@ -104,10 +112,14 @@ mod tests {
         std::fs::write(dir.path().join("README.md"), "").unwrap();
         let roots = Roots::new(dir.path(), &[], &[]).unwrap();
         let message = missing_path_message(&roots, "math.rs");
-        assert!(message.contains("Did you mean src/math.rs?"), "{message}");
-        assert!(message.contains("Entries of ./: README.md, src/"), "{message}");
+        assert_eq!(
+            message,
+            "`math.rs` does not exist. Did you mean `src/math.rs`?\nThe project folder contains: `README.md`, `src/`."
+        );
         let message = missing_path_message(&roots, "src/maths.rs");
-        assert!(message.contains("src/math.rs"), "{message}");
-        assert!(message.contains("Entries of src/: math.rs"), "{message}");
+        assert_eq!(
+            message,
+            "`src/maths.rs` does not exist. Did you mean `src/math.rs`?\nThe folder `src/` contains: `math.rs`."
+        );
     }
 }

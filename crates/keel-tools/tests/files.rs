@@ -72,9 +72,9 @@ async fn missing_paths_get_near_matches_and_the_folder_listing() {
     std::fs::write(ws.path().join("src/lib.rs"), "").unwrap();
     let error = err(ws.path(), "read_file", json!({"path": "math.rs"})).await;
     assert_eq!(error.code, "not_found");
-    assert!(error.message.contains("Did you mean src/math.rs?"), "{}", error.message);
+    assert!(error.message.contains("Did you mean `src/math.rs`?"), "{}", error.message);
     let error = err(ws.path(), "read_file", json!({"path": "src/maths.rs"})).await;
-    assert!(error.message.contains("Entries of src/: lib.rs, math.rs"), "{}", error.message);
+    assert!(error.message.contains("The folder `src/` contains: `lib.rs`, `math.rs`."), "{}", error.message);
     let error = err(ws.path(), "read_file", json!({"path": "src"})).await;
     assert_eq!(error.code, "is_a_directory");
 }

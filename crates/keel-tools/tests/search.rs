@@ -41,6 +41,18 @@ async fn list_respects_gitignore_and_hidden_files_and_marks_folders() {
 }
 
 #[tokio::test]
+async fn listing_a_repository_says_where_its_state_is() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".git/objects")).unwrap();
+    std::fs::write(ws.path().join("a.txt"), "").unwrap();
+    let out = ok(ws.path(), "list_files", json!({})).await;
+    assert_eq!(
+        out,
+        "a.txt\n(.git/ is not listed: this is a git repository; run `git status` or `git log` in the shell for its state)"
+    );
+}
+
+#[tokio::test]
 async fn list_is_capped_with_a_count_of_the_rest() {
     let ws = tempfile::tempdir().unwrap();
     for i in 0..450 {

@@ -36,7 +36,7 @@ async fn output_in_arrival_order_ends_with_the_exit_code() {
     assert_eq!(out.content, "a\nb\nc\n[exit code: 3]");
     assert!(out.is_error);
     let out = call(ws.path(), "shell", json!({"command": "true"})).await.unwrap();
-    assert_eq!(out.content, "(no output)\n[exit code: 0]");
+    assert_eq!(out.content, "(no output; exit code 0)");
     assert!(!out.is_error);
 }
 

@@ -41,6 +41,9 @@ pub fn short_args(tool: &str, arguments: &str) -> String {
 pub fn short_result(tool: &str, content: &str, is_error: bool) -> String {
     let lines: Vec<&str> = content.lines().filter(|l| !l.trim().is_empty()).collect();
     if tool == "shell" {
+        if let Some(code) = content.strip_prefix("(no output; exit code ").and_then(|c| c.strip_suffix(')')) {
+            return format!("exit {code}");
+        }
         let code = lines.last().and_then(|l| l.strip_prefix("[exit code: ")).map(|c| c.trim_end_matches(']'));
         let output: Vec<&&str> = lines.iter().filter(|l| !l.starts_with('[')).collect();
         let first = output.first().map(|l| clip(l, 50)).unwrap_or_default();
@@ -101,7 +104,7 @@ mod tests {
         assert_eq!(short_args("get_weather", r#"{"city":"Oslo"}"#), r#"{"city":"Oslo"}"#);
         assert_eq!(short_args("x", "{not json"), "{not json");
         assert_eq!(short_result("shell", "hello\nworld\n[exit code: 0]", false), "exit 0: hello (+1 lines)");
-        assert_eq!(short_result("shell", "(no output)\n[exit code: 1]", true), "exit 1: (no output)");
+        assert_eq!(short_result("shell", "(no output; exit code 1)", true), "exit 1");
         assert_eq!(short_result("read_file", "1\ta\n2\tb\n", false), "2 lines");
         assert_eq!(short_result("edit_file", "`x` does not exist.\nmore", true), "`x` does not exist.");
         assert_eq!(duration(Duration::from_millis(1500)), "1.5s");

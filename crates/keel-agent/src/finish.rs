@@ -1,0 +1,227 @@
+//! Finish, not describe: a turn-stopping rule for models that stop too early.
+//!
+//! Small models often end a turn by showing a change in a code block without making it,
+//! or by declaring success on a task whose check they never ran. When a turn is about to
+//! end that way, [`FinishCheck`] asks once to carry it out; the request is logged as a
+//! `user/message` from a hook, so the model sees exactly what the log says.
+
+use std::collections::HashMap;
+
+use futures::future::BoxFuture;
+use keel_llm::Message;
+
+use crate::hooks::{Hooks, TurnStopping};
+
+/// Sent when the final answer shows code but nothing was changed.
+pub const DESCRIBED_NOT_DONE: &str = "You showed code but changed nothing. If the task asks for a change, make it \
+now with your tools, then check it. If the task only asks a question, answer it in a sentence.";
+
+/// Sent when files were changed and the task names a check that was not run since.
+pub const NOT_VERIFIED: &str = "You have not run anything since your last change. Run the check the task asks \
+for (the script, the tests or the command) to confirm the change works, then answer with the result.";
+
+/// Words in a task that name a check to run.
+const CHECK_WORDS: &[&str] =
+    &["run", "runs", "test", "tests", "verify", "check", "confirm", "works", "working"];
+
+/// The rule, as [`Hooks`]. Tools that are not read-only count as changes, except the
+/// `check_tools` (by default `shell`), which count as running a check.
+#[derive(Debug, Clone)]
+pub struct FinishCheck {
+    check_tools: Vec<String>,
+}
+
+impl Default for FinishCheck {
+    fn default() -> Self {
+        FinishCheck { check_tools: vec!["shell".to_owned()] }
+    }
+}
+
+/// What the turn did, read from its messages.
+#[derive(Debug, Default)]
+struct Activity {
+    /// A call of a changing tool (not a check tool) succeeded.
+    changed: bool,
+    /// A check tool ran after the last successful change.
+    checked_since_change: bool,
+    /// Any call of a tool that is not read-only succeeded (changes and checks).
+    acted: bool,
+    /// This rule already asked once.
+    nudged: bool,
+}
+
+impl FinishCheck {
+    /// The rule with `shell` as the tool that runs checks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names the tools whose calls count as running a check.
+    pub fn check_tools(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.check_tools = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    fn activity(&self, state: &TurnStopping<'_>) -> Activity {
+        let mut activity = Activity::default();
+        let mut failed: HashMap<&str, bool> = HashMap::new();
+        for message in state.messages {
+            if let Message::ToolResult(result) = message {
+                failed.insert(result.call_id.as_str(), result.is_error);
+            }
+        }
+        for message in state.messages.iter().skip(1) {
+            match message {
+                Message::User(user) => {
+                    activity.nudged |=
+                        user.content.contains(DESCRIBED_NOT_DONE) || user.content.contains(NOT_VERIFIED)
+                }
+                Message::Assistant(reply) => {
+                    for call in reply.tool_calls() {
+                        let read_only = state.tools.get(&call.name).is_none_or(|t| t.is_read_only());
+                        let succeeded = failed.get(call.id.as_str()) == Some(&false);
+                        if self.check_tools.iter().any(|t| *t == call.name) {
+                            activity.checked_since_change = true;
+                            activity.acted |= succeeded;
+                        } else if !read_only && succeeded {
+                            activity.changed = true;
+                            activity.acted = true;
+                            activity.checked_since_change = false;
+                        }
+                    }
+                }
+                Message::ToolResult(_) => {}
+            }
+        }
+        activity
+    }
+
+    /// What to ask before the turn ends, if anything.
+    pub fn nudge(&self, state: &TurnStopping<'_>) -> Option<&'static str> {
+        let activity = self.activity(state);
+        if activity.nudged {
+            return None;
+        }
+        if !activity.acted && has_code_block(state.final_text) {
+            return Some(DESCRIBED_NOT_DONE);
+        }
+        if activity.changed && !activity.checked_since_change && names_a_check(task_text(state.messages)) {
+            return Some(NOT_VERIFIED);
+        }
+        None
+    }
+}
+
+/// The user's task: the turn's first message without the environment block.
+fn task_text(messages: &[Message]) -> &str {
+    let Some(Message::User(first)) = messages.first() else { return "" };
+    match first.content.rfind("</environment>") {
+        Some(end) => &first.content[end + "</environment>".len()..],
+        None => &first.content,
+    }
+}
+
+fn names_a_check(task: &str) -> bool {
+    task.split(|c: char| !c.is_alphanumeric())
+        .any(|word| CHECK_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)))
+}
+
+/// A fenced code block with at least one line in it.
+fn has_code_block(text: &str) -> bool {
+    let mut parts = text.split("```");
+    parts.next();
+    while let (Some(inside), Some(_after)) = (parts.next(), parts.next()) {
+        if inside.lines().skip(1).any(|l| !l.trim().is_empty()) {
+            return true;
+        }
+    }
+    false
+}
+
+impl Hooks for FinishCheck {
+    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<String>> {
+        let nudge = self.nudge(&state).map(str::to_owned);
+        Box::pin(async move { nudge })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_llm::{AssistantMessage, ContentBlock, ToolCall, ToolResultMessage, UserMessage};
+
+    fn user(text: &str) -> Message {
+        Message::User(UserMessage { content: text.into() })
+    }
+
+    fn call(id: &str, name: &str) -> Message {
+        Message::Assistant(AssistantMessage {
+            content: vec![ContentBlock::ToolCall(ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: "{}".into(),
+            })],
+            ..AssistantMessage::default()
+        })
+    }
+
+    fn result(id: &str, is_error: bool) -> Message {
+        Message::ToolResult(ToolResultMessage {
+            call_id: id.into(),
+            name: "t".into(),
+            content: "r".into(),
+            is_error,
+        })
+    }
+
+    fn nudge(messages: &[Message], final_text: &str) -> Option<&'static str> {
+        let tools = crate::registry::tests_support::registry();
+        let state = TurnStopping { turn: 1, steps: 2, final_text, messages, tools: &tools };
+        FinishCheck::new().nudge(&state)
+    }
+
+    #[test]
+    fn a_change_shown_but_not_made_is_asked_for_once() {
+        let turn = [user("Fix the bug in a.py"), call("1", "read_file"), result("1", false)];
+        let answer = "Change line 3 to:\n```python\nreturn a + b\n```";
+        assert_eq!(nudge(&turn, answer), Some(DESCRIBED_NOT_DONE));
+        let mut asked = turn.to_vec();
+        asked.push(user(DESCRIBED_NOT_DONE));
+        assert_eq!(nudge(&asked, answer), None);
+        // A failed write is no change either.
+        let failed = [user("Fix it"), call("1", "write_file"), result("1", true)];
+        assert_eq!(nudge(&failed, answer), Some(DESCRIBED_NOT_DONE));
+        // Plain answers are left alone.
+        assert_eq!(nudge(&turn, "The bug is on line 3."), None);
+        assert_eq!(nudge(&turn, "Inline `code` only"), None);
+    }
+
+    #[test]
+    fn a_change_never_checked_is_asked_to_be_run_when_the_task_names_a_check() {
+        let changed = [
+            user("<environment>run nothing</environment>\n\nFix stats.py, then run the tests."),
+            call("1", "edit_file"),
+            result("1", false),
+        ];
+        assert_eq!(nudge(&changed, "Fixed."), Some(NOT_VERIFIED));
+        let mut checked = changed.to_vec();
+        checked.extend([call("2", "shell"), result("2", true)]);
+        assert_eq!(nudge(&checked, "Fixed."), None);
+        // A change after the check needs another check.
+        checked.extend([call("3", "write_file"), result("3", false)]);
+        assert_eq!(nudge(&checked, "Fixed."), Some(NOT_VERIFIED));
+        // No check named in the task (the environment block does not count).
+        let quiet = [
+            user("<environment>run tests</environment>\n\nRename notes.txt"),
+            call("1", "write_file"),
+            result("1", false),
+        ];
+        assert_eq!(nudge(&quiet, "Done."), None);
+    }
+
+    #[test]
+    fn a_shell_command_counts_as_acting() {
+        let ran = [user("What does calc.py print?"), call("1", "shell"), result("1", false)];
+        assert_eq!(nudge(&ran, "It prints:\n```\n42\n```"), None);
+    }
+}

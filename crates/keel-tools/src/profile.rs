@@ -1,0 +1,101 @@
+//! Tool profiles: which tools a model is offered, and how much of each.
+//!
+//! A strong model does well with every tool and option. A small one (1–8 B parameters)
+//! does better with fewer tools and fewer arguments: every option is a chance to get a
+//! call wrong, and every schema costs context. The small profile offers five tools with
+//! only their essential arguments and one-line descriptions.
+
+use std::sync::Arc;
+
+use keel_agent::{ToolRegistry, narrow, typed};
+
+use crate::{ToolsConfig, builtin, edit, list, read, shell, write};
+
+/// Which tools a model is offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ToolProfile {
+    /// Every built-in tool with every option.
+    Full,
+    /// shell, read_file, write_file, edit_file and list_files, essential arguments only.
+    Small,
+}
+
+impl ToolProfile {
+    /// `full` or `small`.
+    pub fn parse(text: &str) -> Option<ToolProfile> {
+        match text {
+            "full" => Some(ToolProfile::Full),
+            "small" => Some(ToolProfile::Small),
+            _ => None,
+        }
+    }
+
+    /// The name used in config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolProfile::Full => "full",
+            ToolProfile::Small => "small",
+        }
+    }
+}
+
+/// The tools of `profile`.
+pub fn tools(profile: ToolProfile, config: Arc<ToolsConfig>) -> ToolRegistry {
+    match profile {
+        ToolProfile::Full => builtin(config),
+        ToolProfile::Small => small(config),
+    }
+}
+
+fn small(config: Arc<ToolsConfig>) -> ToolRegistry {
+    let mut registry = ToolRegistry::new();
+    registry
+        .register_dyn(narrow(
+            typed(shell::Shell::new(Arc::clone(&config))),
+            &["command"],
+            "Run a bash command in the project folder; returns its output and exit code.",
+        ))
+        .register_dyn(narrow(typed(read::ReadFile::new(Arc::clone(&config))), &["path"], "Read a text file."))
+        .register_dyn(narrow(
+            typed(write::WriteFile::new(Arc::clone(&config))),
+            &["path", "content"],
+            "Create a file or replace its whole content.",
+        ))
+        .register_dyn(narrow(
+            typed(edit::EditFile::new(Arc::clone(&config))),
+            &["path", "old_text", "new_text"],
+            "Replace text in a file: old_text must appear in the file exactly once.",
+        ))
+        .register_dyn(narrow(
+            typed(list::ListFiles::new(config)),
+            &["path"],
+            "List the files in a folder (default: the project folder).",
+        ));
+    registry
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_small_profile_is_five_tools_with_essential_arguments() {
+        let registry = tools(ToolProfile::Small, Arc::new(ToolsConfig::default()));
+        assert_eq!(
+            registry.names().collect::<Vec<_>>(),
+            ["shell", "read_file", "write_file", "edit_file", "list_files"]
+        );
+        let shell: serde_json::Value =
+            serde_json::from_str(registry.definitions()[0].parameters.get()).unwrap();
+        assert_eq!(shell["properties"].as_object().unwrap().keys().collect::<Vec<_>>(), ["command"]);
+        let bytes: usize =
+            registry.definitions().iter().map(|d| d.description.len() + d.parameters.get().len()).sum();
+        let full = tools(ToolProfile::Full, Arc::new(ToolsConfig::default()));
+        let full_bytes: usize =
+            full.definitions().iter().map(|d| d.description.len() + d.parameters.get().len()).sum();
+        assert!(bytes * 2 < full_bytes, "small {bytes} bytes, full {full_bytes}");
+        assert!(registry.get("shell").is_some_and(|t| !t.is_read_only()));
+        assert!(registry.get("read_file").is_some_and(|t| t.is_read_only()));
+    }
+}
