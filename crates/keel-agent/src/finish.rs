@@ -80,7 +80,7 @@ impl FinishCheck {
                     for call in reply.tool_calls() {
                         let read_only = state.tools.get(&call.name).is_none_or(|t| t.is_read_only());
                         let succeeded = failed.get(call.id.as_str()) == Some(&false);
-                        if self.check_tools.iter().any(|t| *t == call.name) {
+                        if self.check_tools.contains(&call.name) {
                             activity.checked_since_change = true;
                             activity.acted |= succeeded;
                         } else if !read_only && succeeded {
