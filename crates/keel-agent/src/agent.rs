@@ -21,6 +21,9 @@ pub struct AgentConfig {
     /// When the step limit is hit, make one more request with tools disabled so the user
     /// gets an answer built from what was learned (default off).
     pub summary_on_step_limit: bool,
+    /// The first step of every turn must call a tool (default off). Small models often
+    /// answer a task with a plan instead of acting; one required call gets them started.
+    pub tool_first: bool,
     /// Concurrency-safe calls run together, at most this many at once (default 8).
     pub max_parallel_tools: usize,
     /// A call running longer than this ends with a `timeout` error (default none; tools
@@ -37,6 +40,7 @@ impl Default for AgentConfig {
             system_prompt: String::new(),
             max_steps: 50,
             summary_on_step_limit: false,
+            tool_first: false,
             max_parallel_tools: 8,
             tool_timeout: None,
             abort_grace: Duration::from_secs(5),

@@ -12,9 +12,9 @@ use keel_llm::Message;
 
 use crate::hooks::{Hooks, TurnStopping};
 
-/// Sent when the final answer shows code but nothing was changed.
-pub const DESCRIBED_NOT_DONE: &str = "You showed code but changed nothing. If the task asks for a change, make it \
-now with your tools, then check it. If the task only asks a question, answer it in a sentence.";
+/// How the request begins when the final answer shows code but nothing was changed; the
+/// task follows, quoted.
+pub const DESCRIBED_NOT_DONE: &str = "You described a change instead of making it.";
 
 /// Sent when files were changed and the task names a check that was not run since.
 pub const NOT_VERIFIED: &str = "You have not run anything since your last change. Run the check the task asks \
@@ -97,16 +97,20 @@ impl FinishCheck {
     }
 
     /// What to ask before the turn ends, if anything.
-    pub fn nudge(&self, state: &TurnStopping<'_>) -> Option<&'static str> {
+    pub fn nudge(&self, state: &TurnStopping<'_>) -> Option<String> {
         let activity = self.activity(state);
         if activity.nudged {
             return None;
         }
+        let task = task_text(state.messages).trim();
         if !activity.acted && has_code_block(state.final_text) {
-            return Some(DESCRIBED_NOT_DONE);
+            return Some(format!(
+                "{DESCRIBED_NOT_DONE} The task: \"{task}\". If it asks for a change, call your tools now to make it \
+                 (do not describe it), then check the result. If it asks a question, answer it."
+            ));
         }
-        if activity.changed && !activity.checked_since_change && names_a_check(task_text(state.messages)) {
-            return Some(NOT_VERIFIED);
+        if activity.changed && !activity.checked_since_change && names_a_check(task) {
+            return Some(NOT_VERIFIED.to_owned());
         }
         None
     }
@@ -140,7 +144,7 @@ fn has_code_block(text: &str) -> bool {
 
 impl Hooks for FinishCheck {
     fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<String>> {
-        let nudge = self.nudge(&state).map(str::to_owned);
+        let nudge = self.nudge(&state);
         Box::pin(async move { nudge })
     }
 }
@@ -174,10 +178,12 @@ mod tests {
         })
     }
 
+    /// The nudge, reduced to its kind.
     fn nudge(messages: &[Message], final_text: &str) -> Option<&'static str> {
         let tools = crate::registry::tests_support::registry();
         let state = TurnStopping { turn: 1, steps: 2, final_text, messages, tools: &tools };
-        FinishCheck::new().nudge(&state)
+        let text = FinishCheck::new().nudge(&state)?;
+        Some(if text.starts_with(DESCRIBED_NOT_DONE) { DESCRIBED_NOT_DONE } else { NOT_VERIFIED })
     }
 
     #[test]
@@ -185,8 +191,12 @@ mod tests {
         let turn = [user("Fix the bug in a.py"), call("1", "read_file"), result("1", false)];
         let answer = "Change line 3 to:\n```python\nreturn a + b\n```";
         assert_eq!(nudge(&turn, answer), Some(DESCRIBED_NOT_DONE));
+        let tools = crate::registry::tests_support::registry();
+        let state = TurnStopping { turn: 1, steps: 2, final_text: answer, messages: &turn, tools: &tools };
+        let text = FinishCheck::new().nudge(&state).unwrap();
+        assert!(text.contains("The task: \"Fix the bug in a.py\"."), "{text}");
         let mut asked = turn.to_vec();
-        asked.push(user(DESCRIBED_NOT_DONE));
+        asked.push(user(&text));
         assert_eq!(nudge(&asked, answer), None);
         // A failed write is no change either.
         let failed = [user("Fix it"), call("1", "write_file"), result("1", true)];

@@ -214,7 +214,12 @@ impl TurnRun<'_> {
             if self.cancel.is_cancelled() {
                 return self.end(TurnEndReason::Aborted, Some("aborted by the user".into())).await;
             }
-            let made_calls = match self.step(ToolChoice::Auto).await? {
+            let choice = if self.step == 0 && self.agent.config.tool_first && !self.agent.tools.is_empty() {
+                ToolChoice::Required
+            } else {
+                ToolChoice::Auto
+            };
+            let made_calls = match self.step(choice).await? {
                 StepControl::End(reason, message) => return self.end(reason, message).await,
                 StepControl::Concluded => return self.end(TurnEndReason::Completed, None).await,
                 StepControl::Continue { made_calls } => made_calls,

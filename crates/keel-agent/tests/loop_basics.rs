@@ -234,3 +234,26 @@ async fn changing_the_model_logs_a_new_request_header() {
     assert_eq!(models, vec!["script", "bigger"]);
     assert_eq!(session.messages()[2], Message::User(UserMessage { content: "two".into() }));
 }
+
+#[tokio::test]
+async fn tool_first_requires_a_call_in_the_first_step_only() {
+    let model = ScriptedModel::new([
+        reply().call("read_file", r#"{"path":"a"}"#),
+        reply().text("done"),
+        reply().text("second turn"),
+    ]);
+    let config = keel_agent::AgentConfig { tool_first: true, ..keel_agent::AgentConfig::default() };
+    let agent = Agent::builder(model.clone()).config(config).tool(FakeRead).build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let ctx = SessionContext::default();
+    agent.run_turn(&mut session, &ctx, "go", &NullSink, &CancellationToken::new()).await.unwrap();
+    agent.run_turn(&mut session, &ctx, "again", &NullSink, &CancellationToken::new()).await.unwrap();
+    let choices: Vec<ToolChoice> = model.requests().iter().map(|r| r.tool_choice).collect();
+    assert_eq!(choices, vec![ToolChoice::Required, ToolChoice::Auto, ToolChoice::Required]);
+    // Without tools there is nothing to require.
+    let bare = ScriptedModel::new([reply().text("hi")]);
+    let config = keel_agent::AgentConfig { tool_first: true, ..keel_agent::AgentConfig::default() };
+    let agent = Agent::builder(bare.clone()).config(config).build();
+    agent.run_turn(&mut session, &ctx, "hi", &NullSink, &CancellationToken::new()).await.unwrap();
+    assert_eq!(bare.requests()[0].tool_choice, ToolChoice::Auto);
+}

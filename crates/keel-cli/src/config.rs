@@ -54,6 +54,8 @@ pub struct Layer {
     pub finish_check: Option<bool>,
     /// Start a session with the environment block (default on).
     pub environment: Option<bool>,
+    /// The first step of a turn must call a tool (default on for local models).
+    pub tool_first: Option<bool>,
     /// Constrain the embedded model's tool calls with a grammar (default on).
     pub grammar: Option<bool>,
 }
@@ -80,6 +82,7 @@ impl Layer {
             tool_profile: self.tool_profile.or(base.tool_profile),
             finish_check: self.finish_check.or(base.finish_check),
             environment: self.environment.or(base.environment),
+            tool_first: self.tool_first.or(base.tool_first),
             grammar: self.grammar.or(base.grammar),
         }
     }
@@ -178,6 +181,8 @@ pub struct Settings {
     pub finish_check: bool,
     /// Start sessions with the environment block.
     pub environment: bool,
+    /// The first step of a turn must call a tool.
+    pub tool_first: bool,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -415,6 +420,7 @@ fn settings_from(
         tool_profile,
         finish_check,
         environment: layer.environment.unwrap_or(true),
+        tool_first: layer.tool_first.unwrap_or(local),
     })
 }
 

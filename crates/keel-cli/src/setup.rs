@@ -61,6 +61,7 @@ pub fn agent(
         system_prompt: crate::prompt::system_prompt(workspace, settings.tool_profile),
         max_steps: settings.max_steps,
         summary_on_step_limit: true,
+        tool_first: settings.tool_first,
         ..AgentConfig::default()
     };
     let mut hooks = HookChain::new().with(policy);

@@ -35,10 +35,14 @@ impl Eq for ToolDefinition {}
 /// Whether the model may call tools in this request.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolChoice {
     /// The model decides.
     #[default]
     Auto,
+    /// The model must call at least one tool (small models that describe instead of
+    /// acting; the first step of a turn).
+    Required,
     /// Tools are described but must not be called (used for a final summary).
     None,
 }

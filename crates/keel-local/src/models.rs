@@ -19,8 +19,15 @@ pub struct KnownModel {
     pub size: u64,
 }
 
-/// The models keel can fetch; the first is the default for `--local`.
+/// The models keel can fetch, smallest first. [`default_model`] picks one by the machine.
 pub const KNOWN: &[KnownModel] = &[
+    KnownModel {
+        name: "qwen2.5-coder-0.5b",
+        file: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        repo: "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+        sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        size: 491_400_064,
+    },
     KnownModel {
         name: "qwen2.5-coder-1.5b",
         file: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
@@ -29,11 +36,18 @@ pub const KNOWN: &[KnownModel] = &[
         size: 1_117_320_768,
     },
     KnownModel {
-        name: "qwen2.5-coder-0.5b",
-        file: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        repo: "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
-        sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        size: 491_400_064,
+        name: "qwen2.5-coder-3b",
+        file: "qwen2.5-coder-3b-instruct-q4_k_m.gguf",
+        repo: "Qwen/Qwen2.5-Coder-3B-Instruct-GGUF",
+        sha256: "724fb256bec1ff062b2f65e4569e871ad2e95ab2a3989723d1769c54294730b7",
+        size: 2_104_932_800,
+    },
+    KnownModel {
+        name: "qwen2.5-coder-7b",
+        file: "qwen2.5-coder-7b-instruct-q4_k_m.gguf",
+        repo: "Qwen/Qwen2.5-Coder-7B-Instruct-GGUF",
+        sha256: "509287f78cb4d4cf6b3843734733b914b2c158e43e22a7f4bf5e963800894d3c",
+        size: 4_683_073_536,
     },
 ];
 
@@ -47,9 +61,32 @@ impl KnownModel {
     }
 }
 
-/// The default model for `--local`.
+/// The default model for `--local` on this machine (see [`default_for`]).
 pub fn default_model() -> &'static KnownModel {
-    &KNOWN[0]
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    default_for(total_memory_bytes().unwrap_or(0), cores)
+}
+
+/// The largest model a machine runs at a usable speed: 7B with 16 GiB of memory and 8
+/// cores, 3B with 8 GiB and 4 cores, else 1.5B (about 25 tokens/s on two cores).
+pub fn default_for(memory_bytes: u64, cores: usize) -> &'static KnownModel {
+    const GIB: u64 = 1 << 30;
+    let name = if memory_bytes >= 16 * GIB && cores >= 8 {
+        "qwen2.5-coder-7b"
+    } else if memory_bytes >= 8 * GIB && cores >= 4 {
+        "qwen2.5-coder-3b"
+    } else {
+        "qwen2.5-coder-1.5b"
+    };
+    find(name).unwrap_or(&KNOWN[1])
+}
+
+/// Total memory, from `/proc/meminfo` (Linux).
+fn total_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Finds a known model by name or file name.
@@ -140,6 +177,20 @@ pub fn choose(explicit: Option<&str>, cache: &Path) -> Result<Choice, LocalError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_follows_the_machine() {
+        const GIB: u64 = 1 << 30;
+        assert_eq!(default_for(24 * GIB, 2).name, "qwen2.5-coder-1.5b");
+        assert_eq!(default_for(4 * GIB, 16).name, "qwen2.5-coder-1.5b");
+        assert_eq!(default_for(8 * GIB, 4).name, "qwen2.5-coder-3b");
+        assert_eq!(default_for(15 * GIB, 12).name, "qwen2.5-coder-3b");
+        assert_eq!(default_for(32 * GIB, 8).name, "qwen2.5-coder-7b");
+        for known in KNOWN {
+            assert_eq!(known.sha256.len(), 64, "{}", known.name);
+            assert!(known.file.ends_with(".gguf") && known.repo.starts_with("Qwen/"), "{}", known.name);
+        }
+    }
 
     #[test]
     fn choosing_the_weights() {

@@ -88,6 +88,49 @@ mod with_llama {
     }
 
     #[test]
+    fn a_tool_call_is_sampled_under_the_grammar_and_is_valid() {
+        let Some(path) = model_path() else { return };
+        let tools = keel_agent::ToolRegistry::new().register(Weather).clone();
+        let messages = vec![Message::User(keel_llm::UserMessage {
+            content: "What is the weather in Paris right now? Use the tool.".into(),
+        })];
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        for seed in 1..=3 {
+            let mut config = LocalConfig::new(&path);
+            config.prefix_cache = None;
+            config.n_ctx = 2048;
+            config.max_tokens = 128;
+            config.seed = seed;
+            let model = LocalModel::load(config).unwrap();
+            let message = runtime.block_on(async {
+                use futures::StreamExt;
+                let request = keel_llm::ModelRequest {
+                    system: "You are a helpful assistant.",
+                    messages: &messages,
+                    tools: tools.definitions(),
+                    tool_choice: keel_llm::ToolChoice::Auto,
+                };
+                let mut stream = keel_llm::ModelClient::stream(&model, request, CancellationToken::new());
+                let mut last = None;
+                while let Some(event) = stream.next().await {
+                    if let Ok(keel_llm::ModelEvent::Completed(message)) = event {
+                        last = Some(message);
+                    }
+                }
+                last.expect("a completed message")
+            });
+            let stats = *model.stats().last().unwrap();
+            eprintln!("seed {seed}: {message:?} {stats:?}");
+            let call = message.tool_calls().next().expect("a tool call");
+            assert!(stats.constrained, "the call was sampled under the grammar");
+            assert_eq!(call.name, "get_weather");
+            let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap();
+            assert!(args["city"].as_str().is_some_and(|c| c.contains("Paris")), "{args}");
+            assert_eq!(args.as_object().unwrap().len(), 1, "{args}");
+        }
+    }
+
+    #[test]
     fn cancellation_stops_generation_between_tokens() {
         let Some(path) = model_path() else { return };
         let mut config = LocalConfig::new(path);

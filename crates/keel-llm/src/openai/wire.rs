@@ -187,6 +187,7 @@ pub(crate) fn encode(
         (true, _) => None,
         (false, ToolChoice::Auto) => None,
         (false, ToolChoice::None) => Some("none"),
+        (false, ToolChoice::Required) => Some("required"),
     };
     let (max_tokens, max_completion_tokens) = match config.max_tokens_field {
         MaxTokensField::MaxTokens => (Some(config.max_tokens), None),

@@ -193,13 +193,14 @@ impl ModelClient for LocalModel {
             Err(e) => return failed(ModelError::new(ModelErrorKind::Config, e.to_string())),
         };
         let (tools, grammar): (Vec<String>, _) = match request.tool_choice {
-            ToolChoice::Auto => {
-                (request.tools.iter().map(|t| t.name.clone()).collect(), self.grammar_for(request.tools))
-            }
             ToolChoice::None => (Vec::new(), None),
+            _ => (request.tools.iter().map(|t| t.name.clone()).collect(), self.grammar_for(request.tools)),
         };
+        // A required call is sampled under the grammar from the first token.
+        let require_call = request.tool_choice == ToolChoice::Required && grammar.is_some();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let job = Job { prompt, max_tokens: self.max_tokens, cancel, events: events_tx, grammar };
+        let job =
+            Job { prompt, max_tokens: self.max_tokens, cancel, events: events_tx, grammar, require_call };
         let sent = self.jobs.lock().map(|jobs| jobs.send(job).is_ok()).unwrap_or(false);
         if !sent {
             return failed(ModelError::new(ModelErrorKind::Server, "the local model thread has stopped"));

@@ -37,6 +37,8 @@ pub(crate) struct Job {
     pub events: mpsc::UnboundedSender<Result<Piece, ModelError>>,
     /// The call grammar, when tools may be called and grammars are on.
     pub grammar: Option<Arc<str>>,
+    /// The reply must be calls: sample under the grammar from the first token.
+    pub require_call: bool,
 }
 
 /// What the thread sends back.
@@ -329,6 +331,10 @@ impl Engine<'_> {
             logits_index: self.batch.n_tokens() - 1,
         };
         let opener = self.style.opener();
+        if job.require_call {
+            reply.constrained = self.constrained(job);
+            reply.decided = true;
+        }
         while reply.generated < budget && reply.position < self.n_ctx {
             if job.cancel.is_cancelled() || job.events.is_closed() {
                 return (reply, FinishReason::Aborted, true);
