@@ -46,18 +46,21 @@ struct Item {
     plan: Plan,
 }
 
-/// Renames repeated call ids (some local models reuse one id) so results pair up.
-pub(crate) fn dedupe_call_ids(message: &mut AssistantMessage) {
-    let mut seen = HashSet::new();
+/// Renames call ids repeated within the message or already used earlier in the session
+/// (`used`): some servers number calls from `call_0` in every reply, and results, spill
+/// files and resumed sessions need each id to name one call.
+pub(crate) fn dedupe_call_ids(message: &mut AssistantMessage, used: &HashSet<String>) {
+    let mut seen: HashSet<String> = HashSet::new();
+    let taken = |id: &str, seen: &HashSet<String>| used.contains(id) || seen.contains(id);
     for block in &mut message.content {
-        if let ContentBlock::ToolCall(call) = block
-            && !seen.insert(call.id.clone())
-        {
-            let mut n = 2;
-            while seen.contains(&format!("{}_{n}", call.id)) {
-                n += 1;
+        if let ContentBlock::ToolCall(call) = block {
+            if taken(&call.id, &seen) {
+                let mut n = 2;
+                while taken(&format!("{}_{n}", call.id), &seen) {
+                    n += 1;
+                }
+                call.id = format!("{}_{n}", call.id);
             }
-            call.id = format!("{}_{n}", call.id);
             seen.insert(call.id.clone());
         }
     }
@@ -405,8 +408,14 @@ mod tests {
             content: vec![call("a"), call("a"), call("a_2"), call("a")],
             ..Default::default()
         };
-        dedupe_call_ids(&mut message);
+        dedupe_call_ids(&mut message, &HashSet::new());
         let ids: Vec<String> = message.tool_calls().map(|c| c.id.clone()).collect();
         assert_eq!(ids, vec!["a", "a_2", "a_2_2", "a_3"]);
+        // Ids of earlier replies count too.
+        let mut next = AssistantMessage { content: vec![call("call_0"), call("a")], ..Default::default() };
+        let used: HashSet<String> = ["call_0".to_owned(), "a".to_owned(), "a_2".to_owned()].into();
+        dedupe_call_ids(&mut next, &used);
+        let ids: Vec<String> = next.tool_calls().map(|c| c.id.clone()).collect();
+        assert_eq!(ids, vec!["call_0_2", "a_3"]);
     }
 }

@@ -148,7 +148,7 @@ impl TurnRun<'_> {
             }
         };
         let mut message = message;
-        crate::execute::dedupe_call_ids(&mut message);
+        crate::execute::dedupe_call_ids(&mut message, self.session.projection().call_ids());
         self.usage += message.usage;
         self.final_text = message.text();
         let calls: Vec<_> = message.tool_calls().cloned().collect();

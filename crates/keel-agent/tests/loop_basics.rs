@@ -54,12 +54,12 @@ async fn five_step_task_requests_are_exactly_the_derived_history() {
         .map(|(i, _)| i)
         .collect();
     for (request, start) in requests.iter().zip(step_starts) {
-        assert_eq!(request.messages, derive_messages(&events[..start]));
+        assert_eq!(request.messages, derive_messages(&events[..start]).unwrap());
         assert_eq!(request.system, "Be precise.");
         assert_eq!(request.tool_choice, ToolChoice::Auto);
         assert_eq!(request.tools.len(), 1);
     }
-    assert_eq!(session.messages(), derive_messages(&events).as_slice());
+    assert_eq!(session.messages(), derive_messages(&events).unwrap().as_slice());
     assert_provider_valid(session.messages());
     assert_eq!(
         results(session.messages()).iter().map(|r| (r.1.as_str(), r.2)).collect::<Vec<_>>(),
@@ -256,4 +256,24 @@ async fn tool_first_requires_a_call_in_the_first_step_only() {
     let agent = Agent::builder(bare.clone()).config(config).build();
     agent.run_turn(&mut session, &ctx, "hi", &NullSink, &CancellationToken::new()).await.unwrap();
     assert_eq!(bare.requests()[0].tool_choice, ToolChoice::Auto);
+}
+
+#[tokio::test]
+async fn call_ids_reused_by_a_server_across_steps_are_made_unique_in_the_session() {
+    // Servers without ids of their own number calls from call_0 in every reply; spill
+    // files and results are keyed by id, so step 2's call must not reuse step 1's id.
+    let model = ScriptedModel::new([
+        reply().call_id("call_0", "read_file", r#"{"path":"a"}"#),
+        reply().call_id("call_0", "read_file", r#"{"path":"b"}"#),
+        reply().text("done"),
+    ]);
+    let agent = Agent::builder(model.clone()).tool(FakeRead).build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    let ids: Vec<String> = results(session.messages()).into_iter().map(|r| r.0).collect();
+    assert_eq!(ids, vec!["call_0", "call_0_2"]);
+    assert_provider_valid(session.messages());
 }

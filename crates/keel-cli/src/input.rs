@@ -45,11 +45,13 @@ impl TurnInput {
     }
 
     /// The permission callback: prints the question and waits for the next typed line.
-    pub fn ask_fn(self: &Arc<Self>, terminal: Arc<Terminal>) -> AskFn {
+    pub fn ask_fn(self: &Arc<Self>, terminal: Arc<Terminal>, workspace: &std::path::Path) -> AskFn {
         let input = Arc::clone(self);
+        let folder = workspace.display().to_string();
         Arc::new(move |request: AskRequest| {
             let input = Arc::clone(&input);
             let terminal = Arc::clone(&terminal);
+            let folder = folder.clone();
             Box::pin(async move {
                 if !input.attached.load(Ordering::Relaxed) {
                     terminal.line(&format!(
@@ -62,10 +64,12 @@ impl TurnInput {
                 if let Ok(mut pending) = input.pending.lock() {
                     *pending = Some(sender);
                 }
-                let what = crate::render::format::short_args(&request.tool, &request.arguments);
-                terminal.line(&format!("  allow {} {what}?  [y]es  [a]lways  [n]o  [s]top", request.tool));
+                for line in crate::render::approval::question(&request.tool, &request.arguments, &folder) {
+                    terminal.line(&line);
+                }
+                // Anything but an explicit yes (Enter included) is a no.
                 match receiver.await.map(|answer| answer.trim().to_lowercase()) {
-                    Ok(answer) if answer == "y" || answer == "yes" || answer.is_empty() => AskAnswer::Allow,
+                    Ok(answer) if answer == "y" || answer == "yes" => AskAnswer::Allow,
                     Ok(answer) if answer == "a" || answer == "always" => AskAnswer::AllowAlways,
                     Ok(answer) if answer == "s" || answer == "stop" => AskAnswer::DenyAndStop,
                     _ => AskAnswer::Deny,

@@ -195,7 +195,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let terminal = Arc::new(Terminal::new(true));
     let input = TurnInput::new();
     let policy = match setup::policy(&settings) {
-        Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal))),
+        Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal), &workspace)),
         Err(e) => {
             eprintln!("keel: {e}");
             return Ok(exit::USAGE);

@@ -71,7 +71,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     let terminal = Arc::new(Terminal::new(false));
     let input = TurnInput::new();
     let policy = match setup::policy(&settings) {
-        Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal))),
+        Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal), &workspace)),
         Err(e) => return fail(e.0),
     };
     let model = match setup::model(&settings, json.is_none()).await {

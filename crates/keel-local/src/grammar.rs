@@ -123,9 +123,10 @@ fn opening_of(text: &str) -> Opening {
 /// Deepest schema nesting turned into rules; deeper parts accept any JSON value.
 const MAX_DEPTH: usize = 12;
 
-/// The grammar (root rule `root`) for one or more calls to `tools` in `style`. `None`
-/// when there are no tools.
-pub fn tool_calls(tools: &[ToolDefinition], style: CallStyle) -> Option<String> {
+/// The grammar (root rule `root`) for one to `max_calls` calls to `tools` in `style`;
+/// after the last one only the end of the reply is allowed. `None` when there are no
+/// tools.
+pub fn tool_calls(tools: &[ToolDefinition], style: CallStyle, max_calls: usize) -> Option<String> {
     if tools.is_empty() {
         return None;
     }
@@ -150,13 +151,13 @@ pub fn tool_calls(tools: &[ToolDefinition], style: CallStyle) -> Option<String> 
         "call",
         format!("\"{{\" ws \"\\\"name\\\"\" ws \":\" ws ({}) ws \"}}\"", alternatives.join(" | ")),
     );
-    let root = match style {
-        CallStyle::Tagged => {
-            "\"<tool_call>\" ws call ws \"</tool_call>\" (ws \"<tool_call>\" ws call ws \"</tool_call>\")* ws"
-        }
-        CallStyle::Bare => "call (ws call)* ws",
+    let one = match style {
+        CallStyle::Tagged => "\"<tool_call>\" ws call ws \"</tool_call>\"",
+        CallStyle::Bare => "call",
     };
-    builder.add("root", root.to_owned());
+    let more = max_calls.max(1) - 1;
+    let root = if more == 0 { format!("{one} ws") } else { format!("{one} (ws {one}){{0,{more}}} ws") };
+    builder.add("root", root);
     Some(builder.finish())
 }
 

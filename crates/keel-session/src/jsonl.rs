@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::error::{SessionError, SessionErrorKind};
-use crate::event::{Event, EventKind, FORMAT_VERSION, ParentRef};
+use crate::event::{Event, EventKind, ParentRef};
 use crate::projection::Projection;
 use crate::session::{EventWriter, Session};
 use crate::store::{SessionStore, SessionSummary};
@@ -57,14 +57,17 @@ struct Loaded {
 
 /// Reads a log, handing each event to `visit`. A torn last line is skipped; any other bad
 /// line is an error naming its line number.
-fn read_log(path: &Path, file: &File, mut visit: impl FnMut(Event)) -> Result<Loaded, SessionError> {
+fn read_log(
+    path: &Path,
+    file: &File,
+    mut visit: impl FnMut(Event) -> Result<(), SessionError>,
+) -> Result<Loaded, SessionError> {
     let mut reader = BufReader::with_capacity(256 * 1024, file);
     let mut buf = Vec::with_capacity(4096);
     let mut offset = 0u64;
     let mut valid_len = 0u64;
     let mut missing_newline = false;
     let mut line_no = 0usize;
-    let mut last_seq: Option<u64> = None;
     loop {
         buf.clear();
         let read = reader.read_until(b'\n', &mut buf).map_err(|e| SessionError::io(e).at_path(path))?;
@@ -95,45 +98,9 @@ fn read_log(path: &Path, file: &File, mut visit: impl FnMut(Event)) -> Result<Lo
             Err(_) if !complete => break,
             Err(e) => return Err(e.at_path(path).at_line(line_no)),
         };
-        if last_seq.is_none() && !matches!(event.kind, EventKind::SessionHeader(_)) {
-            return Err(SessionError::new(
-                SessionErrorKind::Corrupt,
-                "the first event is not session/header",
-            )
-            .at_path(path)
-            .at_line(line_no));
-        }
-        if let EventKind::SessionHeader(header) = &event.kind {
-            if last_seq.is_some() {
-                return Err(SessionError::new(SessionErrorKind::Corrupt, "a second session/header")
-                    .at_path(path)
-                    .at_line(line_no));
-            }
-            if header.version > FORMAT_VERSION {
-                return Err(SessionError::new(
-                    SessionErrorKind::Version,
-                    format!(
-                        "log format version {} is newer than this keel supports ({FORMAT_VERSION}); upgrade keel",
-                        header.version
-                    ),
-                )
-                .at_path(path));
-            }
-        }
-        if let Some(last) = last_seq
-            && event.seq <= last
-        {
-            return Err(SessionError::new(
-                SessionErrorKind::Corrupt,
-                format!("seq {} does not follow {last}", event.seq),
-            )
-            .at_path(path)
-            .at_line(line_no));
-        }
-        last_seq = Some(event.seq);
         valid_len = offset;
         missing_newline = !complete;
-        visit(event);
+        visit(event).map_err(|e| e.at_path(path).at_line(line_no))?;
     }
     Ok(Loaded { valid_len, missing_newline })
 }
@@ -238,7 +205,14 @@ impl JsonlStore {
         let path = self.path_of(&id);
         let file = File::open(&path).map_err(|e| SessionError::io(e).at_path(&path))?;
         let mut events = Vec::new();
-        read_log(&path, &file, |event| events.push(event))?;
+        // Events are checked as they are read, so what is returned is a valid log.
+        let mut projection = Projection::new();
+        read_log(&path, &file, |event| {
+            projection.check(&event)?;
+            projection.fold(event.clone());
+            events.push(event);
+            Ok(())
+        })?;
         Ok(events)
     }
 
@@ -273,7 +247,7 @@ impl JsonlStore {
         let mut events = 0u64;
         read_log(&path, &file, |event| {
             events += 1;
-            projection.apply(event);
+            projection.apply(event)
         })?;
         Ok(SessionSummary::from_projection(id, &projection, modified, events))
     }

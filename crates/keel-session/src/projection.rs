@@ -1,10 +1,19 @@
 //! The fold from events to what the loop needs: the model-visible messages, the state
 //! of an open turn, and totals. Loading a log and appending to it use this same fold,
 //! so the in-memory history can never drift from the file.
+//!
+//! The fold is also the one check of a log's structure: the header first (and once, of a
+//! version this build reads), seqs increasing, every `tool/call` and `tool/result` for a
+//! call a reply asked for and not yet answered, and nothing model-visible (a reply, user
+//! input, a new turn) while calls wait for results. An event that breaks these is refused
+//! and changes nothing, whether it comes from a file being loaded or from a live append.
 
 use keel_llm::{Message, ToolResultMessage, Usage, UserMessage};
 
-use crate::event::{Event, EventKind, InputSource, RequestHeader, SessionHeader, TurnEndReason};
+use crate::error::{SessionError, SessionErrorKind};
+use crate::event::{
+    Event, EventKind, FORMAT_VERSION, InputSource, RequestHeader, SessionHeader, TurnEndReason,
+};
 
 /// A tool call that has been requested but has no result yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +52,7 @@ pub struct Projection {
     last_turn_end: Option<TurnEndReason>,
     usage: Usage,
     first_prompt: Option<String>,
+    call_ids: std::collections::HashSet<String>,
 }
 
 impl Projection {
@@ -51,8 +61,60 @@ impl Projection {
         Self::default()
     }
 
-    /// Folds one event in. Events must arrive in seq order.
-    pub fn apply(&mut self, event: Event) {
+    /// Checks that `event` may follow what was folded so far (see the module docs).
+    pub fn check(&self, event: &Event) -> Result<(), SessionError> {
+        let refuse = |message: String| Err(SessionError::new(SessionErrorKind::Corrupt, message));
+        match (self.last_seq, &event.kind) {
+            (None, EventKind::SessionHeader(header)) if header.version > FORMAT_VERSION => {
+                return Err(SessionError::new(
+                    SessionErrorKind::Version,
+                    format!(
+                        "log format version {} is newer than this keel supports ({FORMAT_VERSION}); upgrade keel",
+                        header.version
+                    ),
+                ));
+            }
+            (None, EventKind::SessionHeader(_)) => return Ok(()),
+            (None, _) => return refuse("the first event is not session/header".into()),
+            (Some(_), EventKind::SessionHeader(_)) => return refuse("a second session/header".into()),
+            (Some(last), _) if event.seq <= last => {
+                return refuse(format!("seq {} does not follow {last}", event.seq));
+            }
+            _ => {}
+        }
+        let pending = |id: &str| self.pending.iter().find(|p| p.call_id == id);
+        match &event.kind {
+            EventKind::ToolCall(call) => match pending(&call.call_id) {
+                Some(p) if p.started_seq.is_none() => Ok(()),
+                Some(_) => refuse(format!("tool/call for `{}` twice", call.call_id)),
+                None => {
+                    refuse(format!("tool/call for `{}`, which no unanswered reply asked for", call.call_id))
+                }
+            },
+            EventKind::ToolResult(result) if pending(&result.call_id).is_none() => refuse(format!(
+                "tool/result for `{}`, which no unanswered reply asked for (an orphan result)",
+                result.call_id
+            )),
+            EventKind::AssistantMessage(_) | EventKind::UserMessage(_) | EventKind::TurnStart(_)
+                if !self.pending.is_empty() =>
+            {
+                let ids: Vec<&str> = self.pending.iter().map(|p| p.call_id.as_str()).collect();
+                refuse(format!("{} while calls {} have no result", event.kind.type_name(), ids.join(", ")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks `event` (see [`Projection::check`]) and folds it in; a refused event
+    /// changes nothing.
+    pub fn apply(&mut self, event: Event) -> Result<(), SessionError> {
+        self.check(&event)?;
+        self.fold(event);
+        Ok(())
+    }
+
+    /// Folds an event already checked.
+    pub(crate) fn fold(&mut self, event: Event) {
         let seq = event.seq;
         self.last_seq = Some(seq);
         match event.kind {
@@ -95,6 +157,7 @@ impl Projection {
             EventKind::AssistantMessage(message) => {
                 self.usage += message.usage;
                 for call in message.tool_calls() {
+                    self.call_ids.insert(call.id.clone());
                     self.pending.push(PendingCall {
                         call_id: call.id.clone(),
                         name: call.name.clone(),
@@ -172,6 +235,11 @@ impl Projection {
         self.usage
     }
 
+    /// Every tool-call id used in the session so far.
+    pub fn call_ids(&self) -> &std::collections::HashSet<String> {
+        &self.call_ids
+    }
+
     /// The first user message, for listings.
     pub fn first_prompt(&self) -> Option<&str> {
         self.first_prompt.as_deref()
@@ -184,13 +252,19 @@ impl Projection {
     }
 }
 
-/// Folds events, in order, into the provider-neutral message list.
+/// Folds events, in order, into the provider-neutral message list; an event that breaks
+/// the log's structure is an error naming its seq.
 ///
 /// The loop never keeps a history of its own: every request is built from this fold.
-pub fn derive_messages<'a, I: IntoIterator<Item = &'a Event>>(events: I) -> Vec<Message> {
+pub fn derive_messages<'a, I: IntoIterator<Item = &'a Event>>(
+    events: I,
+) -> Result<Vec<Message>, SessionError> {
     let mut projection = Projection::new();
     for event in events {
-        projection.apply(event.clone());
+        let seq = event.seq;
+        projection
+            .apply(event.clone())
+            .map_err(|e| SessionError { message: format!("event {seq}: {}", e.message), ..e })?;
     }
-    projection.messages
+    Ok(projection.messages)
 }

@@ -134,7 +134,7 @@ impl Session {
             cwd: cwd.to_owned(),
             parent: None,
         });
-        session.projection.apply(Event { seq: 0, time: now_rfc3339(), kind: header });
+        session.projection.fold(Event { seq: 0, time: now_rfc3339(), kind: header });
         session.next_seq = 1;
         session
     }
@@ -179,10 +179,15 @@ impl Session {
                 format!("event seq {} is not after {}", event.seq, self.next_seq.saturating_sub(1)),
             ));
         }
+        // The same check as loading: an event that would make the log invalid is never
+        // written.
+        self.projection
+            .check(&event)
+            .map_err(|e| SessionError { kind: crate::SessionErrorKind::Invalid, ..e })?;
         self.writer.append(&event)?;
         self.next_seq = event.seq + 1;
         observe(&event);
-        self.projection.apply(event);
+        self.projection.fold(event);
         Ok(())
     }
 

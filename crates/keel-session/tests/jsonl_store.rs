@@ -27,7 +27,7 @@ fn reopened_session_derives_the_same_messages() {
     assert_eq!(reopened.messages(), live.as_slice());
     assert!(!reopened.projection().needs_repair());
     let events = store.read(&id).unwrap();
-    assert_eq!(derive_messages(&events), live);
+    assert_eq!(derive_messages(&events).unwrap(), live);
     assert_eq!(reopened.next_seq(), events.last().unwrap().seq + 1);
     // turn 1: user, assistant, 3 results, assistant, result, assistant; turn 2: user, assistant, 2 results, assistant
     assert_eq!(live.len(), 13);
@@ -67,7 +67,7 @@ fn torn_last_line_is_dropped_and_the_log_stays_appendable() {
     assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![0, 1, 2]);
     // Consecutive user input is one message.
     assert_eq!(
-        derive_messages(&events),
+        derive_messages(&events).unwrap(),
         vec![Message::User(UserMessage { content: "hello\n\nagain".into() })]
     );
 }
@@ -198,7 +198,7 @@ fn fork_cites_parent_and_closes_an_open_turn_at_the_fork_point() {
         other => panic!("first event {other:?}"),
     }
     assert_eq!(&events[1..=at as usize], &parent[1..=at as usize]);
-    let messages = derive_messages(&events);
+    let messages = derive_messages(&events).unwrap();
     let not_started =
         messages.iter().filter(|m| matches!(m, Message::ToolResult(r) if r.content == NOT_STARTED)).count();
     assert_eq!(not_started, 3);
@@ -254,4 +254,73 @@ fn latest_in_finds_the_newest_session_of_a_folder() {
     assert_ne!(a, b);
     assert_eq!(store.latest_in("/project").unwrap(), Some(b));
     assert_eq!(store.latest_in("/nowhere").unwrap(), None);
+}
+
+/// Writes `lines` (events after a header) as a log file for session `s` and opens it.
+fn open_raw(
+    lines: &[&str],
+) -> (tempfile::TempDir, Result<keel_session::Session, keel_session::SessionError>) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path());
+    let mut text = String::from(
+        r#"{"seq":0,"time":"T","type":"session/header","data":{"version":1,"id":"s","created":"T","cwd":"/w"}}"#,
+    );
+    text.push('\n');
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    std::fs::write(dir.path().join("s.jsonl"), text).unwrap();
+    let opened = store.open("s");
+    (dir, opened)
+}
+
+const CALL_A: &str = r#"{"seq":2,"time":"T","type":"assistant/message","data":{"content":[{"type":"tool_call","id":"a","name":"t","arguments":"{}"}]}}"#;
+
+#[test]
+fn an_orphan_result_is_refused_on_load_with_file_and_line() {
+    let (_dir, opened) = open_raw(&[
+        r#"{"seq":1,"time":"T","type":"user/message","data":{"text":"go"}}"#,
+        CALL_A,
+        r#"{"seq":3,"time":"T","type":"tool/result","data":{"call_id":"zzz","name":"t","source_seq":2,"content":"x"}}"#,
+    ]);
+    let err = opened.unwrap_err();
+    assert_eq!(err.kind, SessionErrorKind::Corrupt);
+    assert_eq!(err.line, Some(4));
+    assert!(err.message.contains("tool/result for `zzz`, which no unanswered reply asked for"), "{err}");
+}
+
+#[test]
+fn a_reply_while_calls_wait_for_results_is_refused_so_repair_never_follows_an_answer() {
+    let (_dir, opened) = open_raw(&[
+        r#"{"seq":1,"time":"T","type":"user/message","data":{"text":"go"}}"#,
+        CALL_A,
+        r#"{"seq":3,"time":"T","type":"assistant/message","data":{"content":[{"type":"text","text":"done"}]}}"#,
+    ]);
+    let err = opened.unwrap_err();
+    assert_eq!(err.line, Some(4));
+    assert!(err.message.contains("assistant/message while calls a have no result"), "{err}");
+    // Answered in order, the same log loads, and a second result for the call is refused.
+    let (_dir, opened) = open_raw(&[
+        r#"{"seq":1,"time":"T","type":"user/message","data":{"text":"go"}}"#,
+        CALL_A,
+        r#"{"seq":3,"time":"T","type":"tool/result","data":{"call_id":"a","name":"t","source_seq":2,"content":"x"}}"#,
+        r#"{"seq":4,"time":"T","type":"tool/result","data":{"call_id":"a","name":"t","source_seq":2,"content":"y"}}"#,
+    ]);
+    assert!(opened.unwrap_err().message.contains("tool/result for `a`"));
+}
+
+#[test]
+fn a_live_append_that_would_break_the_log_is_refused_and_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path());
+    let mut session = store.create("/w").unwrap();
+    session.append(user("go")).unwrap();
+    let err = session.append(result("nope", "t", 1)).unwrap_err();
+    assert_eq!(err.kind, SessionErrorKind::Invalid);
+    let id = session.id().to_owned();
+    drop(session);
+    let events = store.read(&id).unwrap();
+    assert_eq!(events.len(), 2, "the refused event was not written");
+    store.open(&id).unwrap();
 }

@@ -1,5 +1,6 @@
 //! Sinks for the terminal and for JSON, and the closing summary.
 
+pub mod approval;
 pub mod format;
 pub mod json;
 

@@ -47,6 +47,9 @@ pub struct LocalConfig {
     pub call_temperature: f32,
     /// Constrain tool calls with a grammar built from the tool schemas (default on).
     pub grammar: bool,
+    /// Most calls in one reply under the grammar (default 1: a small model that chains
+    /// calls without seeing their results invents the results).
+    pub max_calls_per_reply: usize,
     /// Sampling seed.
     pub seed: u32,
     /// Reuse the KV cache across requests (default on; off only for measuring).
@@ -67,6 +70,7 @@ impl LocalConfig {
             temperature: 0.7,
             call_temperature: 0.2,
             grammar: true,
+            max_calls_per_reply: 1,
             seed: 42,
             reuse_cache: true,
             prefix_cache: Some(crate::models::cache_dir().join("prefixes")),
@@ -99,6 +103,7 @@ pub struct LocalModel {
     template: Arc<ChatTemplate>,
     style: CallStyle,
     grammar: bool,
+    max_calls: usize,
     grammars: Mutex<Option<(Vec<ToolDefinition>, Arc<str>)>>,
     name: String,
     max_tokens: u32,
@@ -131,6 +136,7 @@ impl LocalModel {
         let worker_stats = Arc::clone(&stats);
         let max_tokens = config.max_tokens;
         let grammar = config.grammar;
+        let max_calls = config.max_calls_per_reply;
         std::thread::Builder::new()
             .name("keel-llama".into())
             .spawn(move || worker::run(config, style, job_rx, ready_tx, worker_stats))
@@ -144,6 +150,7 @@ impl LocalModel {
             template: Arc::new(template),
             style,
             grammar,
+            max_calls,
             grammars: Mutex::new(None),
             name,
             max_tokens,
@@ -172,7 +179,7 @@ impl LocalModel {
         {
             return Some(Arc::clone(text));
         }
-        let text: Arc<str> = Arc::from(grammar::tool_calls(tools, self.style)?);
+        let text: Arc<str> = Arc::from(grammar::tool_calls(tools, self.style, self.max_calls)?);
         *cache = Some((tools.to_vec(), Arc::clone(&text)));
         Some(text)
     }
