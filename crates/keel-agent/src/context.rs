@@ -8,6 +8,7 @@ use std::sync::Arc;
 use keel_llm::ModelClient;
 
 use crate::inbox::Inbox;
+use crate::state::ToolState;
 
 /// Per-session state and settings, passed to every turn of the session.
 #[derive(Clone)]
@@ -25,6 +26,8 @@ pub struct SessionContext {
     /// Facts about the environment (folder, files, git state, date), logged as the first
     /// user message of a new session, so they stay the same in every request.
     pub environment: Option<String>,
+    /// What tools remember between calls in this session.
+    pub tool_state: Arc<ToolState>,
 }
 
 impl SessionContext {
@@ -37,6 +40,7 @@ impl SessionContext {
             model: None,
             system_prompt: None,
             environment: None,
+            tool_state: Arc::new(ToolState::new()),
         }
     }
 

@@ -352,6 +352,7 @@ pub(crate) async fn execute_calls(
                         workspace: Arc::clone(&workspace),
                         artifacts: artifacts.clone(),
                         call_id: Arc::from(item.call.id.as_str()),
+                        state: Arc::clone(&run.ctx.tool_state),
                         progress: Some(progress_tx.clone()),
                     };
                     guarded(prepared, ctx, run.agent.config.tool_timeout, run.agent.config.abort_grace)

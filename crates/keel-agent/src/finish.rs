@@ -1,9 +1,10 @@
 //! Finish, not describe: a turn-stopping rule for models that stop too early.
 //!
 //! Small models often end a turn by showing a change in a code block without making it,
-//! or by declaring success on a task whose check they never ran. When a turn is about to
-//! end that way, [`FinishCheck`] asks once to carry it out; the request is logged as a
-//! `user/message` from a hook, so the model sees exactly what the log says.
+//! by declaring success on a task whose check they never ran, or by explaining a failed
+//! tool call to the user instead of fixing it. When a turn is about to end that way,
+//! [`FinishCheck`] asks once (per kind, at most twice a turn) to carry it out; the request
+//! is logged as a `user/message` from a hook, so the model sees exactly what the log says.
 
 use std::collections::HashMap;
 
@@ -19,6 +20,13 @@ pub const DESCRIBED_NOT_DONE: &str = "You described a change instead of making i
 /// Sent when files were changed and the task names a check that was not run since.
 pub const NOT_VERIFIED: &str = "You have not run anything since your last change. Run the check the task asks \
 for (the script, the tests or the command) to confirm the change works, then answer with the result.";
+
+/// How the request begins when the turn's last tool call failed; the error and the task
+/// follow.
+pub const GAVE_UP: &str = "Your last tool call failed:";
+
+/// Most requests in one turn.
+const MAX_NUDGES: usize = 2;
 
 /// Words in a task that name a check to run.
 const CHECK_WORDS: &[&str] =
@@ -46,8 +54,10 @@ struct Activity {
     checked_since_change: bool,
     /// Any call of a tool that is not read-only succeeded (changes and checks).
     acted: bool,
-    /// This rule already asked once.
-    nudged: bool,
+    /// The first line of the last result, when that result was an error.
+    last_error: Option<String>,
+    /// Requests already made this turn, by their first words.
+    asked: Vec<&'static str>,
 }
 
 impl FinishCheck {
@@ -73,8 +83,11 @@ impl FinishCheck {
         for message in state.messages.iter().skip(1) {
             match message {
                 Message::User(user) => {
-                    activity.nudged |=
-                        user.content.contains(DESCRIBED_NOT_DONE) || user.content.contains(NOT_VERIFIED)
+                    for kind in [DESCRIBED_NOT_DONE, NOT_VERIFIED, GAVE_UP] {
+                        if user.content.contains(kind) {
+                            activity.asked.push(kind);
+                        }
+                    }
                 }
                 Message::Assistant(reply) => {
                     for call in reply.tool_calls() {
@@ -90,7 +103,11 @@ impl FinishCheck {
                         }
                     }
                 }
-                Message::ToolResult(_) => {}
+                Message::ToolResult(result) => {
+                    activity.last_error = result.is_error.then(|| {
+                        result.content.lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_owned()
+                    });
+                }
             }
         }
         activity
@@ -99,17 +116,27 @@ impl FinishCheck {
     /// What to ask before the turn ends, if anything.
     pub fn nudge(&self, state: &TurnStopping<'_>) -> Option<String> {
         let activity = self.activity(state);
-        if activity.nudged {
+        if activity.asked.len() >= MAX_NUDGES {
             return None;
         }
+        let asked = |kind| activity.asked.contains(&kind);
         let task = task_text(state.messages).trim();
-        if !activity.acted && has_code_block(state.final_text) {
+        if let Some(error) = &activity.last_error
+            && !asked(GAVE_UP)
+        {
+            let error: String = error.chars().take(300).collect();
+            return Some(format!(
+                "{GAVE_UP} {error} The task is not done: \"{task}\". Fix the call (the error says how) and make it \
+                 again now."
+            ));
+        }
+        if !activity.acted && !asked(DESCRIBED_NOT_DONE) && has_code_block(state.final_text) {
             return Some(format!(
                 "{DESCRIBED_NOT_DONE} The task: \"{task}\". If it asks for a change, call your tools now to make it \
                  (do not describe it), then check the result. If it asks a question, answer it."
             ));
         }
-        if activity.changed && !activity.checked_since_change && names_a_check(task) {
+        if activity.changed && !activity.checked_since_change && !asked(NOT_VERIFIED) && names_a_check(task) {
             return Some(NOT_VERIFIED.to_owned());
         }
         None
@@ -183,7 +210,12 @@ mod tests {
         let tools = crate::registry::tests_support::registry();
         let state = TurnStopping { turn: 1, steps: 2, final_text, messages, tools: &tools };
         let text = FinishCheck::new().nudge(&state)?;
-        Some(if text.starts_with(DESCRIBED_NOT_DONE) { DESCRIBED_NOT_DONE } else { NOT_VERIFIED })
+        Some(
+            [DESCRIBED_NOT_DONE, NOT_VERIFIED, GAVE_UP]
+                .into_iter()
+                .find(|k| text.starts_with(k))
+                .unwrap_or("?"),
+        )
     }
 
     #[test]
@@ -198,8 +230,14 @@ mod tests {
         let mut asked = turn.to_vec();
         asked.push(user(&text));
         assert_eq!(nudge(&asked, answer), None);
-        // A failed write is no change either.
-        let failed = [user("Fix it"), call("1", "write_file"), result("1", true)];
+        // A failed write is no change either (and is asked about first).
+        let failed = [
+            user("Fix it"),
+            call("1", "write_file"),
+            result("1", true),
+            call("2", "read_file"),
+            result("2", false),
+        ];
         assert_eq!(nudge(&failed, answer), Some(DESCRIBED_NOT_DONE));
         // Plain answers are left alone.
         assert_eq!(nudge(&turn, "The bug is on line 3."), None);
@@ -215,7 +253,7 @@ mod tests {
         ];
         assert_eq!(nudge(&changed, "Fixed."), Some(NOT_VERIFIED));
         let mut checked = changed.to_vec();
-        checked.extend([call("2", "shell"), result("2", true)]);
+        checked.extend([call("2", "shell"), result("2", false)]);
         assert_eq!(nudge(&checked, "Fixed."), None);
         // A change after the check needs another check.
         checked.extend([call("3", "write_file"), result("3", false)]);
@@ -227,6 +265,26 @@ mod tests {
             result("1", false),
         ];
         assert_eq!(nudge(&quiet, "Done."), None);
+    }
+
+    #[test]
+    fn a_failed_last_call_is_asked_to_be_fixed_once() {
+        let turn = [user("Commit the changes"), call("1", "shell"), result("1", true)];
+        assert_eq!(nudge(&turn, "You need to stage the files first."), Some(GAVE_UP));
+        let tools = crate::registry::tests_support::registry();
+        let state = TurnStopping { turn: 1, steps: 2, final_text: "x", messages: &turn, tools: &tools };
+        let text = FinishCheck::new().nudge(&state).unwrap();
+        assert_eq!(
+            text,
+            "Your last tool call failed: r The task is not done: \"Commit the changes\". Fix the call (the error says how) and make it again now."
+        );
+        let mut asked = turn.to_vec();
+        asked.extend([user(&text), call("2", "shell"), result("2", true)]);
+        assert_eq!(nudge(&asked, "Still failing."), None);
+        // At most two requests a turn.
+        let mut busy = vec![user("Fix a.py"), user(&format!("{DESCRIBED_NOT_DONE} x")), user(NOT_VERIFIED)];
+        busy.extend([call("1", "shell"), result("1", true)]);
+        assert_eq!(nudge(&busy, "gave up"), None);
     }
 
     #[test]

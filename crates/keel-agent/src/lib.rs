@@ -46,6 +46,7 @@ mod narrow;
 mod registry;
 pub mod schema;
 mod sink;
+mod state;
 mod tool;
 mod turn;
 
@@ -58,6 +59,7 @@ pub use inbox::Inbox;
 pub use narrow::narrow;
 pub use registry::ToolRegistry;
 pub use sink::{AgentEvent, NullSink, RecordedEvent, RecordingSink, Sink};
+pub use state::ToolState;
 pub use tool::{DynTool, PreparedCall, Tool, ToolContext, ToolError, ToolOutput, parse_arguments, typed};
 pub use turn::{AgentError, STEP_LIMIT_SUMMARY_REQUEST};
 

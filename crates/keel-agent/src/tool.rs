@@ -84,6 +84,8 @@ pub struct ToolContext {
     pub artifacts: Option<Arc<Path>>,
     /// The id of the call being run.
     pub call_id: Arc<str>,
+    /// What tools remember between calls in this session.
+    pub state: Arc<crate::state::ToolState>,
     pub(crate) progress: Option<mpsc::UnboundedSender<Progress>>,
 }
 
@@ -95,6 +97,7 @@ impl ToolContext {
             workspace: Arc::from(workspace.as_ref()),
             artifacts: None,
             call_id: Arc::from("call"),
+            state: Arc::new(crate::state::ToolState::new()),
             progress: None,
         }
     }

@@ -204,8 +204,9 @@ impl TurnRun<'_> {
         {
             self.user(environment.clone(), InputSource::Context)?;
         }
-        self.first_message = self.session.messages().len();
         self.user(input, InputSource::Prompt)?;
+        // The message holding the prompt (input may have joined the one before it).
+        self.first_message = self.session.messages().len().saturating_sub(1);
         for text in self.ctx.inbox.take_steering() {
             self.user(text, InputSource::Steer)?;
         }

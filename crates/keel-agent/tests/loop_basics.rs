@@ -277,3 +277,23 @@ async fn call_ids_reused_by_a_server_across_steps_are_made_unique_in_the_session
     assert_eq!(ids, vec!["call_0", "call_0_2"]);
     assert_provider_valid(session.messages());
 }
+
+#[tokio::test]
+async fn the_finish_check_sees_the_task_after_the_environment_block() {
+    let model =
+        ScriptedModel::new([reply().text("Change it to:\n```python\nx = 2\n```"), reply().text("ok")]);
+    let agent = Agent::builder(model.clone()).tool(FakeRead).hooks(keel_agent::FinishCheck::new()).build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let ctx = SessionContext::new("/w").environment("<environment>\nfolder /w\n</environment>");
+    let outcome = agent
+        .run_turn(&mut session, &ctx, "Set x to 2 in a.py", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.steps, 2);
+    let nudge = match &model.requests()[1].messages[2] {
+        Message::User(user) => user.content.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(nudge.contains("The task: \"Set x to 2 in a.py\"."), "{nudge}");
+    assert!(nudge.starts_with("You described a change instead of making it."), "{nudge}");
+}

@@ -61,6 +61,10 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
+    /// Sampling temperature (default: the model's or server's own; 0.7 for --local).
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f32>,
+
     /// Sampling seed (the embedded model; sent as `seed` to servers), for repeatable runs.
     #[arg(long, env = "KEEL_SEED", hide_env_values = true)]
     pub seed: Option<u64>,

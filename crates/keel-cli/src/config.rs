@@ -234,6 +234,7 @@ fn flag_layer(cli: &Cli) -> Layer {
         max_steps: cli.max_steps,
         permission: cli.permission.clone(),
         seed: cli.seed,
+        temperature: cli.temperature,
         ..Layer::default()
     }
 }

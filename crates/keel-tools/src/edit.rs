@@ -207,6 +207,13 @@ impl Tool for EditFile {
         args: EditArgs,
         ctx: ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
-        crate::confined(Arc::clone(&self.config), ctx, move |roots| edit(roots, &args))
+        let state = Arc::clone(&ctx.state);
+        let check = self.config.read_before_change;
+        crate::confined(Arc::clone(&self.config), ctx, move |roots| {
+            if check {
+                crate::seen::require(roots, &state, &args.path, "edit_file")?;
+            }
+            edit(roots, &args)
+        })
     }
 }

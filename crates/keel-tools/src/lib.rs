@@ -18,6 +18,7 @@ pub mod output;
 mod policy;
 pub mod profile;
 pub mod read;
+mod seen;
 pub mod shell;
 mod suggest;
 pub mod workspace;
@@ -44,6 +45,9 @@ pub struct ToolsConfig {
     pub kill_grace: Duration,
     /// What shell output is shown whole, and how it is cut.
     pub output_limits: output::OutputLimits,
+    /// write_file and edit_file change an existing file only after the model has seen
+    /// it in the session; the first attempt is refused with the file's content (default on).
+    pub read_before_change: bool,
 }
 
 impl Default for ToolsConfig {
@@ -54,6 +58,7 @@ impl Default for ToolsConfig {
             shell_max_timeout: Duration::from_secs(3600),
             kill_grace: Duration::from_secs(2),
             output_limits: output::OutputLimits::default(),
+            read_before_change: true,
         }
     }
 }

@@ -163,6 +163,11 @@ impl Tool for ReadFile {
         args: ReadArgs,
         ctx: ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
-        crate::confined(Arc::clone(&self.config), ctx, move |roots| read(roots, &args))
+        let state = Arc::clone(&ctx.state);
+        crate::confined(Arc::clone(&self.config), ctx, move |roots| {
+            let text = read(roots, &args)?;
+            crate::seen::mark(roots, &state, &args.path);
+            Ok(text)
+        })
     }
 }

@@ -74,6 +74,15 @@ impl Tool for WriteFile {
         args: WriteArgs,
         ctx: ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
-        crate::confined(Arc::clone(&self.config), ctx, move |roots| write(roots, &args.path, &args.content))
+        let state = Arc::clone(&ctx.state);
+        let check = self.config.read_before_change;
+        crate::confined(Arc::clone(&self.config), ctx, move |roots| {
+            if check {
+                crate::seen::require(roots, &state, &args.path, "write_file")?;
+            }
+            let report = write(roots, &args.path, &args.content)?;
+            crate::seen::mark(roots, &state, &args.path);
+            Ok(report)
+        })
     }
 }

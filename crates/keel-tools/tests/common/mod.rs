@@ -20,11 +20,13 @@ pub async fn call_with(
     prepared(ctx).await
 }
 
-/// Runs tool `name` with default settings.
+/// Runs tool `name` with default settings, except that files need not be read before
+/// they are changed (each call here is a fresh session; `seen.rs` tests that rule).
 pub async fn call(workspace: &Path, name: &str, args: serde_json::Value) -> Result<ToolOutput, ToolError> {
     let mut ctx = ToolContext::new(workspace);
     ctx.artifacts = Some(Arc::from(workspace.join(".keel-artifacts").as_path()));
-    call_with(ToolsConfig::default(), ctx, name, &args).await
+    let config = ToolsConfig { read_before_change: false, ..ToolsConfig::default() };
+    call_with(config, ctx, name, &args).await
 }
 
 /// The text of a successful call.
