@@ -218,6 +218,15 @@ impl ModelClient for LocalModel {
             }
             match rx.recv().await {
                 Some(Ok(Piece::Text(piece))) => Some((Ok(ModelEvent::TextDelta(piece)), (rx, tools, false))),
+                Some(Ok(Piece::Restarted(reason))) => {
+                    let event = ModelEvent::Retrying {
+                        attempt: 1,
+                        max_retries: 1,
+                        delay: std::time::Duration::ZERO,
+                        reason,
+                    };
+                    Some((Ok(event), (rx, tools, false)))
+                }
                 Some(Ok(Piece::Done { text, finish, stats })) => {
                     let message = finish_message(text, finish, stats, &tools);
                     Some((Ok(ModelEvent::Completed(message)), (rx, tools, true)))

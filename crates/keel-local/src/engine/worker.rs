@@ -45,6 +45,8 @@ pub(crate) struct Job {
 pub(crate) enum Piece {
     /// Text to show as it arrives.
     Text(String),
+    /// What was shown so far is void: the reply is being sampled again, for this reason.
+    Restarted(String),
     /// The whole reply text (calls included), and why it ended.
     Done { text: String, finish: FinishReason, stats: RequestStats },
 }
@@ -174,6 +176,40 @@ struct Reply {
     position: usize,
     /// Which logits to sample from.
     logits_index: i32,
+    /// The last tokens, to notice a model stuck repeating itself.
+    recent: std::collections::VecDeque<LlamaToken>,
+    /// The reply was sampled again once already.
+    resampled: bool,
+    /// Sampling stopped because the model kept repeating itself.
+    degenerate: bool,
+}
+
+/// Tokens looked at to notice repetition, and the fewest distinct ones among them that
+/// still count as progress.
+const REPEAT_WINDOW: usize = 48;
+const REPEAT_DISTINCT: usize = 3;
+
+impl Reply {
+    /// Records `token`; true when the last tokens are a handful repeated over and over.
+    fn repeating(&mut self, token: LlamaToken) -> bool {
+        if self.recent.len() == REPEAT_WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(token);
+        if self.recent.len() < REPEAT_WINDOW {
+            return false;
+        }
+        let mut distinct: Vec<LlamaToken> = Vec::with_capacity(REPEAT_DISTINCT + 1);
+        for t in &self.recent {
+            if !distinct.contains(t) {
+                distinct.push(*t);
+                if distinct.len() > REPEAT_DISTINCT {
+                    return false;
+                }
+            }
+        }
+        true
+    }
 }
 
 impl Engine<'_> {
@@ -222,7 +258,12 @@ impl Engine<'_> {
             generation_time: generation_started.elapsed(),
             constrained: reply.constrained.is_some(),
         };
-        if !aborted {
+        if reply.degenerate {
+            let _ = job.events.send(Err(ModelError::new(
+                ModelErrorKind::InvalidResponse,
+                "the local model kept repeating the same few tokens, also when sampled again; try rephrasing the task or a larger model",
+            )));
+        } else if !aborted {
             let mut text = reply.text;
             text.push_str(&String::from_utf8_lossy(&reply.pending));
             let _ = job.events.send(Ok(Piece::Done { text, finish, stats: request_stats }));
@@ -305,9 +346,9 @@ impl Engine<'_> {
         true
     }
 
-    fn constrained(&self, job: &Job) -> Option<Constrained> {
+    fn constrained(&self, job: &Job, temperature: f32, seed: u32) -> Option<Constrained> {
         let grammar = job.grammar.as_deref()?;
-        let sampler = Constrained::new(self.model, grammar, self.config.call_temperature, self.config.seed);
+        let sampler = Constrained::new(self.model, grammar, temperature, seed);
         if sampler.is_none() {
             tracing::warn!("llama.cpp rejected the tool-call grammar; calls are sampled freely");
         }
@@ -315,11 +356,14 @@ impl Engine<'_> {
     }
 
     /// Generates the reply to the prompt `tokens` (already evaluated). Returns it, why it
-    /// ended, and whether it was aborted.
+    /// ended, and whether it was aborted. A reply stuck repeating itself is sampled again
+    /// once, hotter and with another seed; a second time it ends as degenerate.
     fn generate(&mut self, job: &Job, tokens: &[LlamaToken]) -> (Reply, FinishReason, bool) {
         let vocab = self.model.vocab();
         let budget = job.max_tokens as usize;
-        let mut free = sampling::free(self.config.temperature, self.config.seed);
+        let (mut temperature, mut call_temperature, mut seed) =
+            (self.config.temperature, self.config.call_temperature, self.config.seed);
+        let mut free = sampling::free(temperature, seed);
         let mut reply = Reply {
             text: String::new(),
             held: String::new(),
@@ -329,10 +373,13 @@ impl Engine<'_> {
             generated: 0,
             position: tokens.len(),
             logits_index: self.batch.n_tokens() - 1,
+            recent: std::collections::VecDeque::with_capacity(REPEAT_WINDOW),
+            resampled: false,
+            degenerate: false,
         };
         let opener = self.style.opener();
         if job.require_call {
-            reply.constrained = self.constrained(job);
+            reply.constrained = self.constrained(job, call_temperature, seed);
             reply.decided = true;
         }
         while reply.generated < budget && reply.position < self.n_ctx {
@@ -350,12 +397,31 @@ impl Engine<'_> {
                 return (reply, FinishReason::Stop, false);
             }
             reply.generated += 1;
+            if reply.repeating(token) {
+                if reply.resampled {
+                    reply.degenerate = true;
+                    return (reply, FinishReason::Error, false);
+                }
+                let was_call = reply.constrained.is_some();
+                if !self.restart(tokens, &mut reply) {
+                    return (reply, FinishReason::Error, false);
+                }
+                reply.resampled = true;
+                temperature = temperature.max(0.8);
+                call_temperature = call_temperature.max(0.8);
+                seed = seed.wrapping_add(1);
+                free = sampling::free(temperature, seed);
+                reply.constrained = if was_call { self.constrained(job, call_temperature, seed) } else { None };
+                reply.decided = was_call || job.grammar.is_none();
+                let _ = job.events.send(Ok(Piece::Restarted("the model repeated itself; sampling again".into())));
+                continue;
+            }
             let bytes = vocab.token_to_piece(token, true, None);
             // The template's own call tag, as one token: the grammar takes over from here.
             if reply.constrained.is_none()
                 && self.style == CallStyle::Tagged
                 && bytes == opener.as_bytes()
-                && let Some(mut constrained) = self.constrained(job)
+                && let Some(mut constrained) = self.constrained(job, call_temperature, seed)
             {
                 constrained.accept(token);
                 reply.constrained = Some(constrained);
@@ -371,34 +437,14 @@ impl Engine<'_> {
             reply.pending.drain(..valid);
             reply.text.push_str(&piece);
             if reply.constrained.is_none() && !piece.is_empty() {
-                if reply.decided {
-                    if job.events.send(Ok(Piece::Text(piece))).is_err() {
-                        return (reply, FinishReason::Aborted, true);
-                    }
-                } else {
-                    reply.held.push_str(&piece);
-                    match grammar::opening(&reply.text) {
-                        Opening::Undecided => {}
-                        Opening::Text => {
-                            reply.decided = true;
-                            let held = std::mem::take(&mut reply.held);
-                            if job.events.send(Ok(Piece::Text(held))).is_err() {
-                                return (reply, FinishReason::Aborted, true);
-                            }
+                match self.route_text(job, &mut reply, piece, call_temperature, seed) {
+                    Routed::Go => {}
+                    Routed::Aborted => return (reply, FinishReason::Aborted, true),
+                    Routed::Restarted => {
+                        if !self.restart(tokens, &mut reply) {
+                            return (reply, FinishReason::Error, false);
                         }
-                        Opening::Call => {
-                            reply.decided = true;
-                            if let Some(constrained) = self.constrained(job) {
-                                // Start the reply again, under the grammar.
-                                if !self.restart(tokens, &mut reply) {
-                                    return (reply, FinishReason::Error, false);
-                                }
-                                reply.constrained = Some(constrained);
-                                continue;
-                            }
-                            let held = std::mem::take(&mut reply.held);
-                            let _ = job.events.send(Ok(Piece::Text(held)));
-                        }
+                        continue;
                     }
                 }
             }
@@ -409,6 +455,37 @@ impl Engine<'_> {
             reply.logits_index = 0;
         }
         (reply, FinishReason::Length, false)
+    }
+
+    /// Free text: stream it, or hold it while the reply's start could be a call; a call
+    /// opened as text switches to the grammar (the caller then restarts the reply).
+    fn route_text(&self, job: &Job, reply: &mut Reply, piece: String, call_temperature: f32, seed: u32) -> Routed {
+        if reply.decided {
+            return if job.events.send(Ok(Piece::Text(piece))).is_err() { Routed::Aborted } else { Routed::Go };
+        }
+        reply.held.push_str(&piece);
+        match grammar::opening(&reply.text) {
+            Opening::Undecided => Routed::Go,
+            Opening::Text => {
+                reply.decided = true;
+                let held = std::mem::take(&mut reply.held);
+                if job.events.send(Ok(Piece::Text(held))).is_err() { Routed::Aborted } else { Routed::Go }
+            }
+            Opening::Call => {
+                reply.decided = true;
+                match self.constrained(job, call_temperature, seed) {
+                    // Start the reply again, under the grammar.
+                    Some(constrained) => {
+                        reply.constrained = Some(constrained);
+                        Routed::Restarted
+                    }
+                    None => {
+                        let held = std::mem::take(&mut reply.held);
+                        if job.events.send(Ok(Piece::Text(held))).is_err() { Routed::Aborted } else { Routed::Go }
+                    }
+                }
+            }
+        }
     }
 
     /// Rolls the context back to the end of the prompt and recomputes the logits of its
@@ -422,8 +499,19 @@ impl Engine<'_> {
         reply.text.clear();
         reply.held.clear();
         reply.pending.clear();
+        reply.recent.clear();
         reply.position = tokens.len();
         reply.logits_index = 0;
         true
     }
+}
+
+/// What became of a piece of free text.
+enum Routed {
+    /// Go on sampling.
+    Go,
+    /// The receiver is gone.
+    Aborted,
+    /// The reply opened a call: start it again under the grammar.
+    Restarted,
 }
