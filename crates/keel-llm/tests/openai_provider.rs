@@ -421,3 +421,129 @@ async fn bad_configuration_is_a_clear_error() {
     let error = OpenAiClient::new(OpenAiConfig::new("http://x", " ")).unwrap_err();
     assert!(error.message.contains("model"));
 }
+
+/// The chunks of `stream` as SSE events, without `[DONE]`.
+fn sse_chunks(stream: &ChatStream) -> Vec<Vec<u8>> {
+    stream.events().into_iter().map(|e| format!("data: {e}\n\n").into_bytes()).collect()
+}
+
+#[tokio::test]
+async fn a_finished_answer_on_a_connection_held_open_completes_after_the_grace() {
+    // Attack: the whole answer and its finish reason, then neither `[DONE]` nor the
+    // body's end; keel used to wait for the idle timeout and throw the answer away.
+    let server = MockServer::start().await;
+    let stream = ChatStream::new().text("all here", 2).finish("stop");
+    let chunks = sse_chunks(&stream);
+    let n = chunks.len();
+    server.push(MockResponse::chunks(chunks).stall_after(n));
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let started = Instant::now();
+    let message = run(&client, &user("go")).await.result.unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(message.text(), "all here");
+    assert_eq!(message.finish_reason, FinishReason::Stop);
+    assert!(elapsed >= Duration::from_millis(1400), "the grace lets a usage chunk arrive: {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(4), "{elapsed:?}");
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn usage_after_the_finish_reason_completes_at_once_on_a_held_connection() {
+    let server = MockServer::start().await;
+    let stream = ChatStream::new().text("done", 1).finish("stop").usage(12, 3);
+    let chunks = sse_chunks(&stream);
+    let n = chunks.len();
+    server.push(MockResponse::chunks(chunks).stall_after(n));
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let started = Instant::now();
+    let message = run(&client, &user("go")).await.result.unwrap();
+    assert!(started.elapsed() < Duration::from_millis(1000), "{:?}", started.elapsed());
+    assert_eq!(message.text(), "done");
+    assert_eq!(message.usage.output_tokens, 3);
+}
+
+#[tokio::test]
+async fn the_grace_is_not_extended_by_more_chunks() {
+    // Attack: a finish reason, then empty chunks forever.
+    let server = MockServer::start().await;
+    let stream = ChatStream::new().text("answer", 1).finish("stop");
+    let mut chunks = sse_chunks(&stream);
+    let empty = r#"data: {"choices":[{"index":0,"delta":{}}]}"#;
+    chunks.extend((0..200).map(|_| format!("{empty}\n\n").into_bytes()));
+    server.push(MockResponse::chunks(chunks).delay_each(Duration::from_millis(20)));
+    let mut config = config(&server);
+    config.finish_grace = Duration::from_millis(200);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let message = run(&client, &user("go")).await.result.unwrap();
+    assert_eq!(message.text(), "answer");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn keep_alive_comments_are_not_progress() {
+    // Attack: one delta, then `: ping` every 100 ms for 10 s; the idle timer must not
+    // be fed by comments.
+    let server = MockServer::start().await;
+    let mut chunks = sse_chunks(&ChatStream::new().text("thinking", 1));
+    chunks.extend((0..100).map(|_| b": ping\n\n".to_vec()));
+    server.push(MockResponse::chunks(chunks).delay_each(Duration::from_millis(100)));
+    let mut config = config(&server);
+    config.idle_timeout = Duration::from_millis(400);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Idle);
+    assert!(error.message.contains("keep-alive"), "{}", error.message);
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert_eq!(server.request_count(), 1, "output had streamed: no retry");
+}
+
+#[tokio::test]
+async fn comments_before_any_event_time_out_too() {
+    let server = MockServer::start().await;
+    let pings: Vec<Vec<u8>> = (0..100).map(|_| b": OPENROUTER PROCESSING\n\n".to_vec()).collect();
+    server.push(MockResponse::chunks(pings).delay_each(Duration::from_millis(100)));
+    let mut config = config(&server);
+    config.idle_timeout = Duration::from_millis(400);
+    config.max_retries = 0;
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Idle);
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_response_past_its_deadline_fails_clearly_and_is_not_retried() {
+    // Attack: a delta every 50 ms, forever (here 20 s); each is progress, so only the
+    // total deadline stops it.
+    let server = MockServer::start().await;
+    let endless = ChatStream::new().text(&"word ".repeat(400), 400);
+    server.push(MockResponse::chunks(sse_chunks(&endless)).delay_each(Duration::from_millis(50)));
+    let mut config = config(&server);
+    config.response_deadline = Duration::from_millis(600);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let outcome = run(&client, &user("go")).await;
+    let error = outcome.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
+    assert!(error.message.contains("response_deadline"), "{}", error.message);
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(!outcome.events.is_empty(), "the deltas before the deadline reached the sink");
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn the_deadline_covers_waiting_for_headers() {
+    let server = MockServer::start().await;
+    server.push(ChatStream::new().text("late", 1).finish("stop").response().delay(Duration::from_secs(5)));
+    let mut config = config(&server);
+    config.response_deadline = Duration::from_millis(300);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert_eq!(server.request_count(), 1);
+}

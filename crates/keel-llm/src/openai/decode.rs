@@ -28,6 +28,9 @@ pub(crate) struct Decoder {
     usage: Option<Usage>,
     /// Whether any content delta was produced (retries stop once output has streamed).
     pub emitted: bool,
+    /// Usage arrived in a chunk after the one with the finish reason: the reply is
+    /// whole, whatever the connection does next.
+    settled: bool,
     last_index: Option<usize>,
     last_id: Option<String>,
     calls_seen: usize,
@@ -41,6 +44,7 @@ impl Decoder {
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage.to_usage());
+            self.settled |= self.finish.is_some();
         }
         for choice in chunk.choices.unwrap_or_default() {
             if let Some(delta) = choice.delta.or(choice.message) {
@@ -96,6 +100,16 @@ impl Decoder {
             self.last_id = Some(id.to_owned());
         }
         index
+    }
+
+    /// True once a finish reason arrived.
+    pub fn has_finish_reason(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// True once usage arrived after the finish reason: nothing more is expected.
+    pub fn is_settled(&self) -> bool {
+        self.settled
     }
 
     /// True when nothing at all arrived: no delta, no finish reason, no usage.

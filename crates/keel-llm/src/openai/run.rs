@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
+use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
 use super::{OpenAiClient, OpenAiConfig, StreamDecoder, decode, errors};
@@ -15,42 +16,126 @@ use crate::retry::backoff_delay;
 
 type BodyStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
-/// Detects a stream with no data for `limit`. One timer per response, moved forward
-/// only when it fires: arming a fresh timer for every chunk costs more than the chunk.
-struct IdleTimer {
-    limit: Duration,
-    last_data: tokio::time::Instant,
-    sleep: Pin<Box<tokio::time::Sleep>>,
+/// The time bounds of one response, kept by one timer: no progress for `idle`, the
+/// total deadline, and the grace after a finish reason. The timer moves only when it
+/// fires: arming a fresh one for every chunk costs more than the chunk.
+struct Clock {
+    idle: Duration,
+    last_progress: Instant,
+    /// Bytes arrived since the last progress (keep-alive comments, part of an event).
+    quiet_bytes: bool,
+    deadline: Instant,
+    grace: Option<Instant>,
+    sleep: Pin<Box<Sleep>>,
 }
 
-impl IdleTimer {
-    fn new(limit: Duration) -> Self {
-        let now = tokio::time::Instant::now();
-        IdleTimer { limit, last_data: now, sleep: Box::pin(tokio::time::sleep_until(now + limit)) }
-    }
+/// Which bound a response reached.
+enum Alarm {
+    Idle,
+    Deadline,
+    Grace,
+}
 
-    /// Data arrived.
-    fn touch(&mut self) {
-        self.last_data = tokio::time::Instant::now();
-    }
-
-    /// Resolves once `limit` has passed without data.
-    async fn expired(&mut self) {
-        loop {
-            (&mut self.sleep).await;
-            let deadline = self.last_data + self.limit;
-            if tokio::time::Instant::now() >= deadline {
-                return;
-            }
-            self.sleep.as_mut().reset(deadline);
+impl Clock {
+    fn new(idle: Duration, deadline: Instant) -> Self {
+        let now = Instant::now();
+        let first = (now + idle).min(deadline);
+        Clock {
+            idle,
+            last_progress: now,
+            quiet_bytes: false,
+            deadline,
+            grace: None,
+            sleep: Box::pin(tokio::time::sleep_until(first)),
         }
     }
+
+    /// An event arrived.
+    fn progress(&mut self) {
+        self.last_progress = Instant::now();
+        self.quiet_bytes = false;
+    }
+
+    /// Bytes arrived that made no event.
+    fn quiet(&mut self) {
+        self.quiet_bytes = true;
+    }
+
+    /// A finish reason arrived: the message completes at most `grace` from now.
+    fn start_grace(&mut self, grace: Duration) {
+        if self.grace.is_some() {
+            return;
+        }
+        let at = Instant::now() + grace;
+        self.grace = Some(at);
+        if at < self.sleep.deadline() {
+            self.sleep.as_mut().reset(at);
+        }
+    }
+
+    /// Resolves when a bound is reached. A reached grace wins: the reply is whole.
+    async fn alarm(&mut self) -> Alarm {
+        loop {
+            (&mut self.sleep).await;
+            let now = Instant::now();
+            let idle_at = self.last_progress + self.idle;
+            if self.grace.is_some_and(|at| now >= at) {
+                return Alarm::Grace;
+            }
+            if now >= self.deadline {
+                return Alarm::Deadline;
+            }
+            if now >= idle_at {
+                return Alarm::Idle;
+            }
+            let next = self.grace.map_or(idle_at, |at| at.min(idle_at)).min(self.deadline);
+            self.sleep.as_mut().reset(next);
+        }
+    }
+
+    fn idle_error(&self) -> ModelError {
+        let secs = self.idle.as_secs();
+        let message = if self.quiet_bytes {
+            format!("the stream stalled: no event for {secs} s, only keep-alive comments or part of a line")
+        } else {
+            format!("the stream stalled: no data for {secs} s")
+        };
+        ModelError::new(ModelErrorKind::Idle, message)
+    }
+}
+
+/// `90 s`, `30 min`, `2 h`.
+fn human(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    match secs {
+        0..120 => format!("{secs} s"),
+        120..7200 => format!("{} min", secs / 60),
+        _ => format!("{} h", secs / 3600),
+    }
+}
+
+/// The error once a response has taken longer than `limit`.
+fn deadline_error(limit: Duration) -> ModelError {
+    ModelError::new(
+        ModelErrorKind::LimitExceeded,
+        format!(
+            "the response took longer than the {} allowed for one response (response_deadline); it was stopped",
+            human(limit)
+        ),
+    )
+}
+
+/// A response being read.
+struct Body {
+    stream: BodyStream,
+    attempt: u32,
+    clock: Clock,
 }
 
 enum Phase {
     Send { attempt: u32 },
     Wait { attempt: u32, delay: Duration },
-    Body { body: BodyStream, attempt: u32, idle: IdleTimer },
+    Body(Body),
     Done,
 }
 
@@ -63,6 +148,15 @@ pub(super) struct Run<'a> {
     queue: VecDeque<Result<ModelEvent, ModelError>>,
     stream: StreamDecoder,
     deltas: Vec<ModelEvent>,
+}
+
+/// Reads the body's end so the connection goes back to the pool instead of being
+/// closed (a new TLS handshake costs far more); gives up after 200 ms.
+async fn drain(mut stream: BodyStream) {
+    let _ = tokio::time::timeout(Duration::from_millis(200), async {
+        while let Some(Ok(_)) = stream.next().await {}
+    })
+    .await;
 }
 
 fn network(error: &reqwest::Error) -> ModelError {
@@ -144,9 +238,12 @@ impl<'a> Run<'a> {
 
     async fn send(&mut self, attempt: u32) {
         self.stream = StreamDecoder::new();
-        let idle = self.config().idle_timeout;
+        let (idle, limit) = (self.config().idle_timeout, self.config().response_deadline);
+        let deadline = Instant::now() + limit;
         let request = self.client.request(self.body.clone());
-        let response = match tokio::time::timeout(idle, request.send()).await {
+        let headers_by = (Instant::now() + idle).min(deadline);
+        let response = match tokio::time::timeout_at(headers_by, request.send()).await {
+            Err(_) if headers_by == deadline => return self.fail(deadline_error(limit), attempt),
             Err(_) => {
                 let error =
                     ModelError::new(ModelErrorKind::Idle, format!("no response within {} s", idle.as_secs()));
@@ -158,7 +255,8 @@ impl<'a> Run<'a> {
         let status = response.status();
         if !status.is_success() {
             let retry_after = errors::retry_after(response.headers());
-            let body = match tokio::time::timeout(idle, response.bytes()).await {
+            let read_by = (Instant::now() + idle).min(deadline);
+            let body = match tokio::time::timeout_at(read_by, response.bytes()).await {
                 Ok(Ok(body)) => body,
                 _ => Bytes::new(),
             };
@@ -169,16 +267,13 @@ impl<'a> Run<'a> {
             return self.fail(error, attempt);
         }
         if self.config().stream {
-            let idle = IdleTimer::new(self.config().idle_timeout);
-            self.phase = Phase::Body { body: Box::pin(response.bytes_stream()), attempt, idle };
+            let clock = Clock::new(idle, deadline);
+            self.phase = Phase::Body(Body { stream: Box::pin(response.bytes_stream()), attempt, clock });
             return;
         }
         // Whole-response mode: the server sends nothing until it is done.
-        let body = match tokio::time::timeout(idle * 10, response.bytes()).await {
-            Err(_) => {
-                let error = ModelError::new(ModelErrorKind::Idle, "the response did not complete in time");
-                return self.fail(error, attempt);
-            }
+        let body = match tokio::time::timeout_at(deadline, response.bytes()).await {
+            Err(_) => return self.fail(deadline_error(limit), attempt),
             Ok(Err(error)) => return self.fail(network(&error), attempt),
             Ok(Ok(body)) => body,
         };
@@ -199,62 +294,64 @@ impl<'a> Run<'a> {
         self.phase = Phase::Done;
     }
 
-    /// Queues the deltas of `result`; returns true while the stream goes on.
-    fn after_feed(&mut self, result: Result<bool, ModelError>, attempt: u32) -> bool {
-        self.queue.extend(self.deltas.drain(..).map(Ok));
-        match result {
-            Ok(false) => true,
-            Ok(true) => {
-                self.complete();
-                false
+    /// Completes the message, or fails when the reply carried nothing at all.
+    fn complete_or_empty(&mut self, attempt: u32) {
+        if self.stream.is_blank() {
+            self.fail(decode::empty_reply_error(), attempt);
+        } else {
+            self.complete();
+        }
+    }
+
+    async fn read(&mut self, mut body: Body) {
+        let next = tokio::select! {
+            next = body.stream.next() => Ok(next),
+            alarm = body.clock.alarm() => Err(alarm),
+        };
+        match next {
+            Err(Alarm::Grace) => {
+                tracing::debug!("a finish reason arrived and the stream did not end: completing");
+                self.complete_or_empty(body.attempt);
             }
-            Err(error) => {
-                self.fail(error, attempt);
-                false
+            Err(Alarm::Deadline) => self.fail(deadline_error(self.config().response_deadline), body.attempt),
+            Err(Alarm::Idle) => self.fail(body.clock.idle_error(), body.attempt),
+            Ok(Some(Err(error))) => self.fail(network(&error), body.attempt),
+            Ok(Some(Ok(bytes))) => self.on_bytes(body, &bytes).await,
+            Ok(None) => {
+                // End of body, with or without `[DONE]`.
+                let result = self.stream.end(&mut self.deltas);
+                self.queue.extend(self.deltas.drain(..).map(Ok));
+                match result {
+                    Ok(_) => self.complete_or_empty(body.attempt),
+                    Err(error) => self.fail(error, body.attempt),
+                }
             }
         }
     }
 
-    async fn read(&mut self, mut body: BodyStream, attempt: u32, mut idle: IdleTimer) {
-        let next = tokio::select! {
-            next = body.next() => Ok(next),
-            () = idle.expired() => Err(()),
-        };
-        match next {
-            Err(()) => {
-                let error = ModelError::new(
-                    ModelErrorKind::Idle,
-                    format!("the stream stalled: no data for {} s", idle.limit.as_secs()),
-                );
-                self.fail(error, attempt);
-            }
-            Ok(Some(Err(error))) => self.fail(network(&error), attempt),
-            Ok(Some(Ok(bytes))) => {
-                idle.touch();
-                let result = self.stream.feed(&bytes, &mut self.deltas);
-                if self.after_feed(result, attempt) {
-                    self.phase = Phase::Body { body, attempt, idle };
-                } else {
-                    // Read the body's end so the connection goes back to the pool
-                    // instead of being closed (a new TLS handshake costs far more).
-                    let _ = tokio::time::timeout(Duration::from_millis(200), async {
-                        while let Some(Ok(_)) = body.next().await {}
-                    })
-                    .await;
+    /// Decodes streamed bytes. Only an event is progress; a finish reason starts the
+    /// grace; `[DONE]`, or usage after the finish reason, completes the message.
+    async fn on_bytes(&mut self, mut body: Body, bytes: &[u8]) {
+        let events = self.stream.event_count();
+        let result = self.stream.feed(bytes, &mut self.deltas);
+        self.queue.extend(self.deltas.drain(..).map(Ok));
+        if self.stream.event_count() > events {
+            body.clock.progress();
+        } else {
+            body.clock.quiet();
+        }
+        match result {
+            Err(error) => self.fail(error, body.attempt),
+            Ok(done) if done || self.stream.is_settled() => self.complete_or_empty(body.attempt),
+            Ok(_) => {
+                if self.stream.has_finish_reason() {
+                    body.clock.start_grace(self.config().finish_grace);
                 }
-            }
-            Ok(None) => {
-                // End of body, with or without `[DONE]`.
-                let result = self.stream.end(&mut self.deltas);
-                if self.after_feed(result, attempt) {
-                    if self.stream.is_blank() {
-                        self.fail(decode::empty_reply_error(), attempt);
-                    } else {
-                        self.complete();
-                    }
-                }
+                self.phase = Phase::Body(body);
+                return;
             }
         }
+        drain(body.stream).await;
     }
 
     pub(super) async fn next(mut self) -> Option<(Result<ModelEvent, ModelError>, Self)> {
@@ -273,7 +370,7 @@ impl<'a> Run<'a> {
                         }
                     }
                 }
-                Phase::Body { body, attempt, idle } => self.read(body, attempt, idle).await,
+                Phase::Body(body) => self.read(body).await,
             }
         }
     }

@@ -16,6 +16,8 @@ pub struct StreamDecoder {
     sse: SseParser,
     decoder: Decoder,
     events: Vec<SseEvent>,
+    /// Data events decoded so far.
+    event_count: u64,
 }
 
 impl StreamDecoder {
@@ -57,6 +59,7 @@ impl StreamDecoder {
             if data.is_empty() {
                 continue;
             }
+            self.event_count += 1;
             match serde_json::from_str::<Chunk>(data) {
                 Ok(chunk) => {
                     if let Err(error) = self.decoder.on_chunk(chunk, out) {
@@ -74,6 +77,23 @@ impl StreamDecoder {
     /// True once any text, reasoning or tool-call delta was produced.
     pub fn has_output(&self) -> bool {
         self.decoder.emitted
+    }
+
+    /// How many data events have arrived. Keep-alive comments and blank events are
+    /// not events: bytes that produce none are no sign of progress.
+    pub fn event_count(&self) -> u64 {
+        self.event_count
+    }
+
+    /// True once a finish reason arrived: the reply is complete in substance.
+    pub fn has_finish_reason(&self) -> bool {
+        self.decoder.has_finish_reason()
+    }
+
+    /// True once usage arrived after the finish reason: nothing more is expected, the
+    /// message can complete without waiting for `[DONE]` or the body's end.
+    pub fn is_settled(&self) -> bool {
+        self.decoder.is_settled()
     }
 
     /// True when nothing at all arrived (no delta, finish reason or usage).
