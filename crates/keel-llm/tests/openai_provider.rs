@@ -547,3 +547,82 @@ async fn the_deadline_covers_waiting_for_headers() {
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     assert_eq!(server.request_count(), 1);
 }
+
+#[tokio::test]
+async fn endless_content_is_cut_at_what_max_tokens_allows() {
+    // Attack: the server ignores max_tokens and streams text without end (here 6 MB
+    // as fast as it can); keel must stop near 32 bytes per token + 1 MiB.
+    let server = MockServer::start().await;
+    let piece = serde_json::json!({"choices": [{"index": 0, "delta": {"content": "x".repeat(1024)}}]});
+    let event = format!("data: {piece}\n\n").into_bytes();
+    server.push(MockResponse::chunks(std::iter::repeat_n(event, 6000)));
+    let mut config = config(&server);
+    config.max_tokens = 1000;
+    let limit = config.decode_limits().max_output_bytes;
+    assert_eq!(limit, 1000 * 32 + (1 << 20));
+    let client = OpenAiClient::new(config).unwrap();
+    let outcome = run(&client, &user("go")).await;
+    let error = outcome.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
+    assert!(error.message.contains("max_tokens"), "{}", error.message);
+    let streamed: usize = outcome
+        .events
+        .iter()
+        .map(|e| match e {
+            ModelEvent::TextDelta(t) => t.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(streamed as u64 <= limit && streamed as u64 > limit - 2048, "{streamed}");
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn a_line_without_end_is_not_buffered_past_the_event_bound() {
+    // Attack: `data: xxxx…` with no line end, 20 MB of it.
+    let server = MockServer::start().await;
+    let mut chunks = vec![b"data: ".to_vec()];
+    chunks.extend(std::iter::repeat_n(vec![b'x'; 256 << 10], 80));
+    server.push(MockResponse::chunks(chunks));
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
+    assert!(error.message.contains("16777216 bytes"), "{}", error.message);
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn a_whole_body_is_read_only_up_to_its_bound() {
+    let huge = serde_json::json!({"choices": [{"message": {"content": "y".repeat(17 << 20)}}]});
+    let bytes = huge.to_string().into_bytes();
+    // With a Content-Length that says so (refused before reading), and without one.
+    let sized = MockResponse::body(200, "application/json", bytes.clone());
+    let chunked = MockResponse::chunks(split(&bytes, 1 << 20)).header("content-type", "application/json");
+    for response in [sized, chunked] {
+        let server = MockServer::start().await;
+        server.push(response);
+        let mut config = config(&server);
+        config.stream = false;
+        let client = OpenAiClient::new(config).unwrap();
+        let error = run(&client, &user("go")).await.result.unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::LimitExceeded, "{}", error.message);
+        assert!(error.message.contains("16.0 MiB"), "{}", error.message);
+    }
+}
+
+#[tokio::test]
+async fn only_the_start_of_an_error_body_is_read() {
+    // Attack: a 500 whose body never ends; keel used to read it whole (until the idle
+    // timeout) just to show 600 characters of it.
+    let server = MockServer::start().await;
+    let chunks = std::iter::repeat_n(b"<p>overloaded</p>".repeat(1024), 8);
+    server.push(MockResponse::chunks(chunks).status(500).stall_after(8));
+    let mut config = config(&server);
+    config.max_retries = 0;
+    config.idle_timeout = Duration::from_secs(20);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Server);
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}

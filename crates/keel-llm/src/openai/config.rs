@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::DecodeLimits;
+
 /// When reasoning text is sent back to the provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReasoningReplay {
@@ -107,6 +109,11 @@ impl OpenAiConfig {
             headers: Vec::new(),
             extra_body: Map::new(),
         }
+    }
+
+    /// The size bounds of a reply, derived from `max_tokens`.
+    pub fn decode_limits(&self) -> DecodeLimits {
+        DecodeLimits::for_max_tokens(self.max_tokens)
     }
 
     /// The URL requests are posted to.

@@ -21,7 +21,7 @@ pub(crate) fn map_finish_reason(raw: &str) -> FinishReason {
 }
 
 /// Accumulates one reply.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Decoder {
     builder: MessageBuilder,
     finish: Option<String>,
@@ -34,9 +34,44 @@ pub(crate) struct Decoder {
     last_index: Option<usize>,
     last_id: Option<String>,
     calls_seen: usize,
+    /// Output bytes so far, and the most accepted.
+    output: u64,
+    max_output: u64,
+}
+
+impl Default for Decoder {
+    /// A decoder without an output limit.
+    fn default() -> Self {
+        Decoder::with_output_limit(u64::MAX)
+    }
 }
 
 impl Decoder {
+    /// A decoder accepting at most `max_output` bytes of output.
+    pub fn with_output_limit(max_output: u64) -> Self {
+        Decoder {
+            builder: MessageBuilder::new(),
+            finish: None,
+            usage: None,
+            emitted: false,
+            settled: false,
+            last_index: None,
+            last_id: None,
+            calls_seen: 0,
+            output: 0,
+            max_output,
+        }
+    }
+
+    /// Counts `bytes` of output against the limit.
+    fn charge(&mut self, bytes: usize) -> Result<(), ModelError> {
+        self.output = self.output.saturating_add(bytes as u64);
+        if self.output > self.max_output {
+            return Err(output_limit_error(self.max_output));
+        }
+        Ok(())
+    }
+
     /// Applies one chunk, pushing the deltas it carried to `out`.
     pub fn on_chunk(&mut self, chunk: Chunk, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
         if let Some(error) = chunk.error {
@@ -48,7 +83,7 @@ impl Decoder {
         }
         for choice in chunk.choices.unwrap_or_default() {
             if let Some(delta) = choice.delta.or(choice.message) {
-                self.on_delta(delta, out);
+                self.on_delta(delta, out)?;
             }
             if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
                 self.finish = Some(reason);
@@ -57,15 +92,17 @@ impl Decoder {
         Ok(())
     }
 
-    fn on_delta(&mut self, delta: Delta, out: &mut Vec<ModelEvent>) {
+    fn on_delta(&mut self, delta: Delta, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
         for thinking in [delta.reasoning_content, delta.reasoning].into_iter().flatten() {
             if !thinking.is_empty() {
+                self.charge(thinking.len())?;
                 self.builder.push_thinking(&thinking);
                 self.emitted = true;
                 out.push(ModelEvent::ThinkingDelta(thinking));
             }
         }
         if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+            self.charge(text.len())?;
             self.builder.push_text(&text);
             self.emitted = true;
             out.push(ModelEvent::TextDelta(text));
@@ -76,10 +113,13 @@ impl Decoder {
                 Some(function) => (function.name, function.arguments.unwrap_or_default()),
                 None => (None, String::new()),
             };
+            let id_len = call.id.as_ref().map_or(0, String::len);
+            self.charge(id_len + name.as_ref().map_or(0, String::len) + arguments.len())?;
             self.builder.push_tool_call(index, call.id.as_deref(), name.as_deref(), &arguments);
             self.emitted = true;
             out.push(ModelEvent::ToolCallDelta { index, id: call.id, name, arguments });
         }
+        Ok(())
     }
 
     /// Some servers omit `index`: a new id starts a new call, otherwise it continues the last.
@@ -138,6 +178,27 @@ impl Decoder {
             message.finish_reason = FinishReason::ToolUse;
         }
         message
+    }
+}
+
+/// The reply carried more output than its cap allows.
+fn output_limit_error(limit: u64) -> ModelError {
+    ModelError::new(
+        ModelErrorKind::LimitExceeded,
+        format!(
+            "the reply passed {} of output, far more than max_tokens allows: the server does not stop \
+             where it should, so keel cut the reply there",
+            human_bytes(limit)
+        ),
+    )
+}
+
+/// `512 bytes`, `64 KiB`, `1.3 MiB`.
+pub(crate) fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} bytes"),
+        1024..1_048_576 => format!("{} KiB", bytes / 1024),
+        _ => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
     }
 }
 

@@ -25,7 +25,7 @@ use crate::client::{ModelClient, ModelInfo, ModelRequest, ModelStream, ToolDefin
 type ToolsJson = (Vec<ToolDefinition>, Arc<RawValue>);
 use crate::error::{ModelError, ModelErrorKind};
 use run::Run;
-pub use stream::StreamDecoder;
+pub use stream::{DecodeLimits, StreamDecoder};
 
 /// A Chat Completions client. Cheap to share; keeps a connection pool.
 #[derive(Debug, Clone)]

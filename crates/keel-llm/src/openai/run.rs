@@ -150,6 +150,52 @@ pub(super) struct Run<'a> {
     deltas: Vec<ModelEvent>,
 }
 
+/// The most of an error body that is read (its start is all a message shows).
+const ERROR_BODY_BYTES: usize = 64 << 10;
+
+/// How reading a whole body ended.
+enum Ending {
+    /// All of it was read.
+    Complete,
+    /// It went on past the cap; the bytes up to the cap were kept.
+    Cut,
+    /// It was not over in time.
+    Late,
+    /// The connection broke.
+    Broken(reqwest::Error),
+}
+
+/// Reads a body whole, keeping at most `cap` bytes, until `until`. The bytes read are
+/// returned however it ended.
+async fn read_body(response: &mut reqwest::Response, cap: usize, until: Instant) -> (Vec<u8>, Ending) {
+    let mut body = Vec::new();
+    loop {
+        let chunk = match tokio::time::timeout_at(until, response.chunk()).await {
+            Err(_) => return (body, Ending::Late),
+            Ok(Err(error)) => return (body, Ending::Broken(error)),
+            Ok(Ok(None)) => return (body, Ending::Complete),
+            Ok(Ok(Some(chunk))) => chunk,
+        };
+        let room = cap.saturating_sub(body.len());
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return (body, Ending::Cut);
+        }
+        body.extend_from_slice(&chunk);
+    }
+}
+
+/// A whole body larger than `cap`.
+fn body_too_large(cap: usize) -> ModelError {
+    ModelError::new(
+        ModelErrorKind::LimitExceeded,
+        format!(
+            "the response body is larger than {}, far more than max_tokens allows; it was not read",
+            decode::human_bytes(cap as u64)
+        ),
+    )
+}
+
 /// Reads the body's end so the connection goes back to the pool instead of being
 /// closed (a new TLS handshake costs far more); gives up after 200 ms.
 async fn drain(mut stream: BodyStream) {
@@ -237,12 +283,12 @@ impl<'a> Run<'a> {
     }
 
     async fn send(&mut self, attempt: u32) {
-        self.stream = StreamDecoder::new();
+        self.stream = StreamDecoder::with_limits(self.config().decode_limits());
         let (idle, limit) = (self.config().idle_timeout, self.config().response_deadline);
         let deadline = Instant::now() + limit;
         let request = self.client.request(self.body.clone());
         let headers_by = (Instant::now() + idle).min(deadline);
-        let response = match tokio::time::timeout_at(headers_by, request.send()).await {
+        let mut response = match tokio::time::timeout_at(headers_by, request.send()).await {
             Err(_) if headers_by == deadline => return self.fail(deadline_error(limit), attempt),
             Err(_) => {
                 let error =
@@ -255,11 +301,9 @@ impl<'a> Run<'a> {
         let status = response.status();
         if !status.is_success() {
             let retry_after = errors::retry_after(response.headers());
+            // Only the start of an error body is shown: read no more than that.
             let read_by = (Instant::now() + idle).min(deadline);
-            let body = match tokio::time::timeout_at(read_by, response.bytes()).await {
-                Ok(Ok(body)) => body,
-                _ => Bytes::new(),
-            };
+            let (body, _) = read_body(&mut response, ERROR_BODY_BYTES, read_by).await;
             let config = self.config();
             let error =
                 errors::from_status(status.as_u16(), &body, config.api_key_env.as_deref(), &config.provider)
@@ -272,10 +316,15 @@ impl<'a> Run<'a> {
             return;
         }
         // Whole-response mode: the server sends nothing until it is done.
-        let body = match tokio::time::timeout_at(deadline, response.bytes()).await {
-            Err(_) => return self.fail(deadline_error(limit), attempt),
-            Ok(Err(error)) => return self.fail(network(&error), attempt),
-            Ok(Ok(body)) => body,
+        let cap = self.stream.limits().max_event_bytes;
+        if response.content_length().is_some_and(|length| length > cap as u64) {
+            return self.fail(body_too_large(cap), attempt);
+        }
+        let body = match read_body(&mut response, cap, deadline).await {
+            (body, Ending::Complete) => body,
+            (_, Ending::Cut) => return self.fail(body_too_large(cap), attempt),
+            (_, Ending::Late) => return self.fail(deadline_error(limit), attempt),
+            (_, Ending::Broken(error)) => return self.fail(network(&error), attempt),
         };
         match self.stream.whole(&body, &mut self.deltas) {
             Ok(()) => {

@@ -5,14 +5,54 @@ use crate::error::{ModelError, ModelErrorKind};
 use crate::message::AssistantMessage;
 use crate::sse::{SseEvent, SseParser};
 
+/// Output keel accepts per token of `max_tokens`: far more than any tokenizer's
+/// average (about 4 bytes), so only a server that ignores the cap reaches it.
+const BYTES_PER_TOKEN: u64 = 32;
+/// Output accepted beyond `BYTES_PER_TOKEN * max_tokens`.
+const OUTPUT_SLACK: u64 = 1 << 20;
+/// The smallest bound on one event or a whole body.
+const MIN_EVENT_BYTES: u64 = 16 << 20;
+
+/// The size bounds of one reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeLimits {
+    /// Text, reasoning and tool-call bytes (names, ids, arguments) one reply may carry;
+    /// past it the reply fails with [`ModelErrorKind::LimitExceeded`].
+    pub max_output_bytes: u64,
+    /// The longest single event, and the largest whole (non-streamed) body.
+    pub max_event_bytes: usize,
+}
+
+impl DecodeLimits {
+    /// Bounds for a request capped at `max_tokens`: 32 bytes per token plus 1 MiB of
+    /// output; events and bodies up to eight times that (JSON escaping, logprobs), and
+    /// at least 16 MiB.
+    pub fn for_max_tokens(max_tokens: u32) -> Self {
+        let output = u64::from(max_tokens) * BYTES_PER_TOKEN + OUTPUT_SLACK;
+        let event = (output * 8).max(MIN_EVENT_BYTES);
+        DecodeLimits {
+            max_output_bytes: output,
+            max_event_bytes: usize::try_from(event).unwrap_or(usize::MAX),
+        }
+    }
+}
+
+impl Default for DecodeLimits {
+    /// The bounds for `max_tokens` = 8192, the default cap.
+    fn default() -> Self {
+        Self::for_max_tokens(8192)
+    }
+}
+
 use super::decode::Decoder;
 use super::wire::Chunk;
 
 /// Turns the bytes of a streamed (SSE) or whole Chat Completions reply into deltas and
 /// one assistant message. The HTTP client uses it; so can anything with its own
 /// transport, or a benchmark replaying a recorded stream.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StreamDecoder {
+    limits: DecodeLimits,
     sse: SseParser,
     decoder: Decoder,
     events: Vec<SseEvent>,
@@ -20,17 +60,46 @@ pub struct StreamDecoder {
     event_count: u64,
 }
 
+impl Default for StreamDecoder {
+    fn default() -> Self {
+        Self::with_limits(DecodeLimits::default())
+    }
+}
+
 impl StreamDecoder {
-    /// A decoder for one reply.
+    /// A decoder for one reply, with [`DecodeLimits::default`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A decoder for one reply within `limits`.
+    pub fn with_limits(limits: DecodeLimits) -> Self {
+        StreamDecoder {
+            limits,
+            sse: SseParser::with_max_event_bytes(limits.max_event_bytes),
+            decoder: Decoder::with_output_limit(limits.max_output_bytes),
+            events: Vec::new(),
+            event_count: 0,
+        }
+    }
+
+    /// The bounds this decoder enforces.
+    pub fn limits(&self) -> DecodeLimits {
+        self.limits
     }
 
     /// Feeds streamed bytes (any split); deltas go to `out`. Returns `Ok(true)` once the
     /// stream said `[DONE]`. An error chunk from the server is an `Err`.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<ModelEvent>) -> Result<bool, ModelError> {
-        self.sse.feed(bytes, &mut self.events);
-        self.dispatch(out)
+        let fed = self.sse.feed(bytes, &mut self.events);
+        let done = self.dispatch(out)?;
+        fed.map_err(|e| {
+            ModelError::new(
+                ModelErrorKind::LimitExceeded,
+                format!("the server sent {e} (no line end within it); the reply was stopped there"),
+            )
+        })?;
+        Ok(done)
     }
 
     /// The body ended: a last event without its blank line is delivered.
@@ -39,7 +108,8 @@ impl StreamDecoder {
         self.dispatch(out)
     }
 
-    /// Decodes a whole (non-streamed) response body.
+    /// Decodes a whole (non-streamed) response body. Its size is the caller's to bound
+    /// ([`DecodeLimits::max_event_bytes`]).
     pub fn whole(&mut self, body: &[u8], out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
         let chunk: Chunk = serde_json::from_slice(body).map_err(|e| {
             ModelError::new(ModelErrorKind::InvalidResponse, format!("unreadable response: {e}"))
