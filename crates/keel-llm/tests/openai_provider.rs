@@ -626,3 +626,28 @@ async fn only_the_start_of_an_error_body_is_read() {
     assert_eq!(error.kind, ModelErrorKind::Server);
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
 }
+
+#[tokio::test]
+async fn a_lone_surrogate_costs_one_character_not_the_chunk() {
+    // Attack: a chunk whose text holds `\ud800` (half of an emoji); serde_json refuses
+    // the chunk and its whole text used to be dropped with a warning.
+    let stream = concat!(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Hello \"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"w\\ud800orld \\\\ud800 \\ud83d\\ude00\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"write_file\",\"arguments\":{\"content\":\"\\udc00!\"}}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    for size in [1, 7, 64, stream.len()] {
+        let server = MockServer::start().await;
+        server.push(MockResponse::chunks(split(stream.as_bytes(), size)));
+        let client = OpenAiClient::new(config(&server)).unwrap();
+        let message = run(&client, &user("go")).await.result.unwrap();
+        assert_eq!(
+            message.content,
+            vec![
+                ContentBlock::Text { text: "Hello w\u{fffd}orld \\ud800 \u{1F600}".into() },
+                call("c", "write_file", "{\"content\":\"\u{fffd}!\"}"),
+            ]
+        );
+    }
+}

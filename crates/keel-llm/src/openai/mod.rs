@@ -5,6 +5,7 @@
 mod config;
 mod decode;
 mod errors;
+mod escapes;
 mod run;
 mod stream;
 mod wire;

@@ -45,7 +45,7 @@ impl Default for DecodeLimits {
 }
 
 use super::decode::Decoder;
-use super::wire::Chunk;
+use super::wire;
 
 /// Turns the bytes of a streamed (SSE) or whole Chat Completions reply into deltas and
 /// one assistant message. The HTTP client uses it; so can anything with its own
@@ -111,7 +111,7 @@ impl StreamDecoder {
     /// Decodes a whole (non-streamed) response body. Its size is the caller's to bound
     /// ([`DecodeLimits::max_event_bytes`]).
     pub fn whole(&mut self, body: &[u8], out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
-        let chunk: Chunk = serde_json::from_slice(body).map_err(|e| {
+        let chunk = wire::parse_chunk_bytes(body).map_err(|e| {
             ModelError::new(ModelErrorKind::InvalidResponse, format!("unreadable response: {e}"))
         })?;
         self.decoder.on_chunk(chunk, out)
@@ -130,7 +130,7 @@ impl StreamDecoder {
                 continue;
             }
             self.event_count += 1;
-            match serde_json::from_str::<Chunk>(data) {
+            match wire::parse_chunk(data) {
                 Ok(chunk) => {
                     if let Err(error) = self.decoder.on_chunk(chunk, out) {
                         result = Err(error);
@@ -196,5 +196,18 @@ mod tests {
             .whole(br#"{"choices":[{"message":{"content":"Hello"},"finish_reason":"stop"}]}"#, &mut out)
             .unwrap();
         assert_eq!(whole.finish(None).text(), "Hello");
+    }
+
+    #[test]
+    fn a_whole_body_with_a_lone_surrogate_keeps_its_text() {
+        let mut decoder = StreamDecoder::new();
+        let mut out = Vec::new();
+        decoder
+            .whole(
+                br#"{"choices":[{"message":{"content":"caf\u00e9 \ud83d"},"finish_reason":"stop"}]}"#,
+                &mut out,
+            )
+            .unwrap();
+        assert_eq!(decoder.finish(None).text(), "caf\u{e9} \u{fffd}");
     }
 }
