@@ -597,7 +597,7 @@ async fn a_whole_body_is_read_only_up_to_its_bound() {
     let bytes = huge.to_string().into_bytes();
     // With a Content-Length that says so (refused before reading), and without one.
     let sized = MockResponse::body(200, "application/json", bytes.clone());
-    let chunked = MockResponse::chunks(split(&bytes, 1 << 20)).header("content-type", "application/json");
+    let chunked = MockResponse::chunks(split(&bytes, 1 << 20)).content_type("application/json");
     for response in [sized, chunked] {
         let server = MockServer::start().await;
         server.push(response);
@@ -650,4 +650,138 @@ async fn a_lone_surrogate_costs_one_character_not_the_chunk() {
             ]
         );
     }
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_stream_true_is_answered_whole() {
+    // Attack: `stream: true` ignored, a whole `chat.completion` served as JSON; keel
+    // used to say "the server ended the reply without sending anything".
+    let whole = chat::completion(Some("Reading."), &[("c1", "read_file", r#"{"path":"a"}"#)], "tool_calls");
+    let bytes = {
+        let server = MockServer::start().await;
+        server.push(whole.clone());
+        let mut config = config(&server);
+        config.stream = false;
+        let client = OpenAiClient::new(config).unwrap();
+        run(&client, &user("go")).await.result.unwrap();
+        // The same body, to be served again in pieces.
+        serde_json::to_vec(&serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "mock",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Reading.", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}]},
+                "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}}))
+        .unwrap()
+    };
+    let mut responses = vec![whole];
+    for size in [1, 7, 64] {
+        responses.push(MockResponse::chunks(split(&bytes, size)).content_type("application/json"));
+    }
+    // A wrong content type does not fool the sniffing either.
+    responses.push(MockResponse::chunks(split(&bytes, 64)).content_type("text/plain"));
+    for response in responses {
+        let server = MockServer::start().await;
+        server.push(response);
+        let client = OpenAiClient::new(config(&server)).unwrap();
+        let outcome = run(&client, &user("go")).await;
+        let message = outcome.result.unwrap();
+        assert_eq!(
+            message.content,
+            vec![ContentBlock::Text { text: "Reading.".into() }, call("c1", "read_file", r#"{"path":"a"}"#)]
+        );
+        assert_eq!(message.finish_reason, FinishReason::ToolUse);
+        assert_eq!(message.usage.input_tokens, 20);
+        assert!(outcome.events.iter().any(|e| matches!(e, ModelEvent::TextDelta(_))));
+        assert_eq!(server.request_count(), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_streams_anyway_is_decoded_in_whole_mode() {
+    let server = MockServer::start().await;
+    server.push(ChatStream::new().text("streamed", 2).finish("stop").response());
+    let mut config = config(&server);
+    config.stream = false;
+    let client = OpenAiClient::new(config).unwrap();
+    assert_eq!(run(&client, &user("go")).await.result.unwrap().text(), "streamed");
+}
+
+const PAGE: &str =
+    "<!DOCTYPE html>\n<html><head><title>Welcome to nginx!</title></head><body>hi</body></html>";
+
+#[tokio::test]
+async fn an_html_page_is_named_for_what_it_is() {
+    // Attack (or a typo): the base URL points at a web site. Whatever its content type,
+    // in both modes, the error says so, names the URL and is not retried.
+    for (content_type, stream) in
+        [("text/html", true), ("text/plain", true), ("", true), ("text/html", false)]
+    {
+        let server = MockServer::start().await;
+        let response = MockResponse::chunks(split(PAGE.as_bytes(), 7));
+        let response = if content_type.is_empty() {
+            response.content_type("")
+        } else {
+            response.content_type(content_type)
+        };
+        server.push(response);
+        let mut config = config(&server);
+        config.stream = stream;
+        let client = OpenAiClient::new(config).unwrap();
+        let error = run(&client, &user("go")).await.result.unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::InvalidResponse);
+        let expected = format!(
+            "the server answered with an HTML page (“Welcome to nginx!”), not an OpenAI-compatible API at {}/chat/completions; the base URL usually ends in /v1",
+            server.base_url()
+        );
+        assert_eq!(error.message, expected, "{content_type} stream={stream}");
+        assert_eq!(server.request_count(), 1);
+    }
+}
+
+#[tokio::test]
+async fn other_bodies_are_named_too() {
+    let cases: [(&str, &[u8], &str); 3] = [
+        ("text/plain", b"Hello from the proxy", "neither server-sent events nor JSON (text/plain)"),
+        ("application/json", br#"{"status": "ok", "version": "2.1"}"#, "JSON that is not a chat completion"),
+        ("text/event-stream", b"", "the server ended the reply without sending anything"),
+    ];
+    for (content_type, body, expected) in cases {
+        let server = MockServer::start().await;
+        server.push(MockResponse::body(200, content_type, body.to_vec()));
+        let mut config = config(&server);
+        config.max_retries = 0;
+        let client = OpenAiClient::new(config).unwrap();
+        let error = run(&client, &user("go")).await.result.unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::InvalidResponse);
+        assert!(error.message.contains(expected), "{}", error.message);
+        if !body.is_empty() {
+            assert!(error.message.contains(&server.base_url()), "{}", error.message);
+            let start = String::from_utf8_lossy(&body[..10]).into_owned();
+            assert!(error.message.contains(&start), "the body's start is shown: {}", error.message);
+        }
+    }
+}
+
+#[tokio::test]
+async fn html_404_and_501_are_not_retried() {
+    for status in [404, 405, 501] {
+        let server = MockServer::start().await;
+        for _ in 0..3 {
+            server.push(MockResponse::body(status, "text/html", PAGE.as_bytes().to_vec()));
+        }
+        let client = OpenAiClient::new(config(&server)).unwrap();
+        let outcome = run(&client, &user("go")).await;
+        let error = outcome.result.unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::InvalidRequest, "{status}");
+        assert!(error.message.contains(&format!("an HTML page (HTTP {status}")), "{}", error.message);
+        assert!(error.message.contains("/v1"), "{}", error.message);
+        assert_eq!(server.request_count(), 1, "{status} is not retried");
+        assert!(retries(&outcome.events).is_empty());
+    }
+    // A proxy's 502 page is passing trouble: retried.
+    let server = MockServer::start().await;
+    server.push(MockResponse::body(502, "text/html", b"<html><h1>502 Bad Gateway</h1></html>".to_vec()));
+    server.push(ChatStream::new().text("ok", 1).finish("stop").response());
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    assert_eq!(run(&client, &user("go")).await.result.unwrap().text(), "ok");
+    assert_eq!(server.request_count(), 2);
 }

@@ -2,6 +2,7 @@
 //! Ollama, llama.cpp's llama-server, vLLM, LM Studio — anything that serves
 //! `POST {base_url}/chat/completions`.
 
+mod body;
 mod config;
 mod decode;
 mod errors;

@@ -9,6 +9,7 @@ use futures::{Stream, StreamExt};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
+use super::body::{Route, Shape};
 use super::{OpenAiClient, OpenAiConfig, StreamDecoder, decode, errors};
 use crate::client::ModelEvent;
 use crate::error::{ModelError, ModelErrorKind};
@@ -130,6 +131,7 @@ struct Body {
     stream: BodyStream,
     attempt: u32,
     clock: Clock,
+    shape: Shape,
 }
 
 enum Phase {
@@ -282,6 +284,10 @@ impl<'a> Run<'a> {
         }
     }
 
+    fn url(&self) -> &str {
+        self.client.endpoint.as_str()
+    }
+
     async fn send(&mut self, attempt: u32) {
         self.stream = StreamDecoder::with_limits(self.config().decode_limits());
         let (idle, limit) = (self.config().idle_timeout, self.config().response_deadline);
@@ -298,24 +304,43 @@ impl<'a> Run<'a> {
             Ok(Err(error)) => return self.fail(network(&error), attempt),
             Ok(Ok(response)) => response,
         };
-        let status = response.status();
-        if !status.is_success() {
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let status = response.status().as_u16();
+        if !response.status().is_success() {
             let retry_after = errors::retry_after(response.headers());
             // Only the start of an error body is shown: read no more than that.
             let read_by = (Instant::now() + idle).min(deadline);
             let (body, _) = read_body(&mut response, ERROR_BODY_BYTES, read_by).await;
+            let failure =
+                errors::Failure { status, body: &body, content_type: &content_type, url: self.url() };
             let config = self.config();
-            let error =
-                errors::from_status(status.as_u16(), &body, config.api_key_env.as_deref(), &config.provider)
-                    .with_retry_after(retry_after);
+            let error = errors::from_status(&failure, config.api_key_env.as_deref(), &config.provider)
+                .with_retry_after(retry_after);
             return self.fail(error, attempt);
         }
+        let shape = Shape::new(&content_type);
         if self.config().stream {
             let clock = Clock::new(idle, deadline);
-            self.phase = Phase::Body(Body { stream: Box::pin(response.bytes_stream()), attempt, clock });
-            return;
+            let stream = Box::pin(response.bytes_stream());
+            self.phase = Phase::Body(Body { stream, attempt, clock, shape });
+        } else {
+            self.whole(response, shape, attempt, deadline).await;
         }
-        // Whole-response mode: the server sends nothing until it is done.
+    }
+
+    /// Whole-response mode: the server sends nothing until it is done.
+    async fn whole(
+        &mut self,
+        mut response: reqwest::Response,
+        mut shape: Shape,
+        attempt: u32,
+        deadline: Instant,
+    ) {
         let cap = self.stream.limits().max_event_bytes;
         if response.content_length().is_some_and(|length| length > cap as u64) {
             return self.fail(body_too_large(cap), attempt);
@@ -323,15 +348,12 @@ impl<'a> Run<'a> {
         let body = match read_body(&mut response, cap, deadline).await {
             (body, Ending::Complete) => body,
             (_, Ending::Cut) => return self.fail(body_too_large(cap), attempt),
-            (_, Ending::Late) => return self.fail(deadline_error(limit), attempt),
+            (_, Ending::Late) => return self.fail(deadline_error(self.config().response_deadline), attempt),
             (_, Ending::Broken(error)) => return self.fail(network(&error), attempt),
         };
-        match self.stream.whole(&body, &mut self.deltas) {
-            Ok(()) => {
-                self.queue.extend(self.deltas.drain(..).map(Ok));
-                self.complete();
-            }
-            Err(error) => self.fail(error, attempt),
+        // Decoded like a stream that arrived in one piece: a server may stream anyway.
+        if self.absorb(&mut shape, &body, attempt).is_some() {
+            self.conclude(&shape, attempt);
         }
     }
 
@@ -343,12 +365,51 @@ impl<'a> Run<'a> {
         self.phase = Phase::Done;
     }
 
-    /// Completes the message, or fails when the reply carried nothing at all.
-    fn complete_or_empty(&mut self, attempt: u32) {
+    /// Completes the message, or fails naming the body when no message came of it.
+    fn complete_or_blank(&mut self, shape: &Shape, attempt: u32) {
         if self.stream.is_blank() {
-            self.fail(decode::empty_reply_error(), attempt);
+            let error = shape.blank_error(self.url(), self.stream.event_count());
+            self.fail(error, attempt);
         } else {
             self.complete();
+        }
+    }
+
+    /// Takes one piece of the body. `Some(progress)` while the body goes on (progress:
+    /// an event arrived, or part of a JSON document); `None` once the message completed
+    /// or the request failed.
+    fn absorb(&mut self, shape: &mut Shape, bytes: &[u8], attempt: u32) -> Option<bool> {
+        let cap = self.stream.limits().max_event_bytes;
+        match shape.route(bytes, cap) {
+            Route::Wait => return Some(false),
+            Route::Buffered => return Some(true),
+            Route::TooLarge => self.fail(body_too_large(cap), attempt),
+            Route::Html => return Some(false),
+            Route::Sse => {
+                let events = self.stream.event_count();
+                let result = self.stream.feed(bytes, &mut self.deltas);
+                self.queue.extend(self.deltas.drain(..).map(Ok));
+                match result {
+                    Err(error) => self.fail(error, attempt),
+                    Ok(done) if done || self.stream.is_settled() => self.complete_or_blank(shape, attempt),
+                    Ok(_) => return Some(self.stream.event_count() > events),
+                }
+            }
+        }
+        None
+    }
+
+    /// The body ended (with or without `[DONE]`).
+    fn conclude(&mut self, shape: &Shape, attempt: u32) {
+        let result = match shape.json() {
+            Some(document) => self.stream.whole(document, &mut self.deltas),
+            None if shape.is_empty() => Ok(()),
+            None => self.stream.end(&mut self.deltas).map(drop),
+        };
+        self.queue.extend(self.deltas.drain(..).map(Ok));
+        match result {
+            Ok(()) => self.complete_or_blank(shape, attempt),
+            Err(error) => self.fail(error, attempt),
         }
     }
 
@@ -360,47 +421,42 @@ impl<'a> Run<'a> {
         match next {
             Err(Alarm::Grace) => {
                 tracing::debug!("a finish reason arrived and the stream did not end: completing");
-                self.complete_or_empty(body.attempt);
+                self.complete_or_blank(&body.shape, body.attempt);
             }
             Err(Alarm::Deadline) => self.fail(deadline_error(self.config().response_deadline), body.attempt),
             Err(Alarm::Idle) => self.fail(body.clock.idle_error(), body.attempt),
             Ok(Some(Err(error))) => self.fail(network(&error), body.attempt),
             Ok(Some(Ok(bytes))) => self.on_bytes(body, &bytes).await,
-            Ok(None) => {
-                // End of body, with or without `[DONE]`.
-                let result = self.stream.end(&mut self.deltas);
-                self.queue.extend(self.deltas.drain(..).map(Ok));
-                match result {
-                    Ok(_) => self.complete_or_empty(body.attempt),
-                    Err(error) => self.fail(error, body.attempt),
-                }
-            }
+            Ok(None) => self.conclude(&body.shape, body.attempt),
         }
     }
 
     /// Decodes streamed bytes. Only an event is progress; a finish reason starts the
     /// grace; `[DONE]`, or usage after the finish reason, completes the message.
     async fn on_bytes(&mut self, mut body: Body, bytes: &[u8]) {
-        let events = self.stream.event_count();
-        let result = self.stream.feed(bytes, &mut self.deltas);
-        self.queue.extend(self.deltas.drain(..).map(Ok));
-        if self.stream.event_count() > events {
+        let Some(progress) = self.absorb(&mut body.shape, bytes, body.attempt) else {
+            return drain(body.stream).await;
+        };
+        if body.shape.is_html() {
+            // A web page: a little more of it shows its title, then it is named.
+            let _ = tokio::time::timeout(Duration::from_millis(500), async {
+                while !body.shape.head_is_full() {
+                    let Some(Ok(bytes)) = body.stream.next().await else { break };
+                    body.shape.route(&bytes, 0);
+                }
+            })
+            .await;
+            return self.conclude(&body.shape, body.attempt);
+        }
+        if progress {
             body.clock.progress();
         } else {
             body.clock.quiet();
         }
-        match result {
-            Err(error) => self.fail(error, body.attempt),
-            Ok(done) if done || self.stream.is_settled() => self.complete_or_empty(body.attempt),
-            Ok(_) => {
-                if self.stream.has_finish_reason() {
-                    body.clock.start_grace(self.config().finish_grace);
-                }
-                self.phase = Phase::Body(body);
-                return;
-            }
+        if self.stream.has_finish_reason() {
+            body.clock.start_grace(self.config().finish_grace);
         }
-        drain(body.stream).await;
+        self.phase = Phase::Body(body);
     }
 
     pub(super) async fn next(mut self) -> Option<(Result<ModelEvent, ModelError>, Self)> {
