@@ -785,3 +785,35 @@ async fn html_404_and_501_are_not_retried() {
     assert_eq!(run(&client, &user("go")).await.result.unwrap().text(), "ok");
     assert_eq!(server.request_count(), 2);
 }
+
+#[tokio::test]
+async fn calls_sharing_an_id_without_index_stay_apart_in_any_split() {
+    // Attack: `read_file` and `glob`, both `id: "call_0"`, no index: they became one
+    // call `read_fileglob` with arguments `{…}{…}`.
+    let event = |name: &str, arguments: &str| {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"id": "call_0",
+                "type": "function", "function": {"name": name, "arguments": arguments}}]}}]})
+        )
+    };
+    let stream = [
+        event("read_file", r#"{"path":"src/main.rs"}"#),
+        event("glob", r#"{"pattern":"**/*.rs"}"#),
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n".into(),
+    ]
+    .concat();
+    for size in [1, 7, 64, stream.len()] {
+        let server = MockServer::start().await;
+        server.push(MockResponse::chunks(split(stream.as_bytes(), size)));
+        let client = OpenAiClient::new(config(&server)).unwrap();
+        let message = run(&client, &user("go")).await.result.unwrap();
+        assert_eq!(
+            message.content,
+            vec![
+                call("call_0", "read_file", r#"{"path":"src/main.rs"}"#),
+                call("call_0", "glob", r#"{"pattern":"**/*.rs"}"#),
+            ]
+        );
+    }
+}
