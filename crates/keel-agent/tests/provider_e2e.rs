@@ -187,3 +187,41 @@ async fn abort_drops_the_http_stream() {
         .unwrap();
     assert_eq!(next.final_text, "after");
 }
+
+#[tokio::test]
+async fn two_calls_sharing_an_id_without_index_run_as_two() {
+    // Attack: both calls carry `id: "call_0"` and no index; they used to become one
+    // call `read_fileread_file` with arguments `{…}{…}`.
+    let server = MockServer::start().await;
+    let call = |path: &str| {
+        serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"id": "call_0", "type": "function",
+            "function": {"name": "read_file", "arguments": format!("{{\"path\":\"{path}\"}}")}}]}}]})
+        .to_string()
+    };
+    let finish = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#.to_owned();
+    server.push(MockResponse::sse([call("a.txt"), call("b.txt"), finish]));
+    server.push(ChatStream::new().text("Both read.", 1).finish("stop").response());
+    let agent = Agent::builder(client(&server)).tool(FakeRead).build();
+    let mut session = keel_session::Session::in_memory("/w");
+    let outcome = agent
+        .run_turn(
+            &mut session,
+            &SessionContext::default(),
+            "read",
+            &keel_agent::NullSink,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed);
+    let second = server.requests()[1].json();
+    let messages = second["messages"].as_array().unwrap();
+    let calls = messages[1]["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0]["function"]["arguments"], r#"{"path":"a.txt"}"#);
+    assert_eq!(calls[1]["function"]["arguments"], r#"{"path":"b.txt"}"#);
+    assert_ne!(calls[0]["id"], calls[1]["id"], "ids are made unique");
+    assert_eq!(messages[2]["content"], "contents of a.txt");
+    assert_eq!(messages[3]["content"], "contents of b.txt");
+    assert_eq!(messages[3]["tool_call_id"], calls[1]["id"]);
+}

@@ -45,7 +45,7 @@ fn throughput() {
         let mut parser = SseParser::new();
         let mut events = Vec::new();
         for piece in stream.chunks(16 * 1024) {
-            parser.feed(piece, &mut events);
+            parser.feed(piece, &mut events).unwrap();
             events.clear();
         }
         sse_times.push(started.elapsed());

@@ -53,9 +53,19 @@ impl MessageBuilder {
         }
     }
 
+    /// The tool call at `index`, as assembled so far.
+    pub fn tool_call(&self, index: usize) -> Option<&ToolCall> {
+        let &(_, position) = self.calls.iter().rev().find(|(i, _)| *i == index)?;
+        match self.content.get(position) {
+            Some(ContentBlock::ToolCall(call)) => Some(call),
+            _ => None,
+        }
+    }
+
     /// Applies a fragment of the tool call at `index`.
     pub fn push_tool_call(&mut self, index: usize, id: Option<&str>, name: Option<&str>, arguments: &str) {
-        let position = match self.calls.iter().find(|(i, _)| *i == index) {
+        // From the end: fragments mostly continue the latest call.
+        let position = match self.calls.iter().rev().find(|(i, _)| *i == index) {
             Some(&(_, position)) => position,
             None => {
                 self.content.push(ContentBlock::ToolCall(ToolCall {

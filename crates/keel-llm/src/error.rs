@@ -21,6 +21,10 @@ pub enum ModelErrorKind {
     InvalidRequest,
     /// The provider's reply could not be understood.
     InvalidResponse,
+    /// The reply went past a bound keel sets on every response: the total time
+    /// (`response_deadline`), the output `max_tokens` allows, the size of one event or
+    /// body. A server that does this is broken or hostile. Not retried.
+    LimitExceeded,
     /// The request was cancelled by the caller.
     Cancelled,
     /// Misconfiguration on keel's side (bad URL, missing model name).
@@ -50,6 +54,7 @@ impl ModelErrorKind {
             ModelErrorKind::Idle => "idle",
             ModelErrorKind::InvalidRequest => "invalid_request",
             ModelErrorKind::InvalidResponse => "invalid_response",
+            ModelErrorKind::LimitExceeded => "limit_exceeded",
             ModelErrorKind::Cancelled => "cancelled",
             ModelErrorKind::Config => "config",
         }

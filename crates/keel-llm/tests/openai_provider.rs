@@ -421,3 +421,399 @@ async fn bad_configuration_is_a_clear_error() {
     let error = OpenAiClient::new(OpenAiConfig::new("http://x", " ")).unwrap_err();
     assert!(error.message.contains("model"));
 }
+
+/// The chunks of `stream` as SSE events, without `[DONE]`.
+fn sse_chunks(stream: &ChatStream) -> Vec<Vec<u8>> {
+    stream.events().into_iter().map(|e| format!("data: {e}\n\n").into_bytes()).collect()
+}
+
+#[tokio::test]
+async fn a_finished_answer_on_a_connection_held_open_completes_after_the_grace() {
+    // Attack: the whole answer and its finish reason, then neither `[DONE]` nor the
+    // body's end; keel used to wait for the idle timeout and throw the answer away.
+    let server = MockServer::start().await;
+    let stream = ChatStream::new().text("all here", 2).finish("stop");
+    let chunks = sse_chunks(&stream);
+    let n = chunks.len();
+    server.push(MockResponse::chunks(chunks).stall_after(n));
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let started = Instant::now();
+    let message = run(&client, &user("go")).await.result.unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(message.text(), "all here");
+    assert_eq!(message.finish_reason, FinishReason::Stop);
+    assert!(elapsed >= Duration::from_millis(1400), "the grace lets a usage chunk arrive: {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(4), "{elapsed:?}");
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn usage_after_the_finish_reason_completes_at_once_on_a_held_connection() {
+    let server = MockServer::start().await;
+    let stream = ChatStream::new().text("done", 1).finish("stop").usage(12, 3);
+    let chunks = sse_chunks(&stream);
+    let n = chunks.len();
+    server.push(MockResponse::chunks(chunks).stall_after(n));
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let started = Instant::now();
+    let message = run(&client, &user("go")).await.result.unwrap();
+    assert!(started.elapsed() < Duration::from_millis(1000), "{:?}", started.elapsed());
+    assert_eq!(message.text(), "done");
+    assert_eq!(message.usage.output_tokens, 3);
+}
+
+#[tokio::test]
+async fn the_grace_is_not_extended_by_more_chunks() {
+    // Attack: a finish reason, then empty chunks forever.
+    let server = MockServer::start().await;
+    let stream = ChatStream::new().text("answer", 1).finish("stop");
+    let mut chunks = sse_chunks(&stream);
+    let empty = r#"data: {"choices":[{"index":0,"delta":{}}]}"#;
+    chunks.extend((0..200).map(|_| format!("{empty}\n\n").into_bytes()));
+    server.push(MockResponse::chunks(chunks).delay_each(Duration::from_millis(20)));
+    let mut config = config(&server);
+    config.finish_grace = Duration::from_millis(200);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let message = run(&client, &user("go")).await.result.unwrap();
+    assert_eq!(message.text(), "answer");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn keep_alive_comments_are_not_progress() {
+    // Attack: one delta, then `: ping` every 100 ms for 10 s; the idle timer must not
+    // be fed by comments.
+    let server = MockServer::start().await;
+    let mut chunks = sse_chunks(&ChatStream::new().text("thinking", 1));
+    chunks.extend((0..100).map(|_| b": ping\n\n".to_vec()));
+    server.push(MockResponse::chunks(chunks).delay_each(Duration::from_millis(100)));
+    let mut config = config(&server);
+    config.idle_timeout = Duration::from_millis(400);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Idle);
+    assert!(error.message.contains("keep-alive"), "{}", error.message);
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert_eq!(server.request_count(), 1, "output had streamed: no retry");
+}
+
+#[tokio::test]
+async fn comments_before_any_event_time_out_too() {
+    let server = MockServer::start().await;
+    let pings: Vec<Vec<u8>> = (0..100).map(|_| b": OPENROUTER PROCESSING\n\n".to_vec()).collect();
+    server.push(MockResponse::chunks(pings).delay_each(Duration::from_millis(100)));
+    let mut config = config(&server);
+    config.idle_timeout = Duration::from_millis(400);
+    config.max_retries = 0;
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Idle);
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_response_past_its_deadline_fails_clearly_and_is_not_retried() {
+    // Attack: a delta every 50 ms, forever (here 20 s); each is progress, so only the
+    // total deadline stops it.
+    let server = MockServer::start().await;
+    let endless = ChatStream::new().text(&"word ".repeat(400), 400);
+    server.push(MockResponse::chunks(sse_chunks(&endless)).delay_each(Duration::from_millis(50)));
+    let mut config = config(&server);
+    config.response_deadline = Duration::from_millis(600);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let outcome = run(&client, &user("go")).await;
+    let error = outcome.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
+    assert!(error.message.contains("response_deadline"), "{}", error.message);
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(!outcome.events.is_empty(), "the deltas before the deadline reached the sink");
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn the_deadline_covers_waiting_for_headers() {
+    let server = MockServer::start().await;
+    server.push(ChatStream::new().text("late", 1).finish("stop").response().delay(Duration::from_secs(5)));
+    let mut config = config(&server);
+    config.response_deadline = Duration::from_millis(300);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn endless_content_is_cut_at_what_max_tokens_allows() {
+    // Attack: the server ignores max_tokens and streams text without end (here 6 MB
+    // as fast as it can); keel must stop near 32 bytes per token + 1 MiB.
+    let server = MockServer::start().await;
+    let piece = serde_json::json!({"choices": [{"index": 0, "delta": {"content": "x".repeat(1024)}}]});
+    let event = format!("data: {piece}\n\n").into_bytes();
+    server.push(MockResponse::chunks(std::iter::repeat_n(event, 6000)));
+    let mut config = config(&server);
+    config.max_tokens = 1000;
+    let limit = config.decode_limits().max_output_bytes;
+    assert_eq!(limit, 1000 * 32 + (1 << 20));
+    let client = OpenAiClient::new(config).unwrap();
+    let outcome = run(&client, &user("go")).await;
+    let error = outcome.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
+    assert!(error.message.contains("max_tokens"), "{}", error.message);
+    let streamed: usize = outcome
+        .events
+        .iter()
+        .map(|e| match e {
+            ModelEvent::TextDelta(t) => t.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(streamed as u64 <= limit && streamed as u64 > limit - 2048, "{streamed}");
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn a_line_without_end_is_not_buffered_past_the_event_bound() {
+    // Attack: `data: xxxx…` with no line end, 20 MB of it.
+    let server = MockServer::start().await;
+    let mut chunks = vec![b"data: ".to_vec()];
+    chunks.extend(std::iter::repeat_n(vec![b'x'; 256 << 10], 80));
+    server.push(MockResponse::chunks(chunks));
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
+    assert!(error.message.contains("16777216 bytes"), "{}", error.message);
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn a_whole_body_is_read_only_up_to_its_bound() {
+    let huge = serde_json::json!({"choices": [{"message": {"content": "y".repeat(17 << 20)}}]});
+    let bytes = huge.to_string().into_bytes();
+    // With a Content-Length that says so (refused before reading), and without one.
+    let sized = MockResponse::body(200, "application/json", bytes.clone());
+    let chunked = MockResponse::chunks(split(&bytes, 1 << 20)).content_type("application/json");
+    for response in [sized, chunked] {
+        let server = MockServer::start().await;
+        server.push(response);
+        let mut config = config(&server);
+        config.stream = false;
+        let client = OpenAiClient::new(config).unwrap();
+        let error = run(&client, &user("go")).await.result.unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::LimitExceeded, "{}", error.message);
+        assert!(error.message.contains("16.0 MiB"), "{}", error.message);
+    }
+}
+
+#[tokio::test]
+async fn only_the_start_of_an_error_body_is_read() {
+    // Attack: a 500 whose body never ends; keel used to read it whole (until the idle
+    // timeout) just to show 600 characters of it.
+    let server = MockServer::start().await;
+    let chunks = std::iter::repeat_n(b"<p>overloaded</p>".repeat(1024), 8);
+    server.push(MockResponse::chunks(chunks).status(500).stall_after(8));
+    let mut config = config(&server);
+    config.max_retries = 0;
+    config.idle_timeout = Duration::from_secs(20);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Server);
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_lone_surrogate_costs_one_character_not_the_chunk() {
+    // Attack: a chunk whose text holds `\ud800` (half of an emoji); serde_json refuses
+    // the chunk and its whole text used to be dropped with a warning.
+    let stream = concat!(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Hello \"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"w\\ud800orld \\\\ud800 \\ud83d\\ude00\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"write_file\",\"arguments\":{\"content\":\"\\udc00!\"}}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    for size in [1, 7, 64, stream.len()] {
+        let server = MockServer::start().await;
+        server.push(MockResponse::chunks(split(stream.as_bytes(), size)));
+        let client = OpenAiClient::new(config(&server)).unwrap();
+        let message = run(&client, &user("go")).await.result.unwrap();
+        assert_eq!(
+            message.content,
+            vec![
+                ContentBlock::Text { text: "Hello w\u{fffd}orld \\ud800 \u{1F600}".into() },
+                call("c", "write_file", "{\"content\":\"\u{fffd}!\"}"),
+            ]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_stream_true_is_answered_whole() {
+    // Attack: `stream: true` ignored, a whole `chat.completion` served as JSON; keel
+    // used to say "the server ended the reply without sending anything".
+    let whole = chat::completion(Some("Reading."), &[("c1", "read_file", r#"{"path":"a"}"#)], "tool_calls");
+    let bytes = {
+        let server = MockServer::start().await;
+        server.push(whole.clone());
+        let mut config = config(&server);
+        config.stream = false;
+        let client = OpenAiClient::new(config).unwrap();
+        run(&client, &user("go")).await.result.unwrap();
+        // The same body, to be served again in pieces.
+        serde_json::to_vec(&serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "mock",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Reading.", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}]},
+                "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}}))
+        .unwrap()
+    };
+    let mut responses = vec![whole];
+    for size in [1, 7, 64] {
+        responses.push(MockResponse::chunks(split(&bytes, size)).content_type("application/json"));
+    }
+    // A wrong content type does not fool the sniffing either.
+    responses.push(MockResponse::chunks(split(&bytes, 64)).content_type("text/plain"));
+    for response in responses {
+        let server = MockServer::start().await;
+        server.push(response);
+        let client = OpenAiClient::new(config(&server)).unwrap();
+        let outcome = run(&client, &user("go")).await;
+        let message = outcome.result.unwrap();
+        assert_eq!(
+            message.content,
+            vec![ContentBlock::Text { text: "Reading.".into() }, call("c1", "read_file", r#"{"path":"a"}"#)]
+        );
+        assert_eq!(message.finish_reason, FinishReason::ToolUse);
+        assert_eq!(message.usage.input_tokens, 20);
+        assert!(outcome.events.iter().any(|e| matches!(e, ModelEvent::TextDelta(_))));
+        assert_eq!(server.request_count(), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_streams_anyway_is_decoded_in_whole_mode() {
+    let server = MockServer::start().await;
+    server.push(ChatStream::new().text("streamed", 2).finish("stop").response());
+    let mut config = config(&server);
+    config.stream = false;
+    let client = OpenAiClient::new(config).unwrap();
+    assert_eq!(run(&client, &user("go")).await.result.unwrap().text(), "streamed");
+}
+
+const PAGE: &str =
+    "<!DOCTYPE html>\n<html><head><title>Welcome to nginx!</title></head><body>hi</body></html>";
+
+#[tokio::test]
+async fn an_html_page_is_named_for_what_it_is() {
+    // Attack (or a typo): the base URL points at a web site. Whatever its content type,
+    // in both modes, the error says so, names the URL and is not retried.
+    for (content_type, stream) in
+        [("text/html", true), ("text/plain", true), ("", true), ("text/html", false)]
+    {
+        let server = MockServer::start().await;
+        let response = MockResponse::chunks(split(PAGE.as_bytes(), 7));
+        let response = if content_type.is_empty() {
+            response.content_type("")
+        } else {
+            response.content_type(content_type)
+        };
+        server.push(response);
+        let mut config = config(&server);
+        config.stream = stream;
+        let client = OpenAiClient::new(config).unwrap();
+        let error = run(&client, &user("go")).await.result.unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::InvalidResponse);
+        let expected = format!(
+            "the server answered with an HTML page (“Welcome to nginx!”), not an OpenAI-compatible API at {}/chat/completions; the base URL usually ends in /v1",
+            server.base_url()
+        );
+        assert_eq!(error.message, expected, "{content_type} stream={stream}");
+        assert_eq!(server.request_count(), 1);
+    }
+}
+
+#[tokio::test]
+async fn other_bodies_are_named_too() {
+    let cases: [(&str, &[u8], &str); 3] = [
+        ("text/plain", b"Hello from the proxy", "neither server-sent events nor JSON (text/plain)"),
+        ("application/json", br#"{"status": "ok", "version": "2.1"}"#, "JSON that is not a chat completion"),
+        ("text/event-stream", b"", "the server ended the reply without sending anything"),
+    ];
+    for (content_type, body, expected) in cases {
+        let server = MockServer::start().await;
+        server.push(MockResponse::body(200, content_type, body.to_vec()));
+        let mut config = config(&server);
+        config.max_retries = 0;
+        let client = OpenAiClient::new(config).unwrap();
+        let error = run(&client, &user("go")).await.result.unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::InvalidResponse);
+        assert!(error.message.contains(expected), "{}", error.message);
+        if !body.is_empty() {
+            assert!(error.message.contains(&server.base_url()), "{}", error.message);
+            let start = String::from_utf8_lossy(&body[..10]).into_owned();
+            assert!(error.message.contains(&start), "the body's start is shown: {}", error.message);
+        }
+    }
+}
+
+#[tokio::test]
+async fn html_404_and_501_are_not_retried() {
+    for status in [404, 405, 501] {
+        let server = MockServer::start().await;
+        for _ in 0..3 {
+            server.push(MockResponse::body(status, "text/html", PAGE.as_bytes().to_vec()));
+        }
+        let client = OpenAiClient::new(config(&server)).unwrap();
+        let outcome = run(&client, &user("go")).await;
+        let error = outcome.result.unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::InvalidRequest, "{status}");
+        assert!(error.message.contains(&format!("an HTML page (HTTP {status}")), "{}", error.message);
+        assert!(error.message.contains("/v1"), "{}", error.message);
+        assert_eq!(server.request_count(), 1, "{status} is not retried");
+        assert!(retries(&outcome.events).is_empty());
+    }
+    // A proxy's 502 page is passing trouble: retried.
+    let server = MockServer::start().await;
+    server.push(MockResponse::body(502, "text/html", b"<html><h1>502 Bad Gateway</h1></html>".to_vec()));
+    server.push(ChatStream::new().text("ok", 1).finish("stop").response());
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    assert_eq!(run(&client, &user("go")).await.result.unwrap().text(), "ok");
+    assert_eq!(server.request_count(), 2);
+}
+
+#[tokio::test]
+async fn calls_sharing_an_id_without_index_stay_apart_in_any_split() {
+    // Attack: `read_file` and `glob`, both `id: "call_0"`, no index: they became one
+    // call `read_fileglob` with arguments `{…}{…}`.
+    let event = |name: &str, arguments: &str| {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"id": "call_0",
+                "type": "function", "function": {"name": name, "arguments": arguments}}]}}]})
+        )
+    };
+    let stream = [
+        event("read_file", r#"{"path":"src/main.rs"}"#),
+        event("glob", r#"{"pattern":"**/*.rs"}"#),
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n".into(),
+    ]
+    .concat();
+    for size in [1, 7, 64, stream.len()] {
+        let server = MockServer::start().await;
+        server.push(MockResponse::chunks(split(stream.as_bytes(), size)));
+        let client = OpenAiClient::new(config(&server)).unwrap();
+        let message = run(&client, &user("go")).await.result.unwrap();
+        assert_eq!(
+            message.content,
+            vec![
+                call("call_0", "read_file", r#"{"path":"src/main.rs"}"#),
+                call("call_0", "glob", r#"{"pattern":"**/*.rs"}"#),
+            ]
+        );
+    }
+}

@@ -110,6 +110,13 @@ impl MockResponse {
         self
     }
 
+    /// Sets the `content-type` header (replacing the one the constructor chose).
+    pub fn content_type(mut self, value: &str) -> Self {
+        self.headers.retain(|(name, _)| name != "content-type");
+        self.headers.push(("content-type".into(), value.to_owned()));
+        self
+    }
+
     /// Adds a header.
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_ascii_lowercase(), value.to_owned()));
@@ -300,9 +307,11 @@ fn reason(status: u16) -> &'static str {
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
+        405 => "Method Not Allowed",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
         502 => "Bad Gateway",
+        501 => "Not Implemented",
         503 => "Service Unavailable",
         _ => "Status",
     }

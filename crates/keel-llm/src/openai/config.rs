@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::DecodeLimits;
+
 /// When reasoning text is sent back to the provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReasoningReplay {
@@ -64,8 +66,16 @@ pub struct OpenAiConfig {
     pub max_retries: u32,
     /// Upper bound of one retry wait, whatever `Retry-After` says.
     pub max_retry_delay: Duration,
-    /// A request with no byte received for this long fails.
+    /// A request with no progress for this long fails: no response headers, or no
+    /// event in the stream (keep-alive comments are not progress).
     pub idle_timeout: Duration,
+    /// The longest one response may take, from sending the request to its end (30 min;
+    /// 2 h for local presets). Past it the request fails, whatever is still arriving.
+    pub response_deadline: Duration,
+    /// After a chunk with a finish reason, how long to wait for the stream's end (a
+    /// usage chunk, `[DONE]`, the body's end) before completing the message anyway: a
+    /// server that holds the connection open loses nothing.
+    pub finish_grace: Duration,
     /// When reasoning text is sent back.
     pub reasoning_replay: ReasoningReplay,
     /// Turn tool calls written as text into real calls (for small local models).
@@ -92,11 +102,18 @@ impl OpenAiConfig {
             max_retries: 4,
             max_retry_delay: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
+            response_deadline: Duration::from_secs(30 * 60),
+            finish_grace: Duration::from_millis(1500),
             reasoning_replay: ReasoningReplay::Never,
             text_tool_calls: false,
             headers: Vec::new(),
             extra_body: Map::new(),
         }
+    }
+
+    /// The size bounds of a reply, derived from `max_tokens`.
+    pub fn decode_limits(&self) -> DecodeLimits {
+        DecodeLimits::for_max_tokens(self.max_tokens)
     }
 
     /// The URL requests are posted to.
@@ -122,7 +139,8 @@ pub struct Preset {
     pub text_tool_calls: bool,
     /// Output-cap field.
     pub max_tokens_field: MaxTokensField,
-    /// Whether this is a server on the user's machine (longer idle timeout, smaller cap).
+    /// Whether this is a server on the user's machine (longer idle timeout and
+    /// response deadline, smaller cap).
     pub local: bool,
 }
 
@@ -209,6 +227,8 @@ impl Preset {
         if self.local {
             // Prompt processing on a CPU can take minutes before the first token.
             config.idle_timeout = Duration::from_secs(300);
+            // A CPU can take an hour over a long answer.
+            config.response_deadline = Duration::from_secs(2 * 60 * 60);
             config.max_tokens = 4096;
         }
         if self.name == "openrouter" {

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::body;
 use crate::error::{ModelError, ModelErrorKind};
 
 const CONTEXT_MARKERS: &[&str] = &[
@@ -76,16 +77,36 @@ pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Durati
     value.trim().parse::<f64>().ok().map(|s| Duration::from_secs_f64(s.max(0.0)))
 }
 
-/// Maps a non-success HTTP response to an error.
-pub(crate) fn from_status(status: u16, body: &[u8], api_key_env: Option<&str>, provider: &str) -> ModelError {
-    let text = String::from_utf8_lossy(body);
-    let detail = match serde_json::from_slice::<Value>(body) {
+/// What the server said, for a message: the `error` object's text, the start of the
+/// body, or what an HTML page is.
+fn detail(body: &[u8], html: bool) -> String {
+    if html {
+        return "an HTML page".to_owned();
+    }
+    match serde_json::from_slice::<Value>(body) {
         Ok(json) => match json.get("error") {
             Some(error) => error_text(error),
-            None => truncate(text.trim(), 600),
+            None => truncate(String::from_utf8_lossy(body).trim(), 600),
         },
-        Err(_) => truncate(text.trim(), 600),
-    };
+        Err(_) => truncate(String::from_utf8_lossy(body).trim(), 600),
+    }
+}
+
+/// A non-success HTTP response: its status, body (the start of it), content type, and
+/// the URL it came from.
+pub(crate) struct Failure<'a> {
+    pub status: u16,
+    pub body: &'a [u8],
+    pub content_type: &'a str,
+    pub url: &'a str,
+}
+
+/// Maps a non-success HTTP response to an error. A web page where the API should be
+/// (a 4xx, or a 501) means a wrong URL: it is named so, and not retried.
+pub(crate) fn from_status(failure: &Failure<'_>, api_key_env: Option<&str>, provider: &str) -> ModelError {
+    let Failure { status, body, content_type, url } = *failure;
+    let html = body::is_html(content_type, body);
+    let detail = detail(body, html);
     let lowered = detail.to_lowercase();
     let (kind, message) = match status {
         401 | 403 => {
@@ -102,11 +123,16 @@ pub(crate) fn from_status(status: u16, body: &[u8], api_key_env: Option<&str>, p
             ModelErrorKind::ContextOverflow,
             format!("the conversation no longer fits the model's context window (HTTP {status}): {detail}"),
         ),
+        429 => (ModelErrorKind::RateLimited, format!("{provider} is rate limiting (HTTP 429): {detail}")),
+        400..=499 | 501 if html => (ModelErrorKind::InvalidRequest, body::html_page(url, Some(status), body)),
         404 => (
             ModelErrorKind::InvalidRequest,
             format!("{provider} answered 404 (wrong base URL or model name?): {detail}"),
         ),
-        429 => (ModelErrorKind::RateLimited, format!("{provider} is rate limiting (HTTP 429): {detail}")),
+        501 => (
+            ModelErrorKind::InvalidRequest,
+            format!("{provider} does not implement this request (HTTP 501) at {url}: {detail}"),
+        ),
         500..=599 => (ModelErrorKind::Server, format!("{provider} failed (HTTP {status}): {detail}")),
         _ => (
             ModelErrorKind::InvalidRequest,
@@ -120,11 +146,32 @@ pub(crate) fn from_status(status: u16, body: &[u8], api_key_env: Option<&str>, p
 mod tests {
     use super::*;
 
+    fn failure<'a>(status: u16, body: &'a [u8], content_type: &'a str) -> Failure<'a> {
+        Failure { status, body, content_type, url: "http://h/chat/completions" }
+    }
+
+    #[test]
+    fn html_pages_and_501_are_wrong_urls_not_server_trouble() {
+        let page = b"<html><head><title>Not Found</title></head><body>...</body></html>";
+        for (status, content_type) in [(404, "text/html"), (405, ""), (501, "text/html; charset=utf-8")] {
+            let err = from_status(&failure(status, page, content_type), None, "x");
+            assert_eq!(err.kind, ModelErrorKind::InvalidRequest, "{status}");
+            assert!(!err.kind.is_retryable());
+            assert!(err.message.contains("an HTML page") && err.message.contains("/v1"), "{}", err.message);
+            assert!(err.message.contains("http://h/chat/completions"), "{}", err.message);
+        }
+        let err = from_status(&failure(501, br#"{"error":{"message":"no"}}"#, "application/json"), None, "x");
+        assert_eq!(err.kind, ModelErrorKind::InvalidRequest);
+        // A proxy's 502 page is passing trouble: retried, and not pasted into the message.
+        let err = from_status(&failure(502, b"<html><body><h1>502 Bad Gateway</h1>", "text/html"), None, "x");
+        assert_eq!(err.kind, ModelErrorKind::Server);
+        assert!(!err.message.contains("<h1>"), "{}", err.message);
+    }
+
     #[test]
     fn auth_names_the_variable() {
         let err = from_status(
-            401,
-            br#"{"error":{"message":"Invalid API key"}}"#,
+            &failure(401, br#"{"error":{"message":"Invalid API key"}}"#, "application/json"),
             Some("DEEPSEEK_API_KEY"),
             "deepseek",
         );
@@ -136,14 +183,17 @@ mod tests {
     #[test]
     fn context_overflow_is_typed() {
         let err = from_status(
-            400,
-            br#"{"error":{"message":"This model's maximum context length is 65536 tokens. However, you requested 70000 tokens","code":"context_length_exceeded"}}"#,
+            &failure(
+                400,
+                br#"{"error":{"message":"This model's maximum context length is 65536 tokens. However, you requested 70000 tokens","code":"context_length_exceeded"}}"#,
+                "application/json",
+            ),
             None,
             "openai",
         );
         assert_eq!(err.kind, ModelErrorKind::ContextOverflow);
-        let other = from_status(400, b"bad tool schema", None, "x");
+        let other = from_status(&failure(400, b"bad tool schema", "text/plain"), None, "x");
         assert_eq!(other.kind, ModelErrorKind::InvalidRequest);
-        assert_eq!(from_status(503, b"", None, "x").kind, ModelErrorKind::Server);
+        assert_eq!(from_status(&failure(503, b"", ""), None, "x").kind, ModelErrorKind::Server);
     }
 }

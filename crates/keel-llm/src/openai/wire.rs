@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::config::{MaxTokensField, OpenAiConfig, ReasoningReplay};
+use super::escapes::replace_lone_surrogates;
 use crate::client::{ModelRequest, ToolChoice, ToolDefinition};
 use crate::message::{ContentBlock, Message, Usage};
 
@@ -206,6 +207,24 @@ pub(crate) fn encode(
         extra: &config.extra_body,
     };
     serde_json::to_vec(&body)
+}
+
+/// Parses one chunk (or a whole response). A document serde_json refuses is tried
+/// again with its lone surrogate escapes replaced, so one split emoji does not lose
+/// the chunk's text; valid documents take the fast path unchanged.
+pub(crate) fn parse_chunk(data: &str) -> serde_json::Result<Chunk> {
+    serde_json::from_str(data).or_else(|error| {
+        let fixed = replace_lone_surrogates(data.as_bytes()).ok_or(error)?;
+        serde_json::from_slice(&fixed)
+    })
+}
+
+/// [`parse_chunk`] for bytes (a whole body).
+pub(crate) fn parse_chunk_bytes(data: &[u8]) -> serde_json::Result<Chunk> {
+    serde_json::from_slice(data).or_else(|error| {
+        let fixed = replace_lone_surrogates(data).ok_or(error)?;
+        serde_json::from_slice(&fixed)
+    })
 }
 
 /// One streamed chunk, or a whole non-streamed response.
