@@ -56,7 +56,11 @@ pub fn agent(
     policy: PermissionPolicy,
     model: Arc<dyn ModelClient>,
 ) -> Agent {
-    let tools_config = ToolsConfig { extra_roots: settings.allowed_roots.clone(), ..ToolsConfig::default() };
+    let tools_config = ToolsConfig {
+        extra_roots: settings.allowed_roots.clone(),
+        allow_hardlinks: settings.allow_hardlinks,
+        ..ToolsConfig::default()
+    };
     let config = AgentConfig {
         system_prompt: crate::prompt::system_prompt(workspace, settings.tool_profile),
         max_steps: settings.max_steps,

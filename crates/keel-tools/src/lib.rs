@@ -44,6 +44,10 @@ pub struct ToolsConfig {
     pub kill_grace: Duration,
     /// What shell output is shown whole, and how it is cut.
     pub output_limits: output::OutputLimits,
+    /// Let write_file and edit_file write a file that has more than one hard link
+    /// (default no: its other names may be outside the workspace). Reading such a file
+    /// is always allowed.
+    pub allow_hardlinks: bool,
 }
 
 impl Default for ToolsConfig {
@@ -54,6 +58,7 @@ impl Default for ToolsConfig {
             shell_max_timeout: Duration::from_secs(3600),
             kill_grace: Duration::from_secs(2),
             output_limits: output::OutputLimits::default(),
+            allow_hardlinks: false,
         }
     }
 }
@@ -78,7 +83,7 @@ pub(crate) async fn confined<F>(config: Arc<ToolsConfig>, ctx: keel_agent::ToolC
 where
     F: FnOnce(&workspace::Roots) -> Result<String, keel_agent::ToolError> + Send + 'static,
 {
-    let roots = workspace::Roots::for_call(&ctx, &config.extra_roots)?;
+    let roots = workspace::Roots::for_call(&ctx, &config)?;
     let text = tokio::task::spawn_blocking(move || work(&roots))
         .await
         .map_err(|e| keel_agent::ToolError::msg(format!("the tool stopped unexpectedly: {e}")))??;

@@ -118,7 +118,7 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
     if args.command.trim().is_empty() {
         return Err(ToolError::new("invalid_arguments", "the command is empty"));
     }
-    let roots = Roots::for_call(&ctx, &config.extra_roots)?;
+    let roots = Roots::for_call(&ctx, config)?;
     let workdir = match args.workdir.as_deref().filter(|w| !w.trim().is_empty()) {
         Some(dir) => {
             let path = roots.resolve_existing(dir, false)?;

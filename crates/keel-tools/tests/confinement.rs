@@ -122,3 +122,41 @@ async fn widened_roots_are_allowed() {
     assert_eq!(std::fs::read_to_string(new).unwrap(), "ok");
     let _ = Arc::new(());
 }
+
+/// Issue 10, item 8: a hard link inside the workspace to a file outside was read,
+/// written and edited.
+#[tokio::test]
+async fn writes_through_a_hard_link_are_refused_unless_allowed() {
+    let s = setup();
+    let outside = s.outside.path().join("secret.txt");
+    if std::fs::hard_link(&outside, s.ws.path().join("link.txt")).is_err() {
+        eprintln!("skipped: the temporary folders are on different file systems");
+        return;
+    }
+    let error = err(s.ws.path(), "write_file", json!({"path": "link.txt", "content": "pwned"})).await;
+    assert_eq!(error.code, "hard_link");
+    assert!(
+        error.message.starts_with("`link.txt` has 2 hard links: the same file also has other names"),
+        "{}",
+        error.message
+    );
+    assert!(error.message.contains("allow_hardlinks = true"), "{}", error.message);
+    let error =
+        err(s.ws.path(), "edit_file", json!({"path": "link.txt", "old_text": "top", "new_text": "x"})).await;
+    assert_eq!(error.code, "hard_link");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "top secret\n");
+    // Reading is allowed (see docs/architecture.md: a link cannot come from a checkout,
+    // and pnpm stores or local clones link files on purpose).
+    assert_eq!(ok(s.ws.path(), "read_file", json!({"path": "link.txt"})).await, "1\ttop secret\n");
+    // The user can allow it.
+    let config = ToolsConfig { allow_hardlinks: true, ..ToolsConfig::default() };
+    call_with(
+        config,
+        ToolContext::new(s.ws.path()),
+        "write_file",
+        &json!({"path": "link.txt", "content": "ok\n"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "ok\n");
+}
