@@ -175,6 +175,18 @@ impl Roots {
         Ok((file, canonical))
     }
 
+    /// Opens a file found while walking an allowed folder (grep), for reading. The name
+    /// is not followed if it became a symlink, the opened file must still be inside an
+    /// allowed root (a parent folder swapped for a symlink is caught there), and it must
+    /// be a regular file. `None` when any of that fails: the walk skips it.
+    pub fn open_found(&self, path: &Path) -> Option<File> {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OPEN_FLAGS;
+        let file = File::from(rustix::fs::open(path, flags, Mode::empty()).ok()?);
+        let actual = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+        let regular = file.metadata().ok()?.is_file();
+        (regular && self.allows(&actual, false)).then_some(file)
+    }
+
     /// Opens an existing regular file for reading and writing (an edit), confined: no
     /// folder, no special file, no symlink swapped in, no extra hard link unless allowed.
     pub fn open_edit(&self, path: &str) -> Result<(File, PathBuf), ToolError> {

@@ -160,3 +160,37 @@ async fn writes_through_a_hard_link_are_refused_unless_allowed() {
     .unwrap();
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "ok\n");
 }
+
+/// Issue 10, item 9: grep searched by path after the walk checked it, so a file swapped
+/// for a symlink in between was followed out (7 of 480 tries leaked).
+#[tokio::test(flavor = "multi_thread")]
+async fn grep_never_follows_a_file_swapped_for_a_symlink() {
+    let s = setup();
+    std::fs::write(s.outside.path().join("secret.txt"), "needle outside\n").unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (ws, outside, stop) =
+            (s.ws.path().to_path_buf(), s.outside.path().join("secret.txt"), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let (file, staged) = (ws.join("a.txt"), ws.join(".staged"));
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::fs::write(&staged, "needle inside\n").unwrap();
+                std::fs::rename(&staged, &file).unwrap();
+                let _ = std::fs::remove_file(&staged);
+                symlink(&outside, &staged).unwrap();
+                std::fs::rename(&staged, &file).unwrap();
+            }
+        })
+    };
+    let mut leaks = 0;
+    for _ in 0..500 {
+        if let Ok(out) = call(s.ws.path(), "grep", json!({"pattern": "needle"})).await
+            && out.content.contains("outside")
+        {
+            leaks += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert_eq!(leaks, 0, "grep read the file outside {leaks} times out of 500");
+}
