@@ -208,7 +208,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let agent = setup::agent(&settings, &workspace, policy, model);
+    let (agent, notes) = setup::agent(&settings, &workspace, policy, model);
     let store = setup::store(cli);
     let (session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
     let ctx = setup::context(&settings, &workspace, &session);
@@ -224,6 +224,9 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             keel_tools::PermissionMode::ReadOnly => "read-only",
         }
     ));
+    for note in &notes {
+        repl.say(&format!("keel: {note}"));
+    }
     if let Some(note) = note {
         let turns = repl.session.projection().turns();
         repl.say(&format!(

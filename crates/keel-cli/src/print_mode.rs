@@ -78,12 +78,17 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Ok(model) => model,
         Err(e) => return fail(e.0),
     };
-    let agent = setup::agent(&settings, &workspace, policy, model);
+    let (agent, notes) = setup::agent(&settings, &workspace, policy, model);
     let store = setup::store(cli);
     let (mut session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
     let ctx = setup::context(&settings, &workspace, &session);
-    if let (Some(note), None) = (note, &json) {
-        terminal.line(&note);
+    if json.is_none() {
+        for note in &notes {
+            terminal.line(&format!("keel: {note}"));
+        }
+        if let Some(note) = note {
+            terminal.line(&note);
+        }
     }
 
     let cancel = CancellationToken::new();
