@@ -13,6 +13,7 @@ pub mod edit;
 pub mod environment;
 pub mod glob;
 pub mod grep;
+pub mod launch;
 pub mod list;
 pub mod output;
 mod policy;
@@ -48,6 +49,13 @@ pub struct ToolsConfig {
     /// (default no: its other names may be outside the workspace). Reading such a file
     /// is always allowed.
     pub allow_hardlinks: bool,
+    /// Environment variables passed to shell commands even though their name or value
+    /// looks like a credential (see [`shell::is_secret`]), e.g. `GITHUB_TOKEN`.
+    pub env_passthrough: Vec<String>,
+    /// The program that launches shell commands so they die with this process and run in
+    /// a PID namespace where possible (see [`launch`]); `None` runs `bash -c` directly.
+    /// The `keel` binary sets itself here.
+    pub launcher: Option<launch::Launcher>,
 }
 
 impl Default for ToolsConfig {
@@ -59,6 +67,8 @@ impl Default for ToolsConfig {
             kill_grace: Duration::from_secs(2),
             output_limits: output::OutputLimits::default(),
             allow_hardlinks: false,
+            env_passthrough: Vec::new(),
+            launcher: None,
         }
     }
 }
