@@ -12,7 +12,7 @@ use crate::cli::Cli;
 use crate::config::{self, ModelSettings, Settings};
 use crate::exit;
 use crate::input::{LineReader, TurnInput, terminal_source};
-use crate::print_mode::{on_ctrl_c, ticker};
+use crate::print_mode::ticker;
 use crate::render::format::{clip, thousands};
 use crate::render::{Terminal, usage_text};
 use crate::{pricing, sessions, setup};
@@ -46,7 +46,7 @@ impl Repl {
 
     async fn turn(&mut self, text: String) -> anyhow::Result<()> {
         let cancel = CancellationToken::new();
-        let ctrl_c = on_ctrl_c(cancel.clone());
+        let interrupts = crate::signals::during_turn(&cancel);
         let ticker = ticker(Arc::clone(&self.terminal));
         let reader = terminal_source().map(|source| {
             LineReader::start(
@@ -59,7 +59,7 @@ impl Repl {
         let started = Instant::now();
         let outcome = self.agent.run_turn(&mut self.session, &self.ctx, text, &*self.terminal, &cancel).await;
         drop(reader);
-        ctrl_c.abort();
+        drop(interrupts);
         ticker.abort();
         let outcome = outcome?;
         self.terminal.summary(&outcome, started.elapsed(), &self.settings.model_name(), &self.settings);
@@ -264,6 +264,10 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
                 }
                 if let Err(e) = repl.turn(line).await {
                     repl.say(&format!("error: {e:#}"));
+                }
+                // SIGTERM or SIGHUP (the terminal closed) ended the turn: leave.
+                if crate::signals::Interrupts::get().leaving() {
+                    break;
                 }
             }
             Ok(Signal::CtrlC) => {

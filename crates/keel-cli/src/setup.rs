@@ -57,9 +57,16 @@ pub fn agent(
     policy: PermissionPolicy,
     model: Arc<dyn ModelClient>,
 ) -> (Agent, Vec<String>) {
+    // Shell commands are started through this binary (`keel __exec`), so they die with
+    // keel and run in a PID namespace where possible.
+    let launcher = std::env::current_exe()
+        .ok()
+        .map(|program| keel_tools::launch::Launcher { program, pid_namespace: settings.pid_namespace });
     let tools_config = ToolsConfig {
         extra_roots: settings.allowed_roots.clone(),
         allow_hardlinks: settings.allow_hardlinks,
+        env_passthrough: settings.env_passthrough.clone(),
+        launcher,
         ..ToolsConfig::default()
     };
     let (system_prompt, notes) =
