@@ -286,5 +286,8 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         }
     }
     repl.session.sync()?;
+    if crate::signals::Interrupts::get().leaving() {
+        return Ok(exit::INTERRUPTED);
+    }
     Ok(exit::OK)
 }

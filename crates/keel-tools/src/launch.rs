@@ -34,7 +34,11 @@
 //!   see bash, not the launcher. It then stays until every descendant is gone.
 //!
 //! A library user gets none of this unless it sets [`crate::ToolsConfig::launcher`];
-//! without it the shell tool runs `bash -c` directly as before.
+//! without it the shell tool runs `bash -c` directly as before. The kernel sends the
+//! parent-death signal when the *thread* that started the launcher ends: the shell tool
+//! starts it from the async runtime's thread (keel's only thread for tools; a
+//! multi-threaded runtime's workers live as long as the runtime), never from a
+//! short-lived blocking-pool thread.
 
 use std::ffi::{OsStr, OsString};
 use std::io::IsTerminal;
