@@ -47,6 +47,12 @@ pub struct Layer {
     pub deny: Option<Vec<String>>,
     /// Folders outside the workspace the tools may use.
     pub allowed_roots: Option<Vec<PathBuf>>,
+    /// Let write_file and edit_file write files with more than one hard link.
+    pub allow_hardlinks: Option<bool>,
+    /// Variables passed to shell commands although they look like credentials.
+    pub env_passthrough: Option<Vec<String>>,
+    /// Run each shell command in its own PID namespace when possible (default on).
+    pub pid_namespace: Option<bool>,
     /// `small` or `full`: the tools offered (default small for local models).
     pub tool_profile: Option<String>,
     /// Ask once to finish a turn that only described a change or skipped its check
@@ -79,6 +85,9 @@ impl Layer {
             stream: self.stream.or(base.stream),
             deny: self.deny.or(base.deny),
             allowed_roots: self.allowed_roots.or(base.allowed_roots),
+            allow_hardlinks: self.allow_hardlinks.or(base.allow_hardlinks),
+            env_passthrough: self.env_passthrough.or(base.env_passthrough),
+            pid_namespace: self.pid_namespace.or(base.pid_namespace),
             tool_profile: self.tool_profile.or(base.tool_profile),
             finish_check: self.finish_check.or(base.finish_check),
             environment: self.environment.or(base.environment),
@@ -171,6 +180,12 @@ pub struct Settings {
     pub deny: Vec<String>,
     /// Extra allowed roots.
     pub allowed_roots: Vec<PathBuf>,
+    /// Writes through files with more than one hard link are allowed.
+    pub allow_hardlinks: bool,
+    /// Variables shell commands get although they look like credentials.
+    pub env_passthrough: Vec<String>,
+    /// Shell commands run in their own PID namespace when possible.
+    pub pid_namespace: bool,
     /// Prices.
     pub pricing: BTreeMap<String, Price>,
     /// The profile used, if any.
@@ -416,6 +431,9 @@ fn settings_from(
         permission,
         deny: layer.deny.unwrap_or_default(),
         allowed_roots: layer.allowed_roots.unwrap_or_default(),
+        allow_hardlinks: layer.allow_hardlinks.unwrap_or(false),
+        env_passthrough: layer.env_passthrough.unwrap_or_default(),
+        pid_namespace: layer.pid_namespace.unwrap_or(true),
         pricing,
         profile,
         tool_profile,

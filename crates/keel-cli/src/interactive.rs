@@ -12,7 +12,7 @@ use crate::cli::Cli;
 use crate::config::{self, ModelSettings, Settings};
 use crate::exit;
 use crate::input::{LineReader, TurnInput, terminal_source};
-use crate::print_mode::{on_ctrl_c, ticker};
+use crate::print_mode::ticker;
 use crate::render::format::{clip, thousands};
 use crate::render::{Terminal, usage_text};
 use crate::{pricing, sessions, setup};
@@ -46,7 +46,7 @@ impl Repl {
 
     async fn turn(&mut self, text: String) -> anyhow::Result<()> {
         let cancel = CancellationToken::new();
-        let ctrl_c = on_ctrl_c(cancel.clone());
+        let interrupts = crate::signals::during_turn(&cancel);
         let ticker = ticker(Arc::clone(&self.terminal));
         let reader = terminal_source().map(|source| {
             LineReader::start(
@@ -59,7 +59,7 @@ impl Repl {
         let started = Instant::now();
         let outcome = self.agent.run_turn(&mut self.session, &self.ctx, text, &*self.terminal, &cancel).await;
         drop(reader);
-        ctrl_c.abort();
+        drop(interrupts);
         ticker.abort();
         let outcome = outcome?;
         self.terminal.summary(&outcome, started.elapsed(), &self.settings.model_name(), &self.settings);
@@ -208,7 +208,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let agent = setup::agent(&settings, &workspace, policy, model);
+    let (agent, notes) = setup::agent(&settings, &workspace, policy, model);
     let store = setup::store(cli);
     let (session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
     let ctx = setup::context(&settings, &workspace, &session);
@@ -224,6 +224,9 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             keel_tools::PermissionMode::ReadOnly => "read-only",
         }
     ));
+    for note in &notes {
+        repl.say(&format!("keel: {note}"));
+    }
     if let Some(note) = note {
         let turns = repl.session.projection().turns();
         repl.say(&format!(
@@ -262,6 +265,10 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
                 if let Err(e) = repl.turn(line).await {
                     repl.say(&format!("error: {e:#}"));
                 }
+                // SIGTERM or SIGHUP (the terminal closed) ended the turn: leave.
+                if crate::signals::Interrupts::get().leaving() {
+                    break;
+                }
             }
             Ok(Signal::CtrlC) => {
                 if last_was_ctrl_c {
@@ -279,5 +286,8 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         }
     }
     repl.session.sync()?;
+    if crate::signals::Interrupts::get().leaving() {
+        return Ok(exit::INTERRUPTED);
+    }
     Ok(exit::OK)
 }

@@ -12,6 +12,7 @@ mod prompt;
 mod render;
 mod sessions;
 mod setup;
+mod signals;
 
 use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
@@ -102,6 +103,15 @@ fn write_stats() {
 }
 
 fn main() -> ExitCode {
+    // `keel __exec …`: the shell tool's launcher (keel_tools::launch), nothing else.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == keel_tools::launch::SUBCOMMAND) {
+        std::process::exit(keel_tools::launch::main(&args[2..]));
+    }
+    // Keys in keel's environment and memory: no process of the user (but root) may read
+    // /proc/<keel>/environ or mem, nor attach a debugger.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    signals::Interrupts::get();
     let cli = cli::Cli::parse();
     init_logging(&cli);
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {

@@ -14,7 +14,7 @@ use crate::exit;
 use crate::input::{LineReader, TurnInput, terminal_source};
 use crate::render::Terminal;
 use crate::render::json::JsonLines;
-use crate::setup;
+use crate::{setup, signals};
 
 /// The exit code for how a turn ended.
 pub fn exit_code(reason: TurnEndReason) -> u8 {
@@ -24,19 +24,6 @@ pub fn exit_code(reason: TurnEndReason) -> u8 {
         TurnEndReason::Aborted | TurnEndReason::Interrupted => exit::INTERRUPTED,
         TurnEndReason::Error | TurnEndReason::Blocked => exit::ERROR,
     }
-}
-
-/// Cancels on the first Ctrl-C; exits at once on the second.
-pub fn on_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
-        }
-        cancel.cancel();
-        if tokio::signal::ctrl_c().await.is_ok() {
-            std::process::exit(i32::from(exit::INTERRUPTED));
-        }
-    })
 }
 
 /// Redraws the spinner every 100 ms.
@@ -78,16 +65,21 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Ok(model) => model,
         Err(e) => return fail(e.0),
     };
-    let agent = setup::agent(&settings, &workspace, policy, model);
+    let (agent, notes) = setup::agent(&settings, &workspace, policy, model);
     let store = setup::store(cli);
     let (mut session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
     let ctx = setup::context(&settings, &workspace, &session);
-    if let (Some(note), None) = (note, &json) {
-        terminal.line(&note);
+    if json.is_none() {
+        for note in &notes {
+            terminal.line(&format!("keel: {note}"));
+        }
+        if let Some(note) = note {
+            terminal.line(&note);
+        }
     }
 
     let cancel = CancellationToken::new();
-    let ctrl_c = on_ctrl_c(cancel.clone());
+    let interrupts = signals::during_turn(&cancel);
     let ticker = json.is_none().then(|| ticker(Arc::clone(&terminal)));
     // Typing during the turn steers it (and answers permission questions).
     let reader = terminal_source().map(|source| {
@@ -100,7 +92,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     };
     let outcome = agent.run_turn(&mut session, &ctx, task, sink, &cancel).await;
     drop(reader);
-    ctrl_c.abort();
+    drop(interrupts);
     if let Some(ticker) = ticker {
         ticker.abort();
     }

@@ -1,8 +1,12 @@
 //! The system prompt: short, precise, plus `AGENTS.md` when present.
 
-use std::path::Path;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
 use keel_tools::profile::ToolProfile;
+use keel_tools::workspace::{Roots, special_kind};
+use rustix::fs::{Mode, OFlags};
 
 /// Most bytes of one AGENTS.md that are included.
 const MAX_AGENTS_BYTES: usize = 32 * 1024;
@@ -26,34 +30,85 @@ Inspect before changing anything, make the smallest correct change, verify it (r
     }
 }
 
-fn read_capped(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
+/// Reads at most the cap (plus one byte, to know it was cut) of an instructions file
+/// that is already open, and checks it is a regular text file.
+fn read_capped(file: File, label: &str) -> Result<Option<String>, String> {
+    let metadata = file.metadata().map_err(|e| format!("{label} was not read: {e}"))?;
+    if !metadata.is_file() {
+        let kind = special_kind(&metadata.file_type()).unwrap_or("a folder");
+        return Err(format!("{label} was not read: it is {kind}, not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_AGENTS_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{label} was not read: {e}"))?;
+    if bytes.contains(&0) {
+        return Err(format!("{label} was not read: it is not text"));
+    }
+    let cut = bytes.len() > MAX_AGENTS_BYTES;
+    bytes.truncate(MAX_AGENTS_BYTES);
+    let text = String::from_utf8_lossy(&bytes);
+    // A character cut at the cap becomes U+FFFD; drop it.
+    let text = if cut { text.trim_end_matches('\u{fffd}') } else { &text };
     let text = text.trim();
     if text.is_empty() {
-        return None;
+        return Ok(None);
     }
-    if text.len() <= MAX_AGENTS_BYTES {
-        return Some(text.to_owned());
-    }
-    let mut end = MAX_AGENTS_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    Some(format!("{}\n[AGENTS.md cut at {MAX_AGENTS_BYTES} bytes]", &text[..end]))
+    Ok(Some(if cut { format!("{text}\n[{label} cut at {MAX_AGENTS_BYTES} bytes]") } else { text.to_owned() }))
 }
 
-/// The full system prompt: the base, then the user's and the workspace's AGENTS.md.
-pub fn system_prompt(workspace: &Path, profile: ToolProfile) -> String {
+/// The user's own AGENTS.md: wherever its symlinks lead (it is the user's file), but only
+/// a regular file, opened without blocking.
+fn user_instructions(path: &Path) -> Result<Option<String>, String> {
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => read_capped(File::from(fd), "~/.config/keel/AGENTS.md"),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(e) => Err(format!("~/.config/keel/AGENTS.md was not read: {e}")),
+    }
+}
+
+/// The project's AGENTS.md, confined like read_file: inside the workspace (or an allowed
+/// root), a regular file, checked where it was opened.
+fn project_instructions(workspace: &Path, allowed_roots: &[PathBuf]) -> Result<Option<String>, String> {
+    let roots = Roots::new(workspace, allowed_roots, &[]).map_err(|e| e.message)?;
+    match roots.open_read("AGENTS.md") {
+        Ok((file, _)) => read_capped(file, "AGENTS.md"),
+        Err(e) if e.code == "not_found" => Ok(None),
+        Err(e) if e.code == "outside_workspace" => Err(
+            "AGENTS.md was not read: it leads outside the project folder (add its folder to allowed_roots to use it)"
+                .to_owned(),
+        ),
+        Err(e) => Err(format!("AGENTS.md was not read: {}", e.message)),
+    }
+}
+
+/// The full system prompt: the base, then the user's and the workspace's AGENTS.md. Also
+/// returns notes for the user about instruction files that were not read.
+pub fn system_prompt(
+    workspace: &Path,
+    allowed_roots: &[PathBuf],
+    profile: ToolProfile,
+) -> (String, Vec<String>) {
     let mut prompt = base(profile).to_owned();
-    if let Some(user) = read_capped(&crate::paths::config_dir().join("AGENTS.md")) {
-        prompt.push_str("\n\n# The user's instructions (~/.config/keel/AGENTS.md)\n");
-        prompt.push_str(&user);
+    let mut notes = Vec::new();
+    match user_instructions(&crate::paths::config_dir().join("AGENTS.md")) {
+        Ok(Some(user)) => {
+            prompt.push_str("\n\n# The user's instructions (~/.config/keel/AGENTS.md)\n");
+            prompt.push_str(&user);
+        }
+        Ok(None) => {}
+        Err(note) => notes.push(note),
     }
-    if let Some(project) = read_capped(&workspace.join("AGENTS.md")) {
-        prompt.push_str("\n\n# Project instructions (AGENTS.md)\n");
-        prompt.push_str(&project);
+    match project_instructions(workspace, allowed_roots) {
+        Ok(Some(project)) => {
+            prompt.push_str("\n\n# Project instructions (AGENTS.md)\n");
+            prompt.push_str(&project);
+        }
+        Ok(None) => {}
+        Err(note) => notes.push(note),
     }
-    prompt
+    (prompt, notes)
 }
 
 #[cfg(test)]
@@ -63,14 +118,84 @@ mod tests {
     #[test]
     fn workspace_agents_md_is_appended() {
         let dir = tempfile::tempdir().unwrap();
-        let without = system_prompt(dir.path(), ToolProfile::Full);
+        let (without, notes) = system_prompt(dir.path(), &[], ToolProfile::Full);
         assert!(without.contains("[exit code: N]"));
         assert!(without.len() < 1000, "keep the prompt short: {} bytes", without.len());
+        assert!(notes.is_empty());
         std::fs::write(dir.path().join("AGENTS.md"), "Run `make test` before finishing.\n").unwrap();
-        let with = system_prompt(dir.path(), ToolProfile::Full);
+        let (with, _) = system_prompt(dir.path(), &[], ToolProfile::Full);
         assert!(
             with.ends_with("# Project instructions (AGENTS.md)\nRun `make test` before finishing."),
             "{with}"
         );
+    }
+
+    /// Runs `system_prompt` on another thread, failing instead of hanging.
+    fn prompt_within(workspace: &Path, roots: &[PathBuf]) -> (String, Vec<String>) {
+        let (workspace, roots) = (workspace.to_path_buf(), roots.to_vec());
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || send.send(system_prompt(&workspace, &roots, ToolProfile::Full)));
+        receive.recv_timeout(std::time::Duration::from_secs(5)).expect("reading AGENTS.md hung")
+    }
+
+    /// Issue 10, item 5: a symlink outside was read into the prompt, `/dev/zero` took
+    /// 2.1 GB, a FIFO hung start-up.
+    #[test]
+    fn a_hostile_agents_md_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("notes.md"), "SECRET-OUTSIDE\n").unwrap();
+        let agents = dir.path().join("AGENTS.md");
+        std::os::unix::fs::symlink(outside.path().join("notes.md"), &agents).unwrap();
+        let (prompt, notes) = prompt_within(dir.path(), &[]);
+        assert!(!prompt.contains("SECRET-OUTSIDE"));
+        assert_eq!(
+            notes,
+            [
+                "AGENTS.md was not read: it leads outside the project folder (add its folder to allowed_roots to use it)"
+            ]
+        );
+        // Allowed on purpose: read.
+        let (prompt, _) = prompt_within(dir.path(), &[outside.path().to_path_buf()]);
+        assert!(prompt.ends_with("SECRET-OUTSIDE"), "{prompt}");
+
+        std::fs::remove_file(&agents).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &agents).unwrap();
+        let (_, notes) = prompt_within(dir.path(), &[]);
+        assert!(notes[0].contains("leads outside the project folder"), "{notes:?}");
+        let (_, notes) = prompt_within(dir.path(), &["/dev".into()]);
+        assert_eq!(
+            notes,
+            [
+                "AGENTS.md was not read: `AGENTS.md` is a character device, not a regular file; the file tools only open regular files (reading it could block forever or never end)"
+            ]
+        );
+
+        std::fs::remove_file(&agents).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(&agents).status().unwrap().success());
+        let (_, notes) = prompt_within(dir.path(), &[]);
+        assert!(notes[0].contains("is a FIFO (named pipe)"), "{notes:?}");
+    }
+
+    #[test]
+    fn only_the_cap_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let agents = dir.path().join("AGENTS.md");
+        std::fs::write(&agents, "é".repeat(MAX_AGENTS_BYTES)).unwrap();
+        let (prompt, notes) = prompt_within(dir.path(), &[]);
+        assert!(notes.is_empty());
+        assert!(
+            prompt.ends_with(&format!("éé\n[AGENTS.md cut at {MAX_AGENTS_BYTES} bytes]")),
+            "{}",
+            &prompt[prompt.len() - 100..]
+        );
+        // 4 GB of holes after the text: read up to the cap, then refused as not text.
+        std::fs::write(&agents, "Be brief.\n").unwrap();
+        std::fs::OpenOptions::new().write(true).open(&agents).unwrap().set_len(4 << 30).unwrap();
+        let started = std::time::Instant::now();
+        let (prompt, notes) = prompt_within(dir.path(), &[]);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+        assert!(!prompt.contains("Be brief."));
+        assert_eq!(notes, ["AGENTS.md was not read: it is not text"]);
     }
 }

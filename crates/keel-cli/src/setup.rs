@@ -49,16 +49,30 @@ pub async fn model(settings: &Settings, progress: bool) -> Result<Arc<dyn ModelC
     }
 }
 
-/// The agent: the model, built-in tools, policy, system prompt.
+/// The agent: the model, built-in tools, policy, system prompt; and notes for the user
+/// (an AGENTS.md that was not read, and why).
 pub fn agent(
     settings: &Settings,
     workspace: &Path,
     policy: PermissionPolicy,
     model: Arc<dyn ModelClient>,
-) -> Agent {
-    let tools_config = ToolsConfig { extra_roots: settings.allowed_roots.clone(), ..ToolsConfig::default() };
+) -> (Agent, Vec<String>) {
+    // Shell commands are started through this binary (`keel __exec`), so they die with
+    // keel and run in a PID namespace where possible.
+    let launcher = std::env::current_exe()
+        .ok()
+        .map(|program| keel_tools::launch::Launcher { program, pid_namespace: settings.pid_namespace });
+    let tools_config = ToolsConfig {
+        extra_roots: settings.allowed_roots.clone(),
+        allow_hardlinks: settings.allow_hardlinks,
+        env_passthrough: settings.env_passthrough.clone(),
+        launcher,
+        ..ToolsConfig::default()
+    };
+    let (system_prompt, notes) =
+        crate::prompt::system_prompt(workspace, &settings.allowed_roots, settings.tool_profile);
     let config = AgentConfig {
-        system_prompt: crate::prompt::system_prompt(workspace, settings.tool_profile),
+        system_prompt,
         max_steps: settings.max_steps,
         summary_on_step_limit: true,
         tool_first: settings.tool_first,
@@ -69,7 +83,7 @@ pub fn agent(
         hooks = hooks.with(FinishCheck::new());
     }
     let tools = profile::tools(settings.tool_profile, Arc::new(tools_config));
-    Agent::builder_shared(model).config(config).tools(tools).hooks(hooks).build()
+    (Agent::builder_shared(model).config(config).tools(tools).hooks(hooks).build(), notes)
 }
 
 /// The per-session context: the workspace, the session's artifacts folder, and (for a

@@ -307,7 +307,7 @@ async fn a_session_killed_during_the_stream_resumes() {
 async fn ctrl_c_aborts_the_turn_cleanly_and_exits_130() {
     let env = Env::new();
     let server = MockServer::start().await;
-    server.push(call("c1", "shell", r#"{"command":"echo $$ > shell.pid; touch started; sleep 30"}"#));
+    server.push(call("c1", "shell", r#"{"command":"touch started; sleep 30.131; true"}"#));
     let mut keel = env.keel(&server.base_url());
     keel.arg("long task").stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = keel.spawn().unwrap();
@@ -331,11 +331,7 @@ async fn ctrl_c_aborts_the_turn_cleanly_and_exits_130() {
         matches!(events.last().unwrap().kind, EventKind::TurnEnd(ref t) if t.reason == TurnEndReason::Aborted)
     );
     // The shell and its sleep are gone.
-    let shell_pid: i32 =
-        std::fs::read_to_string(env.workspace().join("shell.pid")).unwrap().trim().parse().unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let stat = std::fs::read_to_string(format!("/proc/{shell_pid}/stat")).unwrap_or_default();
-    assert!(stat.is_empty() || stat.split_whitespace().nth(2) == Some("Z"), "shell still running: {stat}");
+    assert!(gone("30.131", 5).await, "the command still runs: {:?}", processes_with_arg("30.131"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -406,4 +402,48 @@ async fn sessions_list_show_and_fork() {
     let out = output(missing).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("no session `nope`"));
+}
+
+/// Issue 10, item 5: a workspace AGENTS.md that is a symlink outside was read into the
+/// system prompt and the log; a FIFO hung start-up.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostile_agents_md_is_refused_and_said() {
+    let env = Env::new();
+    std::fs::write(env.root.path().join("private-notes.md"), "SECRET-OUTSIDE\n").unwrap();
+    std::os::unix::fs::symlink(env.root.path().join("private-notes.md"), env.workspace().join("AGENTS.md"))
+        .unwrap();
+    let server = MockServer::start().await;
+    server.push(answer("ok"));
+    server.push(answer("ok"));
+    let mut keel = env.keel(&server.base_url());
+    keel.arg("hi");
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("keel: AGENTS.md was not read: it leads outside the project folder"),
+        "{}",
+        text(&out.stderr)
+    );
+    let system = server.requests()[0].json()["messages"][0]["content"].as_str().unwrap().to_owned();
+    assert!(!system.contains("SECRET-OUTSIDE"), "{system}");
+    assert!(!serde_json::to_string(&env.session_events()).unwrap().contains("SECRET-OUTSIDE"));
+
+    std::fs::remove_file(env.workspace().join("AGENTS.md")).unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(env.workspace().join("AGENTS.md"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut keel = env.keel(&server.base_url());
+    keel.args(["--no-session", "hi"]);
+    let out =
+        tokio::time::timeout(Duration::from_secs(20), output(keel)).await.expect("start-up hung on a FIFO");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("AGENTS.md was not read: `AGENTS.md` is a FIFO"),
+        "{}",
+        text(&out.stderr)
+    );
 }

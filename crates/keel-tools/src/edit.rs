@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
 use schemars::JsonSchema;
@@ -39,83 +40,172 @@ impl EditFile {
     }
 }
 
-fn line_of(text: &str, byte: usize) -> usize {
-    text[..byte].matches('\n').count() + 1
+/// How many times `needle` occurs in `text`, and the lines of the first 20.
+fn occurrences(text: &str, needle: &str) -> (usize, Vec<usize>) {
+    let mut count = 0;
+    let mut lines = Vec::new();
+    let (mut line, mut scanned) = (1, 0);
+    for (at, _) in text.match_indices(needle) {
+        count += 1;
+        if lines.len() < 20 {
+            line += memchr::memchr_iter(b'\n', &text.as_bytes()[scanned..at]).count();
+            scanned = at;
+            lines.push(line);
+        }
+    }
+    (count, lines)
 }
 
 fn squash(line: &str) -> String {
     line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Why `old` was not found, with the closest text in the file.
+/// Largest file edit_file edits. Larger files are refused before they are read.
+pub const MAX_EDIT_BYTES: u64 = 10 * 1024 * 1024;
+/// Time the not-found hint may take; past it the hint says less.
+const HINT_BUDGET: Duration = Duration::from_millis(1500);
+/// Characters of a line compared when looking for similar lines.
+const HINT_LINE_CHARS: usize = 400;
+/// Lines looked at for similar lines.
+const HINT_MAX_LINES: usize = 20_000;
+/// Characters of one line shown in a hint or a diff.
+const SHOWN_LINE_CHARS: usize = 500;
+
+/// `line` cut to `max` characters, marked when cut.
+fn clip_line(line: &str, max: usize) -> String {
+    match line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}… [cut]", &line[..at]),
+        None => line.to_owned(),
+    }
+}
+
+/// Why `old` was not found, with the closest text in the file. The work is bounded:
+/// lines are compared on at most `HINT_LINE_CHARS` characters, at most
+/// `HINT_MAX_LINES` lines, within `HINT_BUDGET`.
 fn not_found_hint(content: &str, old: &str, path: &str) -> String {
-    let lines: Vec<&str> = content.lines().collect();
-    let wanted: Vec<String> = old.lines().map(squash).filter(|l| !l.is_empty()).collect();
+    let deadline = Instant::now() + HINT_BUDGET;
     let mut message = format!("old_text was not found in `{path}`.");
-    if wanted.is_empty() {
-        return message;
-    }
-    // Same text except for whitespace?
-    for start in 0..lines.len() {
-        if squash(lines[start]).is_empty() {
-            continue;
-        }
-        let mut i = start;
-        let mut matched = 0;
-        while i < lines.len() && matched < wanted.len() {
-            let line = squash(lines[i]);
-            if line.is_empty() {
-                i += 1;
-                continue;
-            }
-            if line != wanted[matched] {
-                break;
-            }
-            matched += 1;
-            i += 1;
-        }
-        if matched == wanted.len() {
-            let exact = lines[start..i].join("\n");
-            message.push_str(&format!(
-                " Lines {}-{} match it except for whitespace or indentation; their exact text is:\n{exact}",
-                start + 1,
-                i
-            ));
-            return message;
-        }
-    }
-    // Otherwise the lines most like the first line of old_text.
-    let first = &wanted[0];
-    if lines.len() <= 20_000 {
-        let mut scored: Vec<(f32, usize)> = lines
-            .iter()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(n, l)| (similar::TextDiff::from_chars(first.as_str(), squash(l).as_str()).ratio(), n))
-            .filter(|(ratio, _)| *ratio >= 0.5)
-            .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        if !scored.is_empty() {
-            message.push_str(" The most similar lines are:");
-            for (_, n) in scored.iter().take(3) {
-                message.push_str(&format!("\n{:>5}\t{}", n + 1, lines[*n]));
-            }
+    let wanted: Vec<String> = old.lines().map(squash).filter(|l| !l.is_empty()).collect();
+    if !wanted.is_empty() {
+        let lines: Vec<&str> = content.lines().collect();
+        let squashed: Vec<String> = lines.iter().map(|l| squash(l)).collect();
+        if let Some(hint) = whitespace_match(&lines, &squashed, &wanted, deadline)
+            .or_else(|| similar_lines(&lines, &squashed, &wanted[0], deadline))
+        {
+            message.push_str(&hint);
         }
     }
     message.push_str("\nRead the file again and copy old_text exactly.");
     message
 }
 
-/// A compact unified diff of the change.
+/// Lines equal to `wanted` except for whitespace, with their exact text.
+fn whitespace_match(
+    lines: &[&str],
+    squashed: &[String],
+    wanted: &[String],
+    deadline: Instant,
+) -> Option<String> {
+    for start in 0..lines.len() {
+        if start % 1024 == 0 && Instant::now() > deadline {
+            break;
+        }
+        if squashed[start] != wanted[0] {
+            continue;
+        }
+        let mut i = start;
+        let mut matched = 0;
+        while i < lines.len() && matched < wanted.len() {
+            if squashed[i].is_empty() {
+                i += 1;
+                continue;
+            }
+            if squashed[i] != wanted[matched] {
+                break;
+            }
+            matched += 1;
+            i += 1;
+        }
+        if matched == wanted.len() {
+            let exact: Vec<String> = lines[start..i].iter().map(|l| clip_line(l, SHOWN_LINE_CHARS)).collect();
+            return Some(format!(
+                " Lines {}-{} match it except for whitespace or indentation; their exact text is:\n{}",
+                start + 1,
+                i,
+                exact.join("\n")
+            ));
+        }
+    }
+    None
+}
+
+/// The three lines most like `first` (similarity at least 0.5).
+fn similar_lines(lines: &[&str], squashed: &[String], first: &str, deadline: Instant) -> Option<String> {
+    if lines.len() > HINT_MAX_LINES {
+        return None;
+    }
+    let first: String = first.chars().take(HINT_LINE_CHARS).collect();
+    let first_len = first.chars().count();
+    let mut scored: Vec<(f32, usize)> = Vec::new();
+    for (n, line) in squashed.iter().enumerate() {
+        if Instant::now() > deadline {
+            break;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        let line: String = line.chars().take(HINT_LINE_CHARS).collect();
+        let len = line.chars().count();
+        // The ratio is at most 2·min/(a+b): below 0.5 when one is over 3 times the other.
+        if len > 3 * first_len || first_len > 3 * len {
+            continue;
+        }
+        let ratio = similar::TextDiff::configure()
+            .deadline(deadline)
+            .diff_chars(first.as_str(), line.as_str())
+            .ratio();
+        if ratio >= 0.5 {
+            scored.push((ratio, n));
+        }
+    }
+    if scored.is_empty() {
+        return None;
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut hint = String::from(" The most similar lines are:");
+    for (_, n) in scored.iter().take(3) {
+        hint.push_str(&format!("\n{:>5}\t{}", n + 1, clip_line(lines[*n], SHOWN_LINE_CHARS)));
+    }
+    Some(hint)
+}
+
+/// A compact unified diff of the change (at most 80 lines, long lines cut).
 fn diff(before: &str, after: &str, path: &str) -> String {
-    let diff = similar::TextDiff::from_lines(before, after);
+    let deadline = Instant::now() + HINT_BUDGET;
+    let diff = similar::TextDiff::configure().deadline(deadline).diff_lines(before, after);
     let text = diff.unified_diff().context_radius(2).header(path, path).to_string();
-    let lines: Vec<&str> = text.lines().collect();
+    let lines: Vec<String> = text.lines().map(|l| clip_line(l, SHOWN_LINE_CHARS)).collect();
     if lines.len() > 80 {
         format!("{}\n[... diff cut: {} more lines ...]", lines[..80].join("\n"), lines.len() - 80)
     } else {
-        text.trim_end().to_owned()
+        lines.join("\n")
     }
+}
+
+fn too_big(path: &str, size: u64, after_edit: bool) -> ToolError {
+    let size = crate::read::human_size(size);
+    let limit = crate::read::human_size(MAX_EDIT_BYTES);
+    let what = if after_edit {
+        format!("the edit would make `{path}` {size}")
+    } else {
+        format!("`{path}` is {size}")
+    };
+    ToolError::new(
+        "file_too_large",
+        format!(
+            "{what}; edit_file edits files up to {limit}. Change it with a command in the shell instead (sed, or a short script), or write_file a smaller file."
+        ),
+    )
 }
 
 /// Applies the edit to `path` under `roots`; returns the report for the model.
@@ -132,22 +222,24 @@ pub fn edit(roots: &Roots, args: &EditArgs) -> Result<String, ToolError> {
             "old_text and new_text are the same; nothing would change",
         ));
     }
-    let canonical = roots.resolve_existing(&args.path, true).map_err(|e| {
+    let (mut file, canonical) = roots.open_edit(&args.path).map_err(|e| {
         if e.code == "not_found" {
             ToolError::new("not_found", crate::suggest::missing_path_message(roots, &args.path))
         } else {
             e
         }
     })?;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&canonical)
-        .map_err(|e| ToolError::msg(format!("cannot open `{}`: {e}", args.path)))?;
-    roots.verify_open(&file, &args.path, true)?;
     let io = |e: std::io::Error| ToolError::msg(format!("cannot edit `{}`: {e}", args.path));
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    if size > MAX_EDIT_BYTES {
+        return Err(too_big(&args.path, size, false));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    // A file growing meanwhile is still cut at the limit.
+    (&file).take(MAX_EDIT_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > MAX_EDIT_BYTES {
+        return Err(too_big(&args.path, bytes.len() as u64, false));
+    }
     let content = String::from_utf8(bytes).map_err(|_| {
         ToolError::new(
             "not_utf8",
@@ -160,11 +252,14 @@ pub fn edit(roots: &Roots, args: &EditArgs) -> Result<String, ToolError> {
         |text: &str| if crlf && !text.contains('\r') { text.replace('\n', "\r\n") } else { text.to_owned() };
     let old = convert(&args.old_text);
     let new = convert(&args.new_text);
-    let positions: Vec<usize> = content.match_indices(&old).map(|(i, _)| i).collect();
-    match positions.len() {
+    let (count, first_lines) = occurrences(&content, &old);
+    match count {
         0 => return Err(ToolError::new("no_match", not_found_hint(&content, &args.old_text, &args.path))),
         n if n > 1 && !args.replace_all => {
-            let lines: Vec<String> = positions.iter().map(|p| line_of(&content, *p).to_string()).collect();
+            let mut lines: Vec<String> = first_lines.iter().map(usize::to_string).collect();
+            if n > first_lines.len() {
+                lines.push("…".to_owned());
+            }
             return Err(ToolError::new(
                 "ambiguous_match",
                 format!(
@@ -176,14 +271,19 @@ pub fn edit(roots: &Roots, args: &EditArgs) -> Result<String, ToolError> {
         }
         _ => {}
     }
+    let count = if args.replace_all { count } else { 1 };
+    let new_size = content.len() as u64 + (count as u64).saturating_mul(new.len() as u64)
+        - (count as u64) * (old.len() as u64);
+    if new_size > MAX_EDIT_BYTES {
+        return Err(too_big(&args.path, new_size, true));
+    }
     let updated =
         if args.replace_all { content.replace(&old, &new) } else { content.replacen(&old, &new, 1) };
     file.set_len(0).map_err(io)?;
     file.seek(SeekFrom::Start(0)).map_err(io)?;
     file.write_all(updated.as_bytes()).map_err(io)?;
     let shown = roots.display(&canonical);
-    let first_line = line_of(&content, positions[0]);
-    let count = if args.replace_all { positions.len() } else { 1 };
+    let first_line = first_lines.first().copied().unwrap_or(1);
     let plural = if count == 1 { "" } else { "s" };
     Ok(format!(
         "Edited {shown}: {count} replacement{plural} (first at line {first_line}).\n{}",

@@ -93,10 +93,13 @@ pub fn grep(roots: &Roots, args: &GrepArgs) -> Result<String, ToolError> {
                 continue;
             }
         }
+        // Search the file that was opened and verified, never the path again: a file
+        // swapped for a symlink after the walk saw it is not followed out.
+        let Some(file) = roots.open_found(entry.path()) else { continue };
         let before = total;
-        let result = searcher.search_path(
+        let result = searcher.search_file(
             &matcher,
-            entry.path(),
+            &file,
             UTF8(|line_number, line| {
                 total += 1;
                 if lines.len() < MAX_MATCHES {

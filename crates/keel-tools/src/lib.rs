@@ -13,6 +13,7 @@ pub mod edit;
 pub mod environment;
 pub mod glob;
 pub mod grep;
+pub mod launch;
 pub mod list;
 pub mod output;
 mod policy;
@@ -48,6 +49,17 @@ pub struct ToolsConfig {
     /// write_file and edit_file change an existing file only after the model has seen
     /// it in the session; the first attempt is refused with the file's content (default on).
     pub read_before_change: bool,
+    /// Let write_file and edit_file write a file that has more than one hard link
+    /// (default no: its other names may be outside the workspace). Reading such a file
+    /// is always allowed.
+    pub allow_hardlinks: bool,
+    /// Environment variables passed to shell commands even though their name or value
+    /// looks like a credential (see [`shell::is_secret`]), e.g. `GITHUB_TOKEN`.
+    pub env_passthrough: Vec<String>,
+    /// The program that launches shell commands so they die with this process and run in
+    /// a PID namespace where possible (see [`launch`]); `None` runs `bash -c` directly.
+    /// The `keel` binary sets itself here.
+    pub launcher: Option<launch::Launcher>,
 }
 
 impl Default for ToolsConfig {
@@ -59,6 +71,9 @@ impl Default for ToolsConfig {
             kill_grace: Duration::from_secs(2),
             output_limits: output::OutputLimits::default(),
             read_before_change: true,
+            allow_hardlinks: false,
+            env_passthrough: Vec::new(),
+            launcher: None,
         }
     }
 }
@@ -83,7 +98,7 @@ pub(crate) async fn confined<F>(config: Arc<ToolsConfig>, ctx: keel_agent::ToolC
 where
     F: FnOnce(&workspace::Roots) -> Result<String, keel_agent::ToolError> + Send + 'static,
 {
-    let roots = workspace::Roots::for_call(&ctx, &config.extra_roots)?;
+    let roots = workspace::Roots::for_call(&ctx, &config)?;
     let text = tokio::task::spawn_blocking(move || work(&roots))
         .await
         .map_err(|e| keel_agent::ToolError::msg(format!("the tool stopped unexpectedly: {e}")))??;

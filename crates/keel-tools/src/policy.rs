@@ -10,7 +10,10 @@ use regex::{Regex, RegexSet};
 /// How much the agent may do without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PermissionMode {
-    /// Everything runs (still confined to the workspace, still subject to the deny-list).
+    /// Every call runs without asking. The file tools stay confined to the workspace;
+    /// shell commands run with the user's rights, anywhere the user can reach. The
+    /// deny-list only refuses common spellings of destructive commands: a net for
+    /// accidents, not a sandbox.
     #[default]
     Auto,
     /// Read-only tools run; others ask the user through the callback.
@@ -56,18 +59,84 @@ pub struct AskRequest {
 /// Asks the user (the CLI implements it with a prompt).
 pub type AskFn = Arc<dyn Fn(AskRequest) -> BoxFuture<'static, AskAnswer> + Send + Sync>;
 
-/// Shell commands refused by default.
+/// A path that names the whole home folder or the whole file system, in the common
+/// spellings: `/`, `~`, `$HOME`, `${HOME}`, quoted or not, with an optional trailing `/`,
+/// `/*` or `/.` (`~/*`, `"$HOME"/`, `'/'*`).
+macro_rules! everything {
+    () => {
+        r#"["']?(?:/|~|\$HOME|\$\{HOME\})["']?/?["']?(?:\*|\.)?["']?"#
+    };
+}
+
+/// What may follow a word: its end, a separator, a closing quote or parenthesis.
+macro_rules! word_end {
+    () => {
+        r#"(?:$|[\s;&|)"'`])"#
+    };
+}
+
+/// Where a command word starts: the start, a space, a separator, an opening quote or
+/// parenthesis, a `/` (`/bin/rm`) or a backslash (`\rm`); not `-` (`docker run --rm /`).
+macro_rules! command_start {
+    () => {
+        r#"(?:^|[\s;&|(`"'/\\])"#
+    };
+}
+
+/// Shell commands refused by default. This is a net for accidents, not a sandbox: a
+/// command can always be spelled so that no pattern sees it (a script, a variable, an
+/// encoding), and shell commands run with the user's rights. Each pattern below is
+/// tested shape by shape, with ordinary commands that must still run.
 pub const DEFAULT_DENY: &[&str] = &[
-    r"\brm\s+(-\S+\s+)*-\S*[rR]\S*\s+(-\S+\s+)*(--\s+)?(/|/\*|~|~/|\$HOME)(\s|;|&|\||$)",
+    // rm of the home folder or the root, whatever the flags and quoting (`--` included),
+    // also inside `bash -c "…"` or `eval '…'`.
+    concat!(command_start!(), r"rm\s(?:[^;&|\n]*\s)?", everything!(), word_end!()),
     r"--no-preserve-root",
-    r"\bgit\s+push\b[^;&|]*\s(--force|-f|--force-with-lease)\b",
+    // `cd ~ && rm -rf *` (and `cd` alone, which goes home).
+    concat!(
+        r"\bcd(?:\s+",
+        everything!(),
+        r#")?\s*(?:&&|;|\|\||\n)\s*rm\s(?:[^;&|\n]*\s)?["']?(?:\*|\.|\./\*)["']?"#,
+        word_end!()
+    ),
+    // find on the home folder or the root that deletes.
+    concat!(
+        r"\bfind\s+(?:-[HLP]\s+)*",
+        everything!(),
+        r"\s[^;&|\n]*(?:-delete\b|-exec(?:dir)?\s+(?:\S*/)?rm\b)"
+    ),
+    // Force pushes: --force, -f (also in combined flags), --force-with-lease, +refspecs.
+    r"\bgit\s+(?:-\S+(?:\s+\S+)?\s+)*?push\b[^;&|\n]*\s(?:--force(?:-with-lease|-if-includes)?(?:=\S*)?|-[a-zA-Z]*f[a-zA-Z]*)(?:$|[\s;&|)])",
+    r"\bgit\s+(?:-\S+(?:\s+\S+)?\s+)*?push\b[^;&|\n]*\s\+[^\s;&|]",
+    // Decoded text run by a shell: `base64 -d … | sh`.
+    r"\bbase64\s[^;&|\n]*(?:-d|--decode|-D)\b[^;&\n]*\|\s*(?:sudo\s+)?(?:ba|da|z|k)?sh\b",
+    // Every process of the user: `kill -9 -1`, `kill -- -1`, `kill -s KILL -1`.
+    concat!(r"\bkill\s+(?:\S+\s+)+-1", word_end!()),
     r"\bmkfs(\.\w+)?\b",
     r"\bdd\b[^;&|]*\bof=/dev/",
     r">\s*/dev/(sd|nvme|hd|vd)[a-z]",
     r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:",
     r"(^|[;&|]\s*)(sudo\s+)?(shutdown|reboot|halt|poweroff)\b",
-    r"\bchmod\s+(-\S+\s+)*-R\s+\S+\s+/(\s|$)",
+    // Recursive permission or owner changes of the home folder or the root.
+    concat!(r"\b(?:chmod|chown|chgrp)\s+(?:\S+\s+)*?-\S*R\S*\s+(?:\S+\s+)*?", everything!(), word_end!()),
 ];
+
+/// The default patterns plus the home folder spelled out (`rm -rf /home/me`), when `HOME`
+/// names one.
+fn default_patterns() -> Vec<String> {
+    let mut patterns: Vec<String> = DEFAULT_DENY.iter().map(|p| (*p).to_owned()).collect();
+    if let Some(home) = std::env::var("HOME").ok().map(|h| h.trim_end_matches('/').to_owned())
+        && !home.is_empty()
+    {
+        let home = regex::escape(&home);
+        patterns.push(format!(
+            r#"{}rm\s(?:[^;&|\n]*\s)?["']?{home}["']?/?["']?(?:\*|\.)?["']?{}"#,
+            command_start!(),
+            word_end!()
+        ));
+    }
+    patterns
+}
 
 /// Decides each call: deny-list for shell commands, then the mode.
 pub struct PermissionPolicy {
@@ -91,11 +160,12 @@ impl std::fmt::Debug for PermissionPolicy {
 }
 
 impl PermissionPolicy {
-    /// A policy in `mode` with the default deny-list.
+    /// A policy in `mode` with the default deny-list ([`DEFAULT_DENY`], plus `rm` of the
+    /// home folder spelled out as `$HOME` holds it).
     pub fn new(mode: PermissionMode) -> Self {
         PermissionPolicy {
             mode,
-            deny: DEFAULT_DENY.iter().map(|p| (*p).to_owned()).collect(),
+            deny: default_patterns(),
             deny_set: OnceLock::new(),
             ask: None,
             allowed_always: Mutex::new(HashSet::new()),
@@ -214,37 +284,116 @@ impl Hooks for PermissionPolicy {
 mod tests {
     use super::*;
 
+    /// Every shape of issue 10 that ran, and a few more spellings of each.
+    const DENIED: &[&str] = &[
+        "rm -rf /",
+        "rm -rf / ",
+        "sudo rm -fr ~",
+        "rm -r -f /*",
+        "cd x && rm -rf $HOME",
+        "rm -rf \"$HOME\"",
+        "rm -rf '$HOME'",
+        "rm -rf ${HOME}",
+        "rm -rf \"${HOME}\"/",
+        "rm -rf \"$HOME\"/*",
+        "rm -rf ~/*",
+        "rm ~/*",
+        "rm -rf ~/",
+        "rm -rf -- ~",
+        "rm -rf --no-preserve-root /",
+        "rm -rf build ~",
+        "/bin/rm -rf ~",
+        "\\rm -rf ~",
+        "bash -c \"rm -rf ~\"",
+        "sh -c 'rm -rf $HOME'",
+        "eval \"rm -rf /*\"",
+        "(rm -rf ~)",
+        "cd ~ && rm -rf *",
+        "cd $HOME; rm -rf .",
+        "cd && rm -rf *",
+        "cd / && rm -rf ./*",
+        "find ~ -delete",
+        "find / -name '*' -delete",
+        "find $HOME -type f -exec rm -f {} +",
+        "find -L \"$HOME\" -delete",
+        "echo cm0gLXJmIH4K | base64 -d | sh",
+        "base64 --decode payload.txt | bash",
+        "cat x | base64 -D | sudo zsh",
+        "git push --force origin main",
+        "git push -f",
+        "git push -fu origin main",
+        "git push --force-with-lease",
+        "git push origin +main",
+        "git push origin +HEAD:main",
+        "git -C repo push --force",
+        "kill -9 -1",
+        "kill -KILL -1",
+        "kill -s KILL -1",
+        "kill -- -1",
+        "mkfs.ext4 /dev/sda1",
+        "dd if=/dev/zero of=/dev/sda",
+        ":(){ :|:& };:",
+        "sudo reboot",
+        "echo x > /dev/sda",
+        "chmod -R 777 /",
+        "sudo chown -R me ~",
+    ];
+
+    /// Ordinary commands the net must not catch.
+    const ALLOWED: &[&str] = &[
+        "rm -rf build",
+        "rm -rf build/",
+        "rm -rf ./target",
+        "rm file.txt",
+        "rm -rf /tmp/keel-test",
+        "rm -rf ~/.cache/pip",
+        "rm -rf \"$HOME/.cache/pip\"",
+        "rm -f $HOMEDIR/x",
+        "rm -rf \"$dir\"/*",
+        "docker run --rm ubuntu ls /",
+        "cd build && rm -rf *",
+        "cd /tmp && rm -rf *",
+        "find . -name '*.pyc' -delete",
+        "find ~/projects -name x",
+        "find / -name '*.so' 2>/dev/null",
+        "base64 -d in.b64 > out.bin",
+        "base64 -d x | shasum",
+        "git push origin main",
+        "git push -u origin feature-fix",
+        "git push --follow-tags",
+        "git push origin HEAD",
+        "kill -1 1234",
+        "kill -9 12345",
+        "kill %1",
+        "ls /",
+        "cat /etc/hostname",
+        "echo shutdown-notes.md",
+        "dd if=a of=b",
+        "chmod -R u+w build",
+    ];
+
     #[test]
-    fn default_deny_list_catches_the_classics_and_spares_ordinary_commands() {
+    fn default_deny_list_catches_each_shape_and_spares_ordinary_commands() {
         let policy = PermissionPolicy::new(PermissionMode::Auto);
-        for bad in [
-            "rm -rf /",
-            "rm -rf / ",
-            "sudo rm -fr ~",
-            "rm -r -f /*",
-            "cd x && rm -rf $HOME",
-            "git push --force origin main",
-            "git push -f",
-            "mkfs.ext4 /dev/sda1",
-            "dd if=/dev/zero of=/dev/sda",
-            ":(){ :|:& };:",
-            "sudo reboot",
-            "echo x > /dev/sda",
-        ] {
+        for bad in DENIED {
             assert!(policy.denied_pattern(bad).is_some(), "should deny {bad:?}");
         }
-        for fine in [
-            "rm -rf build/",
-            "rm -rf ./target",
-            "rm file.txt",
-            "git push origin main",
-            "git push --follow-tags",
-            "ls /",
-            "cat /etc/hostname",
-            "echo shutdown-notes.md",
-            "dd if=a of=b",
-        ] {
-            assert!(policy.denied_pattern(fine).is_none(), "should allow {fine:?}");
+        for fine in ALLOWED {
+            assert!(
+                policy.denied_pattern(fine).is_none(),
+                "should allow {fine:?}: {:?}",
+                policy.denied_pattern(fine)
+            );
         }
+    }
+
+    #[test]
+    fn the_home_folder_spelled_out_is_denied_too() {
+        let Some(home) = std::env::var("HOME").ok().filter(|h| h.len() > 1) else { return };
+        let policy = PermissionPolicy::new(PermissionMode::Auto);
+        for bad in [format!("rm -rf {home}"), format!("rm -rf \"{home}/\""), format!("rm -rf {home}/*")] {
+            assert!(policy.denied_pattern(&bad).is_some(), "should deny {bad:?}");
+        }
+        assert!(policy.denied_pattern(&format!("rm -rf {home}/project/build")).is_none());
     }
 }

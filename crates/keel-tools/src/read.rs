@@ -1,7 +1,7 @@
 //! `read_file`: numbered lines, in pages.
 
 use std::future::Future;
-use std::io::Read;
+use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 
 use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
@@ -66,17 +66,137 @@ fn binary_kind(head: &[u8]) -> Option<&'static str> {
     head.contains(&0).then_some("binary data")
 }
 
-fn human_size(bytes: u64) -> String {
+/// A size for people: bytes, KB, MB or GB.
+pub(crate) fn human_size(bytes: u64) -> String {
     match bytes {
         b if b < 1024 => format!("{b} bytes"),
         b if b < 1024 * 1024 => format!("{:.1} KB", b as f64 / 1024.0),
-        b => format!("{:.1} MB", b as f64 / 1_048_576.0),
+        b if b < 1024 * 1024 * 1024 => format!("{:.1} MB", b as f64 / 1_048_576.0),
+        b => format!("{:.1} GB", b as f64 / 1_073_741_824.0),
     }
 }
 
-/// Reads `path` under `roots` as the model sees it.
+/// Bytes read past the page only to count the file's lines; a longer file says "more
+/// than N lines" instead of reading to its end.
+const COUNT_BUDGET: u64 = 32 * 1024 * 1024;
+/// Bytes kept of one line: enough for `MAX_LINE_CHARS` characters of any width, and
+/// more than `MAX_LINE_CHARS` characters whenever something was cut.
+const KEEP_LINE_BYTES: usize = MAX_LINE_CHARS * 4 + 8;
+
+/// One page of numbered lines, read as a stream: a line is kept only while the page
+/// needs it and only up to `KEEP_LINE_BYTES`, so memory stays bounded whatever the file.
+struct Page {
+    start: usize,
+    limit: usize,
+    /// Lines shown: number and text.
+    lines: Vec<(usize, String)>,
+    /// Bytes the shown lines take (with a provisional number width).
+    bytes: usize,
+    /// The page is full (by lines or bytes); later lines are only counted.
+    full: bool,
+    /// Lines finished so far.
+    finished: usize,
+    /// The bytes kept of the line being read, and whether it was cut.
+    current: Vec<u8>,
+    cut: bool,
+    /// The line being read has at least one byte.
+    in_line: bool,
+}
+
+impl Page {
+    fn new(start: usize, limit: usize) -> Page {
+        Page {
+            start,
+            limit,
+            lines: Vec::new(),
+            bytes: 0,
+            full: false,
+            finished: 0,
+            current: Vec::new(),
+            cut: false,
+            in_line: false,
+        }
+    }
+
+    fn wants_current(&self) -> bool {
+        !self.full && self.finished + 1 >= self.start
+    }
+
+    /// Adds a chunk of the file.
+    fn push(&mut self, mut chunk: &[u8]) {
+        while !chunk.is_empty() {
+            let newline = memchr::memchr(b'\n', chunk);
+            let part = &chunk[..newline.unwrap_or(chunk.len())];
+            if self.wants_current() {
+                let room = KEEP_LINE_BYTES.saturating_sub(self.current.len());
+                self.current.extend_from_slice(&part[..part.len().min(room)]);
+                self.cut |= part.len() > room;
+            }
+            self.in_line |= !part.is_empty();
+            match newline {
+                Some(at) => {
+                    self.end_line();
+                    chunk = &chunk[at + 1..];
+                }
+                None => chunk = &[],
+            }
+        }
+    }
+
+    /// Counts the newlines of a chunk read only to know the total.
+    fn count(&mut self, chunk: &[u8]) {
+        let newlines = memchr::memchr_iter(b'\n', chunk).count();
+        if newlines > 0 {
+            self.finished += newlines;
+            self.in_line = chunk.last() != Some(&b'\n');
+        } else {
+            self.in_line |= !chunk.is_empty();
+        }
+    }
+
+    fn end_line(&mut self) {
+        let number = self.finished + 1;
+        self.finished = number;
+        self.in_line = false;
+        if number < self.start || self.full {
+            return;
+        }
+        let mut bytes = std::mem::take(&mut self.current);
+        if bytes.last() == Some(&b'\r') && !self.cut {
+            bytes.pop();
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let shown = if self.cut || text.chars().count() > MAX_LINE_CHARS {
+            let kept: String = text.chars().take(MAX_LINE_CHARS).collect();
+            format!("{kept}… [line cut at {MAX_LINE_CHARS} characters]")
+        } else {
+            text.into_owned()
+        };
+        self.cut = false;
+        let width = (self.start + self.limit).to_string().len();
+        let entry_len = width + 2 + shown.len();
+        if self.bytes + entry_len > MAX_BYTES && number > self.start {
+            self.full = true;
+            return;
+        }
+        self.bytes += entry_len;
+        self.lines.push((number, shown));
+        self.full = self.lines.len() >= self.limit;
+    }
+
+    /// Ends the file: a last line without a newline counts.
+    fn finish(&mut self) {
+        if self.in_line {
+            self.end_line();
+        }
+    }
+}
+
+/// Reads `path` under `roots` as the model sees it. Only the first bytes decide whether
+/// the file is text, its size comes from its metadata, and lines are streamed: a page
+/// of a huge file costs the bytes before it, never the whole file in memory.
 pub fn read(roots: &Roots, args: &ReadArgs) -> Result<String, ToolError> {
-    let (mut file, canonical) = roots.open_read(&args.path).map_err(|e| {
+    let (file, canonical) = roots.open_read(&args.path).map_err(|e| {
         if e.code == "not_found" {
             ToolError::new("not_found", missing_path_message(roots, &args.path))
         } else {
@@ -91,9 +211,10 @@ pub fn read(roots: &Roots, args: &ReadArgs) -> Result<String, ToolError> {
             format!("`{}` is a folder; use list_files to see what is in it", args.path),
         ));
     }
-    let mut bytes = Vec::with_capacity(metadata.len().min(16 * 1024 * 1024) as usize);
-    file.read_to_end(&mut bytes).map_err(|e| ToolError::msg(format!("cannot read `{}`: {e}", args.path)))?;
-    if let Some(kind) = binary_kind(&bytes[..bytes.len().min(8192)]) {
+    let io = |e: std::io::Error| ToolError::msg(format!("cannot read `{}`: {e}", args.path));
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let head = reader.fill_buf().map_err(io)?;
+    if let Some(kind) = binary_kind(&head[..head.len().min(8192)]) {
         return Err(ToolError::new(
             "binary_file",
             format!(
@@ -103,40 +224,62 @@ pub fn read(roots: &Roots, args: &ReadArgs) -> Result<String, ToolError> {
             ),
         ));
     }
-    let text = String::from_utf8_lossy(&bytes);
-    if text.is_empty() {
+    if head.is_empty() {
         return Ok(format!("({} is empty)", roots.display(&canonical)));
     }
-    let total = text.lines().count();
     let start = args.offset.unwrap_or(1).max(1);
-    if start > total {
-        return Err(ToolError::new(
-            "invalid_arguments",
-            format!("offset {start} is past the end: `{}` has {total} lines", args.path),
-        ));
-    }
     let limit = args.limit.unwrap_or(MAX_LINES).clamp(1, MAX_LINES);
-    let width = (start + limit).min(total).to_string().len();
-    let mut out = String::new();
-    let mut last = start - 1;
-    for (index, line) in text.lines().enumerate().skip(start - 1).take(limit) {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        let shown: String = if line.chars().count() > MAX_LINE_CHARS {
-            let cut: String = line.chars().take(MAX_LINE_CHARS).collect();
-            format!("{cut}… [line cut at {MAX_LINE_CHARS} characters]")
-        } else {
-            line.to_owned()
-        };
-        let entry = format!("{:>width$}\t{shown}\n", index + 1);
-        if out.len() + entry.len() > MAX_BYTES && index + 1 > start {
+    let mut page = Page::new(start, limit);
+    let mut counted = 0u64;
+    let mut complete = true;
+    loop {
+        let chunk = reader.fill_buf().map_err(io)?;
+        if chunk.is_empty() {
+            page.finish();
             break;
         }
-        out.push_str(&entry);
-        last = index + 1;
+        let len = chunk.len();
+        if page.full {
+            if counted > COUNT_BUDGET {
+                complete = false;
+                break;
+            }
+            page.count(chunk);
+            counted += len as u64;
+        } else {
+            page.push(chunk);
+        }
+        reader.consume(len);
     }
-    if last < total {
+    render(&page, complete, &args.path, metadata.len())
+}
+
+/// The page as numbered lines, with where to continue.
+fn render(page: &Page, complete: bool, path: &str, size: u64) -> Result<String, ToolError> {
+    let total = page.finished;
+    let Some(&(last, _)) = page.lines.last() else {
+        return Err(ToolError::new(
+            "invalid_arguments",
+            format!("offset {} is past the end: `{path}` has {total} lines", page.start),
+        ));
+    };
+    let width = if complete { (page.start + page.limit).min(total) } else { page.start + page.limit };
+    let width = width.to_string().len();
+    let mut out = String::with_capacity(page.bytes + 200);
+    for (number, text) in &page.lines {
+        out.push_str(&format!("{number:>width$}\t{text}\n"));
+    }
+    if !complete {
         out.push_str(&format!(
-            "[showing lines {start}-{last} of {total}; read_file with offset={} to continue]\n",
+            "[showing lines {}-{last} of a {} file (more than {total} lines); read_file with offset={} to continue]\n",
+            page.start,
+            human_size(size),
+            last + 1
+        ));
+    } else if last < total {
+        out.push_str(&format!(
+            "[showing lines {}-{last} of {total}; read_file with offset={} to continue]\n",
+            page.start,
             last + 1
         ));
     }

@@ -16,9 +16,9 @@ use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 use tokio::time::Sleep;
 
-use crate::ToolsConfig;
 use crate::output::Capture;
 use crate::workspace::Roots;
+use crate::{ToolsConfig, launch};
 
 /// Arguments of `shell`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -47,17 +47,55 @@ impl Shell {
     }
 }
 
-/// True for variables that hold credentials (API keys, keel's own settings).
+/// True for variables whose name says they hold a credential: keel's own settings, API
+/// keys, tokens, passwords, secrets, private keys.
 pub fn is_secret_var(name: &str) -> bool {
+    const SUFFIXES: &[&str] = &[
+        "_API_KEY",
+        "_APIKEY",
+        "_ACCESS_KEY",
+        "_PRIVATE_KEY",
+        "_SECRET_KEY",
+        "_TOKEN",
+        "_PASSWORD",
+        "_PASSWD",
+        "_PASS",
+        "_PWD",
+        "_AUTH",
+    ];
+    const NAMES: &[&str] = &["API_KEY", "TOKEN", "PASSWORD", "SSHPASS"];
     let upper = name.to_ascii_uppercase();
     upper.starts_with("KEEL_")
-        || upper.ends_with("_API_KEY")
-        || upper.ends_with("_APIKEY")
-        || upper == "API_KEY"
-        || upper.ends_with("_SECRET")
-        || upper.ends_with("_SECRET_KEY")
-        || upper.ends_with("_SECRET_ACCESS_KEY")
+        || upper.contains("SECRET")
+        || upper.contains("PASSWORD")
+        || SUFFIXES.iter().any(|s| upper.ends_with(s))
+        || NAMES.contains(&upper.as_str())
         || ["OPENAI_", "ANTHROPIC_", "DEEPSEEK_", "OPENROUTER_"].iter().any(|p| upper.starts_with(p))
+}
+
+/// True for a value holding a URL with a password in it (`scheme://user:pass@host`), as
+/// in `DATABASE_URL` or a proxy setting.
+pub fn has_url_credentials(value: &str) -> bool {
+    static URL: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]*@").ok()
+    });
+    URL.as_ref().is_some_and(|url| url.is_match(value))
+}
+
+/// True for a variable removed from shell commands' environment: a credential by its name
+/// ([`is_secret_var`]) or by its value ([`has_url_credentials`]).
+pub fn is_secret(name: &str, value: &str) -> bool {
+    is_secret_var(name) || has_url_credentials(value)
+}
+
+/// Removes credentials from a command's environment, except the names in `passthrough`.
+fn scrub_environment(command: &mut tokio::process::Command, passthrough: &[String]) {
+    for (name, value) in std::env::vars_os() {
+        let Some(name_text) = name.to_str() else { continue };
+        if is_secret(name_text, &value.to_string_lossy()) && !passthrough.iter().any(|p| p == name_text) {
+            command.env_remove(&name);
+        }
+    }
 }
 
 /// Kills the whole process group when dropped, so no path leaves an orphan behind.
@@ -118,7 +156,7 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
     if args.command.trim().is_empty() {
         return Err(ToolError::new("invalid_arguments", "the command is empty"));
     }
-    let roots = Roots::for_call(&ctx, &config.extra_roots)?;
+    let roots = Roots::for_call(&ctx, config)?;
     let workdir = match args.workdir.as_deref().filter(|w| !w.trim().is_empty()) {
         Some(dir) => {
             let path = roots.resolve_existing(dir, false)?;
@@ -133,16 +171,72 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
         .timeout_secs
         .unwrap_or(config.shell_timeout.as_secs())
         .clamp(1, config.shell_max_timeout.as_secs());
+    let mut running = spawn(config, &args.command, &workdir).await?;
+    let spill = crate::artifacts_dir(&ctx).join(format!("shell-{}.log", sanitize(&ctx.call_id)));
+    let mut capture = Capture::new(config.output_limits, spill);
+    let watched = watch(&mut running, &mut capture, config, timeout_secs, &ctx).await;
+    // Anything left in the group (e.g. a detached background job) is stopped too.
+    drop(running);
+    Ok(render(capture, watched))
+}
 
-    let (reader, writer) =
-        std::io::pipe().map_err(|e| ToolError::msg(format!("cannot create a pipe: {e}")))?;
-    let writer_err = writer.try_clone().map_err(|e| ToolError::msg(format!("cannot create a pipe: {e}")))?;
-    let mut command = tokio::process::Command::new("bash");
+/// A started command: the process keel waits on (bash, or the launcher), the guard of
+/// its group, the output pipe, and the launcher's status pipe.
+struct Running {
+    child: tokio::process::Child,
+    guard: GroupGuard,
+    output: tokio::net::unix::pipe::Receiver,
+    status: Option<tokio::net::unix::pipe::Receiver>,
+}
+
+/// Starts `bash -c command` in its own process group, through the launcher when one is
+/// configured (directly if the launcher cannot be started), with stdin closed, stdout
+/// and stderr on one pipe, credentials removed.
+async fn spawn(
+    config: &ToolsConfig,
+    command_line: &str,
+    workdir: &std::path::Path,
+) -> Result<Running, ToolError> {
+    if let Some(launcher) = &config.launcher {
+        let pid_namespace = launcher.pid_namespace && launch::pid_namespace_available().await;
+        match start(config, Some((launcher, pid_namespace)), command_line, workdir) {
+            Ok(running) => return Ok(running),
+            Err(e) => tracing::warn!(
+                "cannot start the launcher {}: {e}; running the command without it",
+                launcher.program.display()
+            ),
+        }
+    }
+    start(config, None, command_line, workdir).map_err(|e| ToolError::msg(format!("cannot start bash: {e}")))
+}
+
+fn start(
+    config: &ToolsConfig,
+    launcher: Option<(&launch::Launcher, bool)>,
+    command_line: &str,
+    workdir: &std::path::Path,
+) -> std::io::Result<Running> {
+    let (reader, writer) = std::io::pipe()?;
+    let writer_err = writer.try_clone()?;
+    let mut status = None;
+    let mut command = match launcher {
+        Some((launcher, pid_namespace)) => {
+            let mut command = tokio::process::Command::new(&launcher.program);
+            command.args(launch::launcher_args(command_line, pid_namespace));
+            // The launcher reports bash's wait status on its fd 0.
+            let (status_reader, status_writer) = std::io::pipe()?;
+            command.stdin(Stdio::from(OwnedFd::from(status_writer)));
+            status = Some(status_reader);
+            command
+        }
+        None => {
+            let mut command = tokio::process::Command::new("bash");
+            command.arg("-c").arg(command_line).stdin(Stdio::null());
+            command
+        }
+    };
     command
-        .arg("-c")
-        .arg(&args.command)
-        .current_dir(&workdir)
-        .stdin(Stdio::null())
+        .current_dir(workdir)
         .stdout(Stdio::from(OwnedFd::from(writer)))
         .stderr(Stdio::from(OwnedFd::from(writer_err)))
         .process_group(0)
@@ -151,29 +245,51 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
         .env("GIT_PAGER", "cat")
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("NO_COLOR", "1");
-    for (name, _) in std::env::vars_os() {
-        if name.to_str().is_some_and(is_secret_var) {
-            command.env_remove(&name);
-        }
-    }
-    let mut child = command.spawn().map_err(|e| ToolError::msg(format!("cannot start bash: {e}")))?;
-    // Our copies of the pipe's write end must close, or the read never ends.
+    scrub_environment(&mut command, &config.env_passthrough);
+    let child = command.spawn()?;
+    // Our copies of the pipes' write ends must close, or the reads never end.
     drop(command);
     let guard = GroupGuard { pgid: child.id().and_then(|id| Pid::from_raw(id as i32)) };
-    let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
-        .map_err(|e| ToolError::msg(format!("cannot read the command's output: {e}")))?;
+    let receiver =
+        |fd: std::io::PipeReader| tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(fd));
+    let status = status.map(receiver).transpose()?;
+    Ok(Running { child, guard, output: receiver(reader)?, status })
+}
 
-    let spill = crate::artifacts_dir(&ctx).join(format!("shell-{}.log", sanitize(&ctx.call_id)));
-    let mut capture = Capture::new(config.output_limits, spill);
+/// How watching a command ended.
+struct Watched {
+    status: Option<std::process::ExitStatus>,
+    stop: Option<Stop>,
+    /// A process outside the stopped group still held the output; it was no longer read.
+    abandoned: bool,
+}
+
+/// Reads the output until the command is done and its output closed; stops the group on
+/// timeout, abort, or background processes lingering after bash ended.
+async fn watch(
+    running: &mut Running,
+    capture: &mut Capture,
+    config: &ToolsConfig,
+    timeout_secs: u64,
+    ctx: &ToolContext,
+) -> Watched {
     let mut buf = vec![0u8; 64 * 1024];
+    let mut report = Vec::new();
     let mut deadline: Option<Pin<Box<Sleep>>> =
         Some(Box::pin(tokio::time::sleep(Duration::from_secs(timeout_secs))));
     let mut escalate: Option<Pin<Box<Sleep>>> = None;
     let mut linger: Option<Pin<Box<Sleep>>> = None;
+    let mut abandon: Option<Pin<Box<Sleep>>> = None;
+    // Bash's status: reported by the launcher, or the waited process's own.
     let mut status: Option<std::process::ExitStatus> = None;
+    let mut exited: Option<std::process::ExitStatus> = None;
+    let mut child_done = false;
+    let mut status_open = running.status.is_some();
     let mut stop: Option<Stop> = None;
     let mut pipe_open = true;
+    let mut abandoned = false;
 
+    let guard = &running.guard;
     let terminate = |stop_now: Stop, escalate: &mut Option<Pin<Box<Sleep>>>| {
         guard.signal(Signal::TERM);
         *escalate = Some(Box::pin(tokio::time::sleep(config.kill_grace)));
@@ -181,20 +297,21 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
     };
 
     while pipe_open || status.is_none() {
+        let known = status.is_some();
         tokio::select! {
-            read = pipe.read(&mut buf), if pipe_open => match read {
+            read = running.output.read(&mut buf), if pipe_open => match read {
                 Ok(0) | Err(_) => pipe_open = false,
                 Ok(n) => capture.push(&buf[..n]),
             },
-            exited = child.wait(), if status.is_none() => {
-                status = exited.ok();
-                if status.is_none() {
+            read = read_some(&mut running.status, &mut report), if status_open => match read {
+                Some(reported) => status = status.or(reported),
+                None => status_open = false,
+            },
+            waited = running.child.wait(), if !child_done => {
+                child_done = true;
+                exited = waited.ok();
+                if exited.is_none() {
                     break;
-                }
-                // The command is done; output may still be draining. A background
-                // process holding the pipe open gets a moment, then is stopped.
-                if pipe_open && linger.is_none() {
-                    linger = Some(Box::pin(tokio::time::sleep(Duration::from_millis(300))));
                 }
             },
             _ = maybe(&mut deadline), if stop.is_none() => {
@@ -213,12 +330,49 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
             _ = maybe(&mut escalate) => {
                 escalate = None;
                 guard.signal(Signal::KILL);
+                abandon = Some(Box::pin(tokio::time::sleep(config.kill_grace.max(Duration::from_millis(500)))));
+            },
+            _ = maybe(&mut abandon) => {
+                // Killed, yet the output is still open: a process that left the group
+                // (setsid) holds it. Waiting for it could take forever.
+                abandoned = pipe_open;
+                break;
             },
         }
+        // Without a report (no launcher, or it died first), the waited process's status.
+        if status.is_none() && child_done && !status_open {
+            status = exited;
+        }
+        // The command is done; output may still be draining. A background process
+        // holding the pipe open gets a moment, then is stopped.
+        if !known && status.is_some() && pipe_open && linger.is_none() {
+            linger = Some(Box::pin(tokio::time::sleep(Duration::from_millis(300))));
+        }
     }
-    // Anything left in the group (e.g. a detached background job) is stopped too.
-    drop(guard);
+    Watched { status: status.or(exited), stop, abandoned }
+}
 
+/// Reads the launcher's report: `Some(status)` once a whole line is in, `Some(None)`
+/// for a partial read, `None` at the end of the pipe.
+async fn read_some(
+    pipe: &mut Option<tokio::net::unix::pipe::Receiver>,
+    report: &mut Vec<u8>,
+) -> Option<Option<std::process::ExitStatus>> {
+    let pipe = pipe.as_mut()?;
+    let mut buf = [0u8; 64];
+    match pipe.read(&mut buf).await {
+        Ok(0) | Err(_) => None,
+        Ok(n) => {
+            report.extend_from_slice(&buf[..n]);
+            let line = report.iter().position(|b| *b == b'\n')?;
+            Some(launch::parse_report(&report[..line]))
+        }
+    }
+}
+
+/// The result the model sees: the output, what stopped the command, the exit code.
+fn render(capture: Capture, watched: Watched) -> ToolOutput {
+    let Watched { status, stop, abandoned } = watched;
     let code = status.map(|s| {
         use std::os::unix::process::ExitStatusExt;
         s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
@@ -236,6 +390,9 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
         ),
         None => {}
     }
+    if abandoned {
+        text.push_str("[a process that left the command's process group (setsid?) still runs and holds the output; its output is no longer read]\n");
+    }
     let code_text = code.map_or_else(|| "unknown".to_owned(), |c| c.to_string());
     if text.is_empty() {
         // Said in one line, so a small model cannot read "no output" as a failure.
@@ -244,7 +401,7 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
         text.push_str(&format!("[exit code: {code_text}]"));
     }
     let failed = code != Some(0) || matches!(stop, Some(Stop::Timeout(_) | Stop::Aborted));
-    Ok(ToolOutput { content: text, is_error: failed, concludes_turn: false })
+    ToolOutput { content: text, is_error: failed, concludes_turn: false }
 }
 
 fn sanitize(id: &str) -> String {

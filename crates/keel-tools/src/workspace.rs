@@ -2,14 +2,25 @@
 //! user added). `..`, absolute paths and symlinks leading outside are refused. Files are
 //! checked where they were actually opened, and writes never follow a symlink swapped
 //! in after the check.
+//!
+//! Only regular files (and folders, for listing) are opened: a FIFO, socket or device is
+//! refused by its type before it is opened, and every open is non-blocking and checked
+//! again on the opened descriptor, so a FIFO swapped in between cannot hang a tool. A
+//! regular file with more than one hard link is refused for writing (unless allowed):
+//! its other names may be outside the workspace, where a write would land too.
 
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
 use keel_agent::{ToolContext, ToolError};
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{AtFlags, Mode, OFlags};
+
+/// How files are opened: never blocking (a FIFO), never becoming the controlling
+/// terminal (a tty), never inherited by a command.
+const OPEN_FLAGS: OFlags = OFlags::NONBLOCK.union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
 
 /// The folders a call may touch.
 #[derive(Debug, Clone)]
@@ -17,6 +28,35 @@ pub struct Roots {
     root: PathBuf,
     extra: Vec<PathBuf>,
     read_only: Vec<PathBuf>,
+    allow_hardlinks: bool,
+}
+
+/// What a file that is neither regular nor a folder is, for a refusal; `None` for a
+/// regular file, a folder or a symlink.
+pub fn special_kind(file_type: &std::fs::FileType) -> Option<&'static str> {
+    if file_type.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if file_type.is_socket() {
+        Some("a socket")
+    } else if file_type.is_char_device() {
+        Some("a character device")
+    } else if file_type.is_block_device() {
+        Some("a block device")
+    } else {
+        None
+    }
+}
+
+fn refuse_special(metadata: &Metadata, path: &str) -> Result<(), ToolError> {
+    match special_kind(&metadata.file_type()) {
+        Some(kind) => Err(ToolError::new(
+            "not_a_regular_file",
+            format!(
+                "`{path}` is {kind}, not a regular file; the file tools only open regular files (reading it could block forever or never end)"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn io_error(path: &str, action: &str, error: &io::Error) -> ToolError {
@@ -40,12 +80,20 @@ impl Roots {
         })?;
         let canon =
             |paths: &[PathBuf]| paths.iter().filter_map(|p| p.canonicalize().ok()).collect::<Vec<_>>();
-        Ok(Roots { root, extra: canon(extra), read_only: canon(read_only) })
+        Ok(Roots { root, extra: canon(extra), read_only: canon(read_only), allow_hardlinks: false })
     }
 
-    /// Roots from a tool context plus configured extra roots.
-    pub fn for_call(ctx: &ToolContext, extra: &[PathBuf]) -> Result<Roots, ToolError> {
-        Roots::new(&ctx.workspace, extra, &[crate::artifacts_dir(ctx)])
+    /// Roots for a call: the context's workspace and artifacts folder, the configured
+    /// extra roots and hard-link setting.
+    pub fn for_call(ctx: &ToolContext, config: &crate::ToolsConfig) -> Result<Roots, ToolError> {
+        Ok(Roots::new(&ctx.workspace, &config.extra_roots, &[crate::artifacts_dir(ctx)])?
+            .allow_hardlinks(config.allow_hardlinks))
+    }
+
+    /// Whether writes may go through a file with more than one hard link (default no).
+    pub fn allow_hardlinks(mut self, allow: bool) -> Self {
+        self.allow_hardlinks = allow;
+        self
     }
 
     /// The workspace root (canonical).
@@ -114,19 +162,75 @@ impl Roots {
         }
     }
 
-    /// Opens an existing file for reading, confined.
+    /// Opens an existing file (or folder) for reading, confined. A FIFO, socket or device
+    /// is refused, before opening and again on the opened descriptor.
     pub fn open_read(&self, path: &str) -> Result<(File, PathBuf), ToolError> {
         let canonical = self.resolve_existing(path, false)?;
-        let file = File::open(&canonical).map_err(|e| io_error(path, "open", &e))?;
+        refuse_special(&std::fs::metadata(&canonical).map_err(|e| io_error(path, "open", &e))?, path)?;
+        let fd = rustix::fs::open(&canonical, OFlags::RDONLY | OPEN_FLAGS, Mode::empty())
+            .map_err(|e| io_error(path, "open", &e.into()))?;
+        let file = File::from(fd);
         self.verify_open(&file, path, false)?;
+        refuse_special(&file.metadata().map_err(|e| io_error(path, "open", &e))?, path)?;
         Ok((file, canonical))
+    }
+
+    /// Opens a file found while walking an allowed folder (grep), for reading. The name
+    /// is not followed if it became a symlink, the opened file must still be inside an
+    /// allowed root (a parent folder swapped for a symlink is caught there), and it must
+    /// be a regular file. `None` when any of that fails: the walk skips it.
+    pub fn open_found(&self, path: &Path) -> Option<File> {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OPEN_FLAGS;
+        let file = File::from(rustix::fs::open(path, flags, Mode::empty()).ok()?);
+        let actual = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+        let regular = file.metadata().ok()?.is_file();
+        (regular && self.allows(&actual, false)).then_some(file)
+    }
+
+    /// Opens an existing regular file for reading and writing (an edit), confined: no
+    /// folder, no special file, no symlink swapped in, no extra hard link unless allowed.
+    pub fn open_edit(&self, path: &str) -> Result<(File, PathBuf), ToolError> {
+        let canonical = self.resolve_existing(path, true)?;
+        let before = std::fs::metadata(&canonical).map_err(|e| io_error(path, "open", &e))?;
+        if before.is_dir() {
+            return Err(folder_error(path));
+        }
+        refuse_special(&before, path)?;
+        let flags = OFlags::RDWR | OFlags::NOFOLLOW | OPEN_FLAGS;
+        let fd = rustix::fs::open(&canonical, flags, Mode::empty())
+            .map_err(|e| io_error(path, "open", &e.into()))?;
+        let file = File::from(fd);
+        self.verify_open(&file, path, true)?;
+        self.check_writable(&file, path)?;
+        Ok((file, canonical))
+    }
+
+    /// Checks an opened file before writing to it: a regular file, with one link unless
+    /// hard links are allowed.
+    fn check_writable(&self, file: &File, path: &str) -> Result<Metadata, ToolError> {
+        let metadata = file.metadata().map_err(|e| io_error(path, "open", &e))?;
+        if metadata.is_dir() {
+            return Err(folder_error(path));
+        }
+        refuse_special(&metadata, path)?;
+        if metadata.nlink() > 1 && !self.allow_hardlinks {
+            return Err(ToolError::new(
+                "hard_link",
+                format!(
+                    "`{path}` has {} hard links: the same file also has other names, possibly outside the workspace, and writing it here would change them too. Refused. To change only this copy, break the link first (in the shell: `cp -p {path} {path}.tmp && mv {path}.tmp {path}`); if the links are intended, the user can set allow_hardlinks = true in keel's config.",
+                    metadata.nlink()
+                ),
+            ));
+        }
+        Ok(metadata)
     }
 
     /// Opens `path` for writing, creating parent folders inside the workspace. The final
     /// component is opened relative to the verified parent with `O_NOFOLLOW`, so a
     /// symlink planted after the check is never followed out. Returns the file, its
-    /// canonical path, and whether it already existed (it is not truncated).
-    pub fn open_write(&self, path: &str) -> Result<(File, PathBuf, bool), ToolError> {
+    /// canonical path, and its size before the write when it already existed (it is not
+    /// truncated). Special files and (unless allowed) hard-linked files are refused.
+    pub fn open_write(&self, path: &str) -> Result<(File, PathBuf, Option<u64>), ToolError> {
         let lexical = self.lexical(path);
         let Some(Component::Normal(name)) = lexical.components().next_back() else {
             return Err(ToolError::new("invalid_path", format!("`{path}` does not name a file")));
@@ -140,42 +244,61 @@ impl Roots {
         }
         let dir = File::open(&parent).map_err(|e| io_error(path, "open the folder of", &e))?;
         self.verify_open(&dir, path, true)?;
-        let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let flags = OFlags::RDWR | OFlags::NOFOLLOW | OPEN_FLAGS;
         let mode = Mode::from_raw_mode(0o644);
-        let (fd, existed) = match rustix::fs::openat(&dir, &name, flags | OFlags::CREATE | OFlags::EXCL, mode)
-        {
-            Ok(fd) => (fd, false),
-            Err(rustix::io::Errno::EXIST) => match rustix::fs::openat(&dir, &name, flags, mode) {
-                Ok(fd) => (fd, true),
-                Err(rustix::io::Errno::ISDIR) => {
-                    return Err(ToolError::new(
-                        "is_a_directory",
-                        format!("`{path}` is a folder, not a file"),
-                    ));
-                }
-                // An existing symlink: write to its target only if that is allowed too.
-                Err(rustix::io::Errno::LOOP) => {
-                    let target = parent.join(&name).canonicalize().map_err(|e| io_error(path, "open", &e))?;
-                    if !self.allows(&target, true) {
-                        return Err(self.outside(path));
+        let fd = match rustix::fs::openat(&dir, &name, flags | OFlags::CREATE | OFlags::EXCL, mode) {
+            Ok(fd) => {
+                let file = File::from(fd);
+                self.check_writable(&file, path)?;
+                return Ok((file, parent.join(name), None));
+            }
+            Err(rustix::io::Errno::EXIST) => {
+                // Look before opening: opening a device can do something by itself.
+                if let Ok(stat) = rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+                    let file_type = rustix::fs::FileType::from_raw_mode(stat.st_mode);
+                    if let Some(kind) = special_type_name(file_type) {
+                        return Err(ToolError::new(
+                            "not_a_regular_file",
+                            format!(
+                                "`{path}` is {kind}, not a regular file; write_file only writes regular files"
+                            ),
+                        ));
                     }
-                    let file = std::fs::OpenOptions::new()
-                        .read(true)
-                        .write(true)
-                        .open(&target)
-                        .map_err(|e| io_error(path, "open", &e))?;
-                    self.verify_open(&file, path, true)?;
-                    return Ok((file, target, true));
                 }
-                Err(e) => return Err(io_error(path, "open", &e.into())),
-            },
+                match rustix::fs::openat(&dir, &name, flags, mode) {
+                    Ok(fd) => fd,
+                    Err(rustix::io::Errno::ISDIR) => return Err(folder_error(path)),
+                    // An existing symlink: write to its target only if that is allowed too.
+                    Err(rustix::io::Errno::LOOP) => {
+                        return self.open_symlink_target(&parent.join(&name), path);
+                    }
+                    Err(e) => return Err(io_error(path, "open", &e.into())),
+                }
+            }
             Err(e) => return Err(io_error(path, "create", &e.into())),
         };
         let file = File::from(fd);
-        if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
-            return Err(ToolError::new("is_a_directory", format!("`{path}` is a folder, not a file")));
+        let metadata = self.check_writable(&file, path)?;
+        Ok((file, parent.join(name), Some(metadata.len())))
+    }
+
+    /// Opens the target of a symlink found at a name being written, if it is allowed.
+    fn open_symlink_target(
+        &self,
+        link: &Path,
+        path: &str,
+    ) -> Result<(File, PathBuf, Option<u64>), ToolError> {
+        let target = link.canonicalize().map_err(|e| io_error(path, "open", &e))?;
+        if !self.allows(&target, true) {
+            return Err(self.outside(path));
         }
-        Ok((file, parent.join(name), existed))
+        refuse_special(&std::fs::metadata(&target).map_err(|e| io_error(path, "open", &e))?, path)?;
+        let fd = rustix::fs::open(&target, OFlags::RDWR | OPEN_FLAGS, Mode::empty())
+            .map_err(|e| io_error(path, "open", &e.into()))?;
+        let file = File::from(fd);
+        self.verify_open(&file, path, true)?;
+        let metadata = self.check_writable(&file, path)?;
+        Ok((file, target, Some(metadata.len())))
     }
 
     /// Creates the missing folders of `dir`, each checked to stay inside the workspace.
@@ -207,13 +330,29 @@ impl Roots {
     }
 }
 
+fn folder_error(path: &str) -> ToolError {
+    ToolError::new("is_a_directory", format!("`{path}` is a folder, not a file"))
+}
+
+fn special_type_name(file_type: rustix::fs::FileType) -> Option<&'static str> {
+    use rustix::fs::FileType;
+    match file_type {
+        FileType::Fifo => Some("a FIFO (named pipe)"),
+        FileType::Socket => Some("a socket"),
+        FileType::CharacterDevice => Some("a character device"),
+        FileType::BlockDevice => Some("a block device"),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn lexical_normalizes_dots() {
-        let roots = Roots { root: PathBuf::from("/w"), extra: vec![], read_only: vec![] };
+        let roots =
+            Roots { root: PathBuf::from("/w"), extra: vec![], read_only: vec![], allow_hardlinks: false };
         assert_eq!(roots.lexical("a/./b/../c"), PathBuf::from("/w/a/c"));
         assert_eq!(roots.lexical("../x"), PathBuf::from("/x"));
         assert_eq!(roots.lexical("/etc/passwd"), PathBuf::from("/etc/passwd"));

@@ -1,7 +1,7 @@
 //! `write_file`: create or overwrite a file.
 
 use std::future::Future;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::sync::Arc;
 
 use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
@@ -36,15 +36,9 @@ impl WriteFile {
 
 /// Writes `content` to `path` under `roots`; returns the report for the model.
 pub fn write(roots: &Roots, path: &str, content: &str) -> Result<String, ToolError> {
-    let (mut file, canonical, existed) = roots.open_write(path)?;
+    // The old size comes from the file's metadata: an old file is never read.
+    let (mut file, canonical, before) = roots.open_write(path)?;
     let io = |e: std::io::Error| ToolError::msg(format!("cannot write `{path}`: {e}"));
-    let before = if existed {
-        let mut old = Vec::new();
-        file.read_to_end(&mut old).map_err(io)?;
-        Some(old.len())
-    } else {
-        None
-    };
     file.set_len(0).map_err(io)?;
     std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0)).map_err(io)?;
     file.write_all(content.as_bytes()).map_err(io)?;

@@ -122,3 +122,75 @@ async fn widened_roots_are_allowed() {
     assert_eq!(std::fs::read_to_string(new).unwrap(), "ok");
     let _ = Arc::new(());
 }
+
+/// Issue 10, item 8: a hard link inside the workspace to a file outside was read,
+/// written and edited.
+#[tokio::test]
+async fn writes_through_a_hard_link_are_refused_unless_allowed() {
+    let s = setup();
+    let outside = s.outside.path().join("secret.txt");
+    if std::fs::hard_link(&outside, s.ws.path().join("link.txt")).is_err() {
+        eprintln!("skipped: the temporary folders are on different file systems");
+        return;
+    }
+    let error = err(s.ws.path(), "write_file", json!({"path": "link.txt", "content": "pwned"})).await;
+    assert_eq!(error.code, "hard_link");
+    assert!(
+        error.message.starts_with("`link.txt` has 2 hard links: the same file also has other names"),
+        "{}",
+        error.message
+    );
+    assert!(error.message.contains("allow_hardlinks = true"), "{}", error.message);
+    let error =
+        err(s.ws.path(), "edit_file", json!({"path": "link.txt", "old_text": "top", "new_text": "x"})).await;
+    assert_eq!(error.code, "hard_link");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "top secret\n");
+    // Reading is allowed (see docs/architecture.md: a link cannot come from a checkout,
+    // and pnpm stores or local clones link files on purpose).
+    assert_eq!(ok(s.ws.path(), "read_file", json!({"path": "link.txt"})).await, "1\ttop secret\n");
+    // The user can allow it.
+    let config = ToolsConfig { allow_hardlinks: true, read_before_change: false, ..ToolsConfig::default() };
+    call_with(
+        config,
+        ToolContext::new(s.ws.path()),
+        "write_file",
+        &json!({"path": "link.txt", "content": "ok\n"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "ok\n");
+}
+
+/// Issue 10, item 9: grep searched by path after the walk checked it, so a file swapped
+/// for a symlink in between was followed out (7 of 480 tries leaked).
+#[tokio::test(flavor = "multi_thread")]
+async fn grep_never_follows_a_file_swapped_for_a_symlink() {
+    let s = setup();
+    std::fs::write(s.outside.path().join("secret.txt"), "needle outside\n").unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (ws, outside, stop) =
+            (s.ws.path().to_path_buf(), s.outside.path().join("secret.txt"), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let (file, staged) = (ws.join("a.txt"), ws.join(".staged"));
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::fs::write(&staged, "needle inside\n").unwrap();
+                std::fs::rename(&staged, &file).unwrap();
+                let _ = std::fs::remove_file(&staged);
+                symlink(&outside, &staged).unwrap();
+                std::fs::rename(&staged, &file).unwrap();
+            }
+        })
+    };
+    let mut leaks = 0;
+    for _ in 0..500 {
+        if let Ok(out) = call(s.ws.path(), "grep", json!({"pattern": "needle"})).await
+            && out.content.contains("outside")
+        {
+            leaks += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert_eq!(leaks, 0, "grep read the file outside {leaks} times out of 500");
+}

@@ -201,3 +201,73 @@ async fn non_utf8_file_names_are_listed_and_searchable() {
     let found = ok(ws.path(), "grep", json!({"pattern": "needle"})).await;
     assert_eq!(found, "caf\u{fffd}.txt:1: needle");
 }
+
+/// Issue 10, item 2: a non-matching edit of a minified file took 25 s (100 KB) and over
+/// 200 s (400 KB), and a 1 GB file of NUL bytes reached 23 GB of memory.
+#[tokio::test]
+async fn edit_hints_are_bounded_on_long_lines_and_huge_files_are_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    for size in [100_000, 400_000, 5_000_000] {
+        let minified: String = (0..size / 28).map(|i| format!("function f{i}(a){{return a+{i}}};")).collect();
+        std::fs::write(ws.path().join("app.min.js"), &minified).unwrap();
+        let started = std::time::Instant::now();
+        let error = err(
+            ws.path(),
+            "edit_file",
+            json!({"path": "app.min.js", "old_text": "function g(a){return a+1};", "new_text": "x"}),
+        )
+        .await;
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{size} bytes: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(error.code, "no_match");
+        assert!(error.message.len() < 4000, "{size} bytes: a {} byte hint", error.message.len());
+    }
+    // Similar long lines are shown cut.
+    let long = format!("let total = add(1, 2); {}\n", "// padding ".repeat(100));
+    std::fs::write(ws.path().join("a.rs"), format!("{long}{long}")).unwrap();
+    let error = err(
+        ws.path(),
+        "edit_file",
+        json!({"path": "a.rs", "old_text": format!("let totl = add(1, 2); {}", "// padding ".repeat(100)), "new_text": "x"}),
+    )
+    .await;
+    assert!(error.message.contains("The most similar lines are:\n    1\tlet total"), "{}", error.message);
+    assert!(error.message.contains("… [cut]"), "{}", error.message);
+    // Over the size limit: refused from the metadata, before reading.
+    std::fs::File::create(ws.path().join("zeros.bin")).unwrap().set_len(1 << 30).unwrap();
+    let started = std::time::Instant::now();
+    let error =
+        err(ws.path(), "edit_file", json!({"path": "zeros.bin", "old_text": "a", "new_text": "b"})).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(error.code, "file_too_large");
+    assert_eq!(
+        error.message,
+        "`zeros.bin` is 1.0 GB; edit_file edits files up to 10.0 MB. Change it with a command in the shell instead (sed, or a short script), or write_file a smaller file."
+    );
+    // An edit that would grow a file past the limit is refused too.
+    std::fs::write(ws.path().join("dots.txt"), ".".repeat(100_000)).unwrap();
+    let error = err(
+        ws.path(),
+        "edit_file",
+        json!({"path": "dots.txt", "old_text": ".", "new_text": "x".repeat(200), "replace_all": true}),
+    )
+    .await;
+    assert_eq!(error.code, "file_too_large");
+    assert!(error.message.starts_with("the edit would make `dots.txt` 19.1 MB"), "{}", error.message);
+}
+
+#[tokio::test]
+async fn many_matches_list_the_first_lines_only() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "x\n".repeat(100_000)).unwrap();
+    let error = err(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "x", "new_text": "y"})).await;
+    assert_eq!(error.code, "ambiguous_match");
+    assert!(
+        error.message.contains("occurs 100000 times in `a.txt` (lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, …)"),
+        "{}",
+        error.message
+    );
+}

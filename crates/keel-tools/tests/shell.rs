@@ -162,6 +162,8 @@ async fn workdir_is_confined() {
     assert_eq!(error.code, "outside_workspace");
 }
 
+/// Issue 10, item 3: `env` in the shell still showed GITHUB_TOKEN, HF_TOKEN and a
+/// DATABASE_URL with a password.
 #[test]
 fn secrets_are_removed_from_the_environment() {
     if std::env::var_os("KEEL_TOOLS_SECRET_CHILD").is_none() {
@@ -172,7 +174,13 @@ fn secrets_are_removed_from_the_environment() {
             .env("DEMO_API_KEY", "sk-live-secret")
             .env("DEEPSEEK_API_KEY", "sk-ds")
             .env("KEEL_API_KEY", "sk-keel")
+            .env("GITHUB_TOKEN", "ghp_secret")
+            .env("HF_TOKEN", "hf_secret")
+            .env("DATABASE_URL", "postgres://app:hunter2@db:5432/app")
+            .env("DB_PASSWORD", "hunter2")
+            .env("NPM_TOKEN", "npm_secret")
             .env("HARMLESS_SETTING", "kept")
+            .env("PUBLIC_URL", "https://example.com/app")
             .status()
             .unwrap();
         assert!(status.success());
@@ -183,18 +191,87 @@ fn secrets_are_removed_from_the_environment() {
     let out = runtime.block_on(ok(
         ws.path(),
         "shell",
-        json!({"command": "echo \"${DEMO_API_KEY:-gone} ${DEEPSEEK_API_KEY:-gone} ${KEEL_API_KEY:-gone} ${HARMLESS_SETTING:-gone}\""}),
+        json!({"command": "env | grep -E 'secret|hunter2|sk-|KEEL_API' || echo none; echo \"${HARMLESS_SETTING:-gone} ${PUBLIC_URL:-gone}\""}),
     ));
-    assert_eq!(out, "gone gone gone kept\n[exit code: 0]");
+    assert_eq!(out, "none\nkept https://example.com/app\n[exit code: 0]");
+    // The user can pass a named variable on purpose.
+    let config = ToolsConfig { env_passthrough: vec!["GITHUB_TOKEN".into()], ..ToolsConfig::default() };
+    let out = runtime
+        .block_on(call_with(
+            config,
+            ToolContext::new(ws.path()),
+            "shell",
+            &json!({"command": "echo \"${GITHUB_TOKEN:-gone} ${HF_TOKEN:-gone}\""}),
+        ))
+        .unwrap();
+    assert_eq!(out.content, "ghp_secret gone\n[exit code: 0]");
 }
 
 #[test]
 fn secret_names() {
-    use keel_tools::shell::is_secret_var;
-    for name in ["OPENAI_API_KEY", "my_api_key", "KEEL_MODEL", "AWS_SECRET_ACCESS_KEY", "DEEPSEEK_BASE"] {
+    use keel_tools::shell::{has_url_credentials, is_secret_var};
+    for name in [
+        "OPENAI_API_KEY",
+        "my_api_key",
+        "KEEL_MODEL",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "DEEPSEEK_BASE",
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "CLIENT_SECRET",
+        "PGPASSWORD",
+        "DB_PASS",
+        "MYSQL_PWD",
+        "SSHPASS",
+        "NPM_CONFIG__AUTH",
+        "SIGNING_PRIVATE_KEY",
+    ] {
         assert!(is_secret_var(name), "{name}");
     }
-    for name in ["PATH", "HOME", "CARGO_HOME", "API_URL", "SSH_AUTH_SOCK"] {
+    for name in
+        ["PATH", "HOME", "PWD", "OLDPWD", "CARGO_HOME", "API_URL", "SSH_AUTH_SOCK", "TOKENIZERS_PARALLELISM"]
+    {
         assert!(!is_secret_var(name), "{name}");
     }
+    for value in ["postgres://app:hunter2@db/app", "https://user:tok@proxy:8080", "a https://x:y@h b"] {
+        assert!(has_url_credentials(value), "{value}");
+    }
+    for value in ["https://example.com:8080/a@b", "ssh://git@github.com/x.git", "git@github.com:x/y", "plain"]
+    {
+        assert!(!has_url_credentials(value), "{value}");
+    }
+}
+
+/// Found while fixing issue 10: a process that leaves the group (`setsid`) and keeps the
+/// output open made the call wait for it, past its own timeout, forever for a daemon.
+#[tokio::test]
+async fn a_process_that_left_the_group_does_not_hang_the_call() {
+    let ws = tempfile::tempdir().unwrap();
+    let config = ToolsConfig { kill_grace: Duration::from_millis(300), ..ToolsConfig::default() };
+    let started = Instant::now();
+    let out = call_with(
+        config,
+        ToolContext::new(ws.path()),
+        "shell",
+        &json!({"command": "setsid sleep 60 & echo $! > escaped.pid; echo launched", "timeout_secs": 2}),
+    )
+    .await
+    .unwrap();
+    let pid: i32 = std::fs::read_to_string(ws.path().join("escaped.pid")).unwrap().trim().parse().unwrap();
+    // Our own escaped sleeper, by its pid.
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        out.content.starts_with("launched\n[background processes started by the command were stopped"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.contains("still runs and holds the output"), "{}", out.content);
+    assert!(out.content.ends_with("[exit code: 0]"), "{}", out.content);
 }

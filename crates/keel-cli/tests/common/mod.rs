@@ -80,3 +80,31 @@ pub async fn wait_for(path: &Path) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Live processes (not zombies) with `arg` as one of their arguments, by host PID: a
+/// command's own `$$` is a namespace PID when keel runs it in a PID namespace.
+pub fn processes_with_arg(arg: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()) == Some("Z");
+        if !zombie && cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits until no live process has `arg` among its arguments; false after `seconds`.
+pub async fn gone(arg: &str, seconds: u64) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(seconds) {
+        if processes_with_arg(arg).is_empty() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}

@@ -411,9 +411,11 @@ impl Engine<'_> {
                 call_temperature = call_temperature.max(0.8);
                 seed = seed.wrapping_add(1);
                 free = sampling::free(temperature, seed);
-                reply.constrained = if was_call { self.constrained(job, call_temperature, seed) } else { None };
+                reply.constrained =
+                    if was_call { self.constrained(job, call_temperature, seed) } else { None };
                 reply.decided = was_call || job.grammar.is_none();
-                let _ = job.events.send(Ok(Piece::Restarted("the model repeated itself; sampling again".into())));
+                let _ =
+                    job.events.send(Ok(Piece::Restarted("the model repeated itself; sampling again".into())));
                 continue;
             }
             let bytes = vocab.token_to_piece(token, true, None);
@@ -459,9 +461,20 @@ impl Engine<'_> {
 
     /// Free text: stream it, or hold it while the reply's start could be a call; a call
     /// opened as text switches to the grammar (the caller then restarts the reply).
-    fn route_text(&self, job: &Job, reply: &mut Reply, piece: String, call_temperature: f32, seed: u32) -> Routed {
+    fn route_text(
+        &self,
+        job: &Job,
+        reply: &mut Reply,
+        piece: String,
+        call_temperature: f32,
+        seed: u32,
+    ) -> Routed {
         if reply.decided {
-            return if job.events.send(Ok(Piece::Text(piece))).is_err() { Routed::Aborted } else { Routed::Go };
+            return if job.events.send(Ok(Piece::Text(piece))).is_err() {
+                Routed::Aborted
+            } else {
+                Routed::Go
+            };
         }
         reply.held.push_str(&piece);
         match grammar::opening(&reply.text) {
@@ -481,7 +494,11 @@ impl Engine<'_> {
                     }
                     None => {
                         let held = std::mem::take(&mut reply.held);
-                        if job.events.send(Ok(Piece::Text(held))).is_err() { Routed::Aborted } else { Routed::Go }
+                        if job.events.send(Ok(Piece::Text(held))).is_err() {
+                            Routed::Aborted
+                        } else {
+                            Routed::Go
+                        }
                     }
                 }
             }

@@ -1,0 +1,120 @@
+//! Signals that end a turn: SIGINT (Ctrl-C), SIGTERM (`kill`, `timeout`) and SIGHUP (the
+//! terminal closed) all cancel the running turn the same way, so its tools' process
+//! groups are stopped and the abort is logged; a second signal during that abort leaves
+//! at once (the launcher's parent-death signal still stops the commands). Outside a turn
+//! a signal ends keel, as it would by default.
+//!
+//! The handlers live on a thread of their own with its own small runtime: the
+//! interactive prompt blocks keel's runtime thread, and a handler registered there would
+//! never run, leaving keel deaf to SIGTERM at the prompt.
+
+use std::sync::{Mutex, OnceLock};
+
+use keel_llm::CancellationToken;
+use tokio::signal::unix::SignalKind;
+
+use crate::exit;
+
+#[derive(Default)]
+struct State {
+    /// The running turn's token.
+    turn: Option<CancellationToken>,
+    /// SIGTERM or SIGHUP cancelled a turn: keel should leave once it has ended.
+    leave: bool,
+}
+
+/// The process's signal handling.
+pub struct Interrupts {
+    state: Mutex<State>,
+}
+
+/// Marks a turn as running until dropped.
+pub struct TurnGuard {
+    interrupts: &'static Interrupts,
+}
+
+impl Drop for TurnGuard {
+    fn drop(&mut self) {
+        if let Ok(mut state) = self.interrupts.state.lock() {
+            state.turn = None;
+        }
+    }
+}
+
+impl Interrupts {
+    /// The process's handlers, installed on first use (call it at start-up).
+    pub fn get() -> &'static Interrupts {
+        static INTERRUPTS: OnceLock<&'static Interrupts> = OnceLock::new();
+        INTERRUPTS.get_or_init(|| {
+            let interrupts: &'static Interrupts = Box::leak(Box::new(Interrupts { state: Mutex::default() }));
+            let (ready, installed) = std::sync::mpsc::channel();
+            let spawned = std::thread::Builder::new()
+                .name("keel-signals".into())
+                .spawn(move || listen(interrupts, ready));
+            if spawned.is_ok() {
+                // Installed before keel goes on, so no signal finds the default action.
+                let _ = installed.recv();
+            }
+            interrupts
+        })
+    }
+
+    /// A turn is running: a signal cancels `cancel` until the guard is dropped.
+    pub fn turn(&'static self, cancel: CancellationToken) -> TurnGuard {
+        if let Ok(mut state) = self.state.lock() {
+            state.turn = Some(cancel);
+        }
+        TurnGuard { interrupts: self }
+    }
+
+    /// True once SIGTERM or SIGHUP ended a turn: keel leaves instead of asking for more.
+    pub fn leaving(&self) -> bool {
+        self.state.lock().map(|state| state.leave).unwrap_or(false)
+    }
+
+    fn received(&self, kind: SignalKind) {
+        let mut state = match self.state.lock() {
+            Ok(state) => state,
+            Err(_) => std::process::exit(i32::from(exit::INTERRUPTED)),
+        };
+        match &state.turn {
+            Some(turn) if !turn.is_cancelled() => {
+                turn.cancel();
+                state.leave |= kind != SignalKind::interrupt();
+            }
+            // The second signal of a turn: leave now.
+            Some(_) => std::process::exit(i32::from(exit::INTERRUPTED)),
+            None => std::process::exit(128 + kind.as_raw_value()),
+        }
+    }
+}
+
+fn listen(interrupts: &'static Interrupts, ready: std::sync::mpsc::Sender<()>) {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        let _ = ready.send(());
+        return;
+    };
+    runtime.block_on(async move {
+        let streams = (
+            tokio::signal::unix::signal(SignalKind::interrupt()),
+            tokio::signal::unix::signal(SignalKind::terminate()),
+            tokio::signal::unix::signal(SignalKind::hangup()),
+        );
+        let _ = ready.send(());
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = streams else { return };
+        loop {
+            let kind = tokio::select! {
+                Some(()) = int.recv() => SignalKind::interrupt(),
+                Some(()) = term.recv() => SignalKind::terminate(),
+                Some(()) = hup.recv() => SignalKind::hangup(),
+                else => return,
+            };
+            interrupts.received(kind);
+        }
+    });
+}
+
+/// Lets a signal cancel `cancel` until the guard is dropped.
+pub fn during_turn(cancel: &CancellationToken) -> TurnGuard {
+    Interrupts::get().turn(cancel.clone())
+}
