@@ -120,7 +120,7 @@ impl FinishCheck {
             return None;
         }
         let asked = |kind| activity.asked.contains(&kind);
-        let task = task_text(state.messages).trim();
+        let task = state.task();
         if let Some(error) = &activity.last_error
             && !asked(GAVE_UP)
         {
@@ -140,15 +140,6 @@ impl FinishCheck {
             return Some(NOT_VERIFIED.to_owned());
         }
         None
-    }
-}
-
-/// The user's task: the turn's first message without the environment block.
-fn task_text(messages: &[Message]) -> &str {
-    let Some(Message::User(first)) = messages.first() else { return "" };
-    match first.content.rfind("</environment>") {
-        Some(end) => &first.content[end + "</environment>".len()..],
-        None => &first.content,
     }
 }
 
@@ -208,7 +199,8 @@ mod tests {
     /// The nudge, reduced to its kind.
     fn nudge(messages: &[Message], final_text: &str) -> Option<&'static str> {
         let tools = crate::registry::tests_support::registry();
-        let state = TurnStopping { turn: 1, steps: 2, final_text, messages, tools: &tools };
+        let ctx = crate::SessionContext::default();
+        let state = TurnStopping { turn: 1, steps: 2, final_text, messages, tools: &tools, ctx: &ctx };
         let text = FinishCheck::new().nudge(&state)?;
         Some(
             [DESCRIBED_NOT_DONE, NOT_VERIFIED, GAVE_UP]
@@ -224,7 +216,9 @@ mod tests {
         let answer = "Change line 3 to:\n```python\nreturn a + b\n```";
         assert_eq!(nudge(&turn, answer), Some(DESCRIBED_NOT_DONE));
         let tools = crate::registry::tests_support::registry();
-        let state = TurnStopping { turn: 1, steps: 2, final_text: answer, messages: &turn, tools: &tools };
+        let ctx = crate::SessionContext::default();
+        let state =
+            TurnStopping { turn: 1, steps: 2, final_text: answer, messages: &turn, tools: &tools, ctx: &ctx };
         let text = FinishCheck::new().nudge(&state).unwrap();
         assert!(text.contains("The task: \"Fix the bug in a.py\"."), "{text}");
         let mut asked = turn.to_vec();
@@ -272,7 +266,9 @@ mod tests {
         let turn = [user("Commit the changes"), call("1", "shell"), result("1", true)];
         assert_eq!(nudge(&turn, "You need to stage the files first."), Some(GAVE_UP));
         let tools = crate::registry::tests_support::registry();
-        let state = TurnStopping { turn: 1, steps: 2, final_text: "x", messages: &turn, tools: &tools };
+        let ctx = crate::SessionContext::default();
+        let state =
+            TurnStopping { turn: 1, steps: 2, final_text: "x", messages: &turn, tools: &tools, ctx: &ctx };
         let text = FinishCheck::new().nudge(&state).unwrap();
         assert_eq!(
             text,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use keel_llm::{Message, ToolCall};
 
+use crate::context::SessionContext;
 use crate::registry::ToolRegistry;
 
 /// What a `before_tool_call` hook decided.
@@ -35,6 +36,15 @@ pub struct ToolCallRequest<'a> {
     pub step: u32,
 }
 
+/// A turn that has just started (its prompt is logged; no request was made yet).
+#[derive(Debug, Clone, Copy)]
+pub struct TurnStarted<'a> {
+    /// The turn number.
+    pub turn: u32,
+    /// The session's context (workspace, tool state).
+    pub ctx: &'a SessionContext,
+}
+
 /// The state of a turn that is about to end.
 #[derive(Debug, Clone, Copy)]
 pub struct TurnStopping<'a> {
@@ -48,6 +58,20 @@ pub struct TurnStopping<'a> {
     pub messages: &'a [Message],
     /// The tools on offer (to tell reading calls from changing ones).
     pub tools: &'a ToolRegistry,
+    /// The session's context (workspace, tool state).
+    pub ctx: &'a SessionContext,
+}
+
+impl TurnStopping<'_> {
+    /// The user's task: the turn's first message, without the environment block.
+    pub fn task(&self) -> &str {
+        let Some(Message::User(first)) = self.messages.first() else { return "" };
+        let text = match first.content.rfind("</environment>") {
+            Some(end) => &first.content[end + "</environment>".len()..],
+            None => &first.content,
+        };
+        text.trim()
+    }
 }
 
 /// Callbacks into the embedding program. Every method has a permissive default.
@@ -57,6 +81,12 @@ pub trait Hooks: Send + Sync {
     fn before_tool_call<'a>(&'a self, request: ToolCallRequest<'a>) -> BoxFuture<'a, HookDecision> {
         let _ = request;
         Box::pin(async { HookDecision::Allow })
+    }
+
+    /// Called when a turn starts, before its first request.
+    fn turn_started<'a>(&'a self, state: TurnStarted<'a>) -> BoxFuture<'a, ()> {
+        let _ = state;
+        Box::pin(async {})
     }
 
     /// Called when the turn would end. Returning input continues the turn with it as a
@@ -115,6 +145,14 @@ impl Hooks for HookChain {
                 }
             }
             HookDecision::Allow
+        })
+    }
+
+    fn turn_started<'a>(&'a self, state: TurnStarted<'a>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for hooks in &self.hooks {
+                hooks.turn_started(state).await;
+            }
         })
     }
 

@@ -54,7 +54,7 @@ pub use agent::{Agent, AgentBuilder, AgentConfig, TurnOutcome};
 pub use context::SessionContext;
 pub use execute::ABORTED;
 pub use finish::FinishCheck;
-pub use hooks::{HookChain, HookDecision, Hooks, NoHooks, ToolCallRequest, TurnStopping};
+pub use hooks::{HookChain, HookDecision, Hooks, NoHooks, ToolCallRequest, TurnStarted, TurnStopping};
 pub use inbox::Inbox;
 pub use narrow::narrow;
 pub use registry::ToolRegistry;

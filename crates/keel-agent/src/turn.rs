@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Agent, TurnOutcome};
 use crate::context::SessionContext;
 use crate::execute::{StepControl, execute_calls};
-use crate::hooks::TurnStopping;
+use crate::hooks::{TurnStarted, TurnStopping};
 use crate::sink::{AgentEvent, Sink};
 
 /// Why the loop cannot go on at all: the session could not be written. Everything
@@ -211,6 +211,7 @@ impl TurnRun<'_> {
             self.user(text, InputSource::Steer)?;
         }
         self.sync().await?;
+        self.agent.hooks.turn_started(TurnStarted { turn: self.turn, ctx: self.ctx }).await;
         loop {
             if self.cancel.is_cancelled() {
                 return self.end(TurnEndReason::Aborted, Some("aborted by the user".into())).await;
@@ -238,6 +239,7 @@ impl TurnRun<'_> {
                     final_text: &self.final_text,
                     messages: &messages[self.first_message.min(messages.len())..],
                     tools: &self.agent.tools,
+                    ctx: self.ctx,
                 };
                 match self.agent.hooks.turn_stopping(state).await {
                     Some(text) => self.user(text, InputSource::Hook)?,

@@ -60,7 +60,7 @@ pub struct Layer {
     pub finish_check: Option<bool>,
     /// Start a session with the environment block (default on).
     pub environment: Option<bool>,
-    /// The first step of a turn must call a tool (default on for local models).
+    /// The first step of a turn must call a tool (default on for the embedded model).
     pub tool_first: Option<bool>,
     /// Constrain the embedded model's tool calls with a grammar (default on).
     pub grammar: Option<bool>,
@@ -311,6 +311,7 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
             seed: layer.seed,
             grammar: layer.grammar.unwrap_or(true),
         };
+        let tool_first = layer.tool_first.unwrap_or(true);
         let mut settings = settings_from(
             Layer { provider: Some("llamacpp".into()), ..layer },
             file.pricing,
@@ -318,6 +319,7 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
             interactive,
         )?;
         settings.model = ModelSettings::Local(local);
+        settings.tool_first = tool_first;
         return Ok(settings);
     }
     settings_from(layer, file.pricing, profile_name, interactive)
@@ -439,7 +441,9 @@ fn settings_from(
         tool_profile,
         finish_check,
         environment: layer.environment.unwrap_or(true),
-        tool_first: layer.tool_first.unwrap_or(local),
+        // Servers handle a required call poorly (llama-server let Qwen 1.5B run on past
+        // its call for thousands of tokens); the embedded engine constrains it exactly.
+        tool_first: layer.tool_first.unwrap_or(false),
     })
 }
 

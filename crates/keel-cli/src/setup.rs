@@ -80,7 +80,7 @@ pub fn agent(
     };
     let mut hooks = HookChain::new().with(policy);
     if settings.finish_check {
-        hooks = hooks.with(FinishCheck::new());
+        hooks = hooks.with(FinishCheck::new()).with(keel_tools::changes::ChangeCheck);
     }
     let tools = profile::tools(settings.tool_profile, Arc::new(tools_config));
     (Agent::builder_shared(model).config(config).tools(tools).hooks(hooks).build(), notes)

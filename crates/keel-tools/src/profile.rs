@@ -2,14 +2,14 @@
 //!
 //! A strong model does well with every tool and option. A small one (1–8 B parameters)
 //! does better with fewer tools and fewer arguments: every option is a chance to get a
-//! call wrong, and every schema costs context. The small profile offers five tools with
+//! call wrong, and every schema costs context. The small profile offers six tools with
 //! only their essential arguments and one-line descriptions.
 
 use std::sync::Arc;
 
 use keel_agent::{ToolRegistry, narrow, typed};
 
-use crate::{ToolsConfig, builtin, edit, list, read, shell, write};
+use crate::{ToolsConfig, builtin, edit, grep, list, read, shell, write};
 
 /// Which tools a model is offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,7 +17,8 @@ use crate::{ToolsConfig, builtin, edit, list, read, shell, write};
 pub enum ToolProfile {
     /// Every built-in tool with every option.
     Full,
-    /// shell, read_file, write_file, edit_file and list_files, essential arguments only.
+    /// shell, read_file, write_file, edit_file, list_files and grep, essential arguments
+    /// only.
     Small,
 }
 
@@ -68,9 +69,14 @@ fn small(config: Arc<ToolsConfig>) -> ToolRegistry {
             "Replace text in a file: old_text must appear in the file exactly once.",
         ))
         .register_dyn(narrow(
-            typed(list::ListFiles::new(config)),
+            typed(list::ListFiles::new(Arc::clone(&config))),
             &["path"],
             "List the files in a folder (default: the project folder).",
+        ))
+        .register_dyn(narrow(
+            typed(grep::Grep::new(config)),
+            &["pattern", "path"],
+            "Find the lines that match a regex in the project's files (or under path); returns file:line: text.",
         ));
     registry
 }
@@ -80,11 +86,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_small_profile_is_five_tools_with_essential_arguments() {
+    fn the_small_profile_is_six_tools_with_essential_arguments() {
         let registry = tools(ToolProfile::Small, Arc::new(ToolsConfig::default()));
         assert_eq!(
             registry.names().collect::<Vec<_>>(),
-            ["shell", "read_file", "write_file", "edit_file", "list_files"]
+            ["shell", "read_file", "write_file", "edit_file", "list_files", "grep"]
         );
         let shell: serde_json::Value =
             serde_json::from_str(registry.definitions()[0].parameters.get()).unwrap();
@@ -94,7 +100,7 @@ mod tests {
         let full = tools(ToolProfile::Full, Arc::new(ToolsConfig::default()));
         let full_bytes: usize =
             full.definitions().iter().map(|d| d.description.len() + d.parameters.get().len()).sum();
-        assert!(bytes * 2 < full_bytes, "small {bytes} bytes, full {full_bytes}");
+        assert!(bytes * 10 < full_bytes * 6, "small {bytes} bytes, full {full_bytes}");
         assert!(registry.get("shell").is_some_and(|t| !t.is_read_only()));
         assert!(registry.get("read_file").is_some_and(|t| t.is_read_only()));
     }

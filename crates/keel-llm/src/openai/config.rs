@@ -229,7 +229,8 @@ impl Preset {
             config.idle_timeout = Duration::from_secs(300);
             // A CPU can take an hour over a long answer.
             config.response_deadline = Duration::from_secs(2 * 60 * 60);
-            config.max_tokens = 4096;
+            // A small model that runs away should not hold the user for minutes.
+            config.max_tokens = 2048;
         }
         if self.name == "openrouter" {
             config.headers.push(("X-Title".into(), "keel".into()));

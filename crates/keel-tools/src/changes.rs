@@ -1,0 +1,183 @@
+//! "Nothing changed": a turn-stopping rule. A task that asks for a change (it says fix,
+//! add, rename, …, and is not a question) is not done while no file in the project has
+//! changed; small models often end such a turn by saying they made a change they never
+//! made. [`ChangeCheck`] takes a snapshot of the project's files (sizes and modification
+//! times; git's index and HEAD included) when the turn starts, compares when it would
+//! end, and asks once to make the change.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use futures::future::BoxFuture;
+use keel_agent::{Hooks, TurnStarted, TurnStopping};
+use keel_llm::Message;
+
+/// How the request begins; the task follows.
+pub const NOTHING_CHANGED: &str = "Nothing in the project has changed yet, so the task is not done:";
+
+/// Files looked at; a bigger project is not checked.
+const MAX_FILES: usize = 5_000;
+
+/// Words that make a task a request for a change.
+const CHANGE_WORDS: &[&str] = &[
+    "add",
+    "append",
+    "bump",
+    "change",
+    "commit",
+    "convert",
+    "copy",
+    "create",
+    "delete",
+    "edit",
+    "fix",
+    "format",
+    "generate",
+    "implement",
+    "insert",
+    "install",
+    "make",
+    "modify",
+    "move",
+    "refactor",
+    "remove",
+    "rename",
+    "replace",
+    "save",
+    "set",
+    "sort",
+    "update",
+    "write",
+];
+
+type Snapshot = HashMap<PathBuf, (u64, Option<SystemTime>)>;
+
+/// The turn's starting snapshot, kept in the session's tool state.
+#[derive(Default)]
+struct Start(Option<(u32, Snapshot)>);
+
+impl Start {
+    /// True when turn `turn` started with exactly `now`.
+    fn unchanged(&self, turn: u32, now: &Snapshot) -> bool {
+        matches!(&self.0, Some((started, files)) if *started == turn && files == now)
+    }
+}
+
+/// The rule, as [`Hooks`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChangeCheck;
+
+/// Sizes and modification times of the project's files (what `.gitignore` ignores left
+/// out, git's index, HEAD and reflog in), or `None` past [`MAX_FILES`].
+fn snapshot(workspace: &Path) -> Option<Snapshot> {
+    let mut files = Snapshot::new();
+    let walker = ignore::WalkBuilder::new(workspace)
+        .hidden(false)
+        .require_git(false)
+        .git_global(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build();
+    for entry in walker.flatten() {
+        if entry.file_type().is_some_and(|t| t.is_file()) {
+            let meta = entry.metadata().ok()?;
+            files.insert(entry.into_path(), (meta.len(), meta.modified().ok()));
+            if files.len() > MAX_FILES {
+                return None;
+            }
+        }
+    }
+    for name in ["index", "HEAD", "logs/HEAD"] {
+        let path = workspace.join(".git").join(name);
+        if let Ok(meta) = std::fs::metadata(&path) {
+            files.insert(path, (meta.len(), meta.modified().ok()));
+        }
+    }
+    Some(files)
+}
+
+/// True for a task that asks for a change: not a question, and a change word in it.
+pub fn asks_for_change(task: &str) -> bool {
+    let task = task.trim();
+    !task.ends_with('?')
+        && task
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|word| CHANGE_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)))
+}
+
+impl ChangeCheck {
+    /// What to ask, if anything: the task asks for a change and no file changed.
+    fn nudge(state: &TurnStopping<'_>) -> Option<String> {
+        let task = state.task();
+        if !asks_for_change(task) {
+            return None;
+        }
+        let asked = state
+            .messages
+            .iter()
+            .skip(1)
+            .any(|m| matches!(m, Message::User(u) if u.content.starts_with(NOTHING_CHANGED)));
+        if asked {
+            return None;
+        }
+        let now = snapshot(&state.ctx.workspace)?;
+        if !state.ctx.tool_state.with(|start: &mut Start| start.unchanged(state.turn, &now)) {
+            return None;
+        }
+        Some(format!(
+            "{NOTHING_CHANGED} \"{task}\". Make the change now with your tools (edit_file, write_file or shell), then check it."
+        ))
+    }
+}
+
+impl Hooks for ChangeCheck {
+    fn turn_started<'a>(&'a self, state: TurnStarted<'a>) -> BoxFuture<'a, ()> {
+        let taken = snapshot(&state.ctx.workspace).map(|files| (state.turn, files));
+        state.ctx.tool_state.with(|start: &mut Start| start.0 = taken);
+        Box::pin(async {})
+    }
+
+    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<String>> {
+        let nudge = Self::nudge(&state);
+        Box::pin(async move { nudge })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn change_requests_are_told_from_questions() {
+        for task in [
+            "Fix the typo in README.md.",
+            "Rename notes.txt to NOTES.md",
+            "Commit the changes",
+            "Sort the lines of names.txt",
+        ] {
+            assert!(asks_for_change(task), "{task}");
+        }
+        for task in
+            ["Which file defines parse_header?", "What does `python3 calc.py` print?", "Explain this project"]
+        {
+            assert!(!asks_for_change(task), "{task}");
+        }
+        assert!(!asks_for_change("Which files contain TODO?"));
+    }
+
+    #[test]
+    fn the_snapshot_sees_edits_and_commits_but_not_ignored_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".gitignore"), "*.log\n").unwrap();
+        std::fs::write(dir.path().join("a.txt"), "1").unwrap();
+        let before = snapshot(dir.path()).unwrap();
+        std::fs::write(dir.path().join("x.log"), "ignored").unwrap();
+        assert_eq!(snapshot(dir.path()).unwrap(), before);
+        std::fs::write(dir.path().join("a.txt"), "22").unwrap();
+        assert_ne!(snapshot(dir.path()).unwrap(), before);
+        let before = snapshot(dir.path()).unwrap();
+        std::fs::create_dir_all(dir.path().join(".git/logs")).unwrap();
+        std::fs::write(dir.path().join(".git/logs/HEAD"), "commit").unwrap();
+        assert_ne!(snapshot(dir.path()).unwrap(), before);
+    }
+}

@@ -1,0 +1,79 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The "nothing changed" rule in the loop.
+
+use std::sync::Arc;
+
+use keel_agent::{Agent, NullSink, Session, SessionContext};
+use keel_llm::{CancellationToken, Message};
+use keel_testkit::{ScriptedModel, reply};
+use keel_tools::changes::{ChangeCheck, NOTHING_CHANGED};
+use keel_tools::{ToolsConfig, builtin};
+
+fn user_messages(session: &Session) -> Vec<String> {
+    session
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            Message::User(u) => Some(u.content.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_change_task_that_changed_nothing_is_asked_once_to_make_the_change() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "port = 3000\n").unwrap();
+    let model = ScriptedModel::new([
+        reply().text("I changed the port to 8080."),
+        reply().call("write_file", r#"{"path": "b.txt", "content": "new"}"#),
+        reply().text("Done now."),
+        // A second turn that claims success again is asked again (once per turn).
+        reply().text("Changed."),
+        reply().text("Really."),
+    ]);
+    let tools = builtin(Arc::new(ToolsConfig::default()));
+    let agent = Agent::builder(model.clone()).tools(tools).hooks(ChangeCheck).build();
+    let mut session = Session::in_memory(&ws.path().display().to_string());
+    let ctx = SessionContext::new(ws.path());
+    let outcome = agent
+        .run_turn(&mut session, &ctx, "Set the port in a.txt to 8080", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.final_text, "Done now.");
+    let asked: Vec<String> =
+        user_messages(&session).into_iter().filter(|m| m.starts_with(NOTHING_CHANGED)).collect();
+    assert_eq!(
+        asked,
+        vec![format!(
+            "{NOTHING_CHANGED} \"Set the port in a.txt to 8080\". Make the change now with your tools (edit_file, write_file or shell), then check it."
+        )]
+    );
+    let outcome = agent
+        .run_turn(&mut session, &ctx, "Now set it to 9090", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!((outcome.steps, outcome.final_text.as_str()), (2, "Really."));
+}
+
+#[tokio::test]
+async fn questions_are_left_alone() {
+    let ws = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new([reply().text("main")]);
+    let agent = Agent::builder(model.clone())
+        .tools(builtin(Arc::new(ToolsConfig::default())))
+        .hooks(ChangeCheck)
+        .build();
+    let mut session = Session::in_memory(&ws.path().display().to_string());
+    let outcome = agent
+        .run_turn(
+            &mut session,
+            &SessionContext::new(ws.path()),
+            "Which branch is checked out? Fix it if needed?",
+            &NullSink,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.steps, 1);
+}
