@@ -97,9 +97,14 @@ impl Agent {
         AgentBuilder::new(model)
     }
 
-    /// The tools on offer.
+    /// The tools on offer (a session may offer others: [`SessionContext::tools`]).
     pub fn tools(&self) -> &ToolRegistry {
         &self.tools
+    }
+
+    /// The tools a session's turns offer: its context's, else the agent's.
+    pub fn tools_for<'a>(&'a self, ctx: &'a SessionContext) -> &'a ToolRegistry {
+        ctx.tools.as_ref().unwrap_or(&self.tools)
     }
 
     /// The loop's settings.
@@ -127,7 +132,7 @@ impl Agent {
             provider: info.provider,
             model: info.model,
             system_prompt: system.to_owned(),
-            tools: self.tools.definitions().to_vec(),
+            tools: self.tools_for(ctx).definitions().to_vec(),
         }
     }
 }
@@ -156,13 +161,14 @@ impl AgentBuilder {
         self
     }
 
-    /// Adds a typed tool.
+    /// Adds a typed tool (a name already taken is refused, with a warning in the log).
     pub fn tool<T: Tool>(mut self, tool: T) -> Self {
         self.tools.register(tool);
         self
     }
 
-    /// Adds an object-safe tool.
+    /// Adds an object-safe tool (a name already taken is refused, with a warning in the
+    /// log).
     pub fn tool_dyn(mut self, tool: Arc<dyn DynTool>) -> Self {
         self.tools.register_dyn(tool);
         self

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use keel_llm::ModelClient;
 
 use crate::inbox::Inbox;
+use crate::registry::ToolRegistry;
 use crate::state::ToolState;
 
 /// Per-session state and settings, passed to every turn of the session.
@@ -23,6 +24,10 @@ pub struct SessionContext {
     pub model: Option<Arc<dyn ModelClient>>,
     /// The system prompt for this session, instead of the agent's.
     pub system_prompt: Option<String>,
+    /// The tools for this session, instead of the agent's. A turn reads them once when
+    /// it starts, so the list stays the same for the whole turn; change it between turns
+    /// (e.g. when an MCP server that started late is ready).
+    pub tools: Option<ToolRegistry>,
     /// Facts about the environment (folder, files, git state, date), logged as the first
     /// user message of a new session, so they stay the same in every request.
     pub environment: Option<String>,
@@ -39,6 +44,7 @@ impl SessionContext {
             inbox: Inbox::new(),
             model: None,
             system_prompt: None,
+            tools: None,
             environment: None,
             tool_state: Arc::new(ToolState::new()),
         }
@@ -68,6 +74,12 @@ impl SessionContext {
         self
     }
 
+    /// Offers `tools` in this session instead of the agent's.
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
     /// Logs `text` as the environment block of a new session.
     pub fn environment(mut self, text: impl Into<String>) -> Self {
         self.environment = Some(text.into());
@@ -89,6 +101,7 @@ impl std::fmt::Debug for SessionContext {
             .field("artifacts", &self.artifacts)
             .field("model", &self.model.as_ref().map(|m| m.info()))
             .field("system_prompt", &self.system_prompt.as_ref().map(String::len))
+            .field("tools", &self.tools)
             .field("environment", &self.environment.as_ref().map(String::len))
             .finish_non_exhaustive()
     }

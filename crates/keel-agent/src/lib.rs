@@ -57,7 +57,7 @@ pub use finish::FinishCheck;
 pub use hooks::{HookChain, HookDecision, Hooks, NoHooks, ToolCallRequest, TurnStarted, TurnStopping};
 pub use inbox::Inbox;
 pub use narrow::narrow;
-pub use registry::ToolRegistry;
+pub use registry::{ToolRegistry, ToolRegistryError, ToolRegistryErrorKind};
 pub use sink::{AgentEvent, NullSink, RecordedEvent, RecordingSink, Sink};
 pub use state::ToolState;
 pub use tool::{DynTool, PreparedCall, Tool, ToolContext, ToolError, ToolOutput, parse_arguments, typed};

@@ -6,6 +6,23 @@ use keel_llm::ToolDefinition;
 
 use crate::tool::{DynTool, Tool, typed};
 
+/// Why a tool was not added to a [`ToolRegistry`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolRegistryErrorKind {
+    /// Another tool already has the name; the first one stays.
+    Duplicate,
+}
+
+/// A tool the registry refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a tool named `{name}` is already registered; the new one was refused")]
+pub struct ToolRegistryError {
+    /// Why.
+    pub kind: ToolRegistryErrorKind,
+    /// The refused tool's name.
+    pub name: String,
+}
+
 /// Tools by name, in the order they were added (the order the model sees).
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
@@ -25,21 +42,32 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// Adds a typed tool. A tool with the same name replaces the earlier one.
+    /// Adds a typed tool. A tool whose name is taken is refused (the first one stays)
+    /// with a warning in the log; [`ToolRegistry::try_register_dyn`] says so instead.
     pub fn register<T: Tool>(&mut self, tool: T) -> &mut Self {
         self.register_dyn(typed(tool))
     }
 
-    /// Adds an object-safe tool. A tool with the same name replaces the earlier one.
+    /// Adds an object-safe tool. A tool whose name is taken is refused (the first one
+    /// stays) with a warning in the log; [`ToolRegistry::try_register_dyn`] says so
+    /// instead.
     pub fn register_dyn(&mut self, tool: Arc<dyn DynTool>) -> &mut Self {
-        let name = tool.definition().name.clone();
-        if let Some(slot) = self.tools.iter_mut().find(|t| t.definition().name == name) {
-            *slot = tool;
-        } else {
-            self.tools.push(tool);
+        if let Err(error) = self.try_register_dyn(tool) {
+            tracing::warn!("{error}");
         }
-        self.definitions = self.tools.iter().map(|t| t.definition().clone()).collect();
         self
+    }
+
+    /// Adds an object-safe tool, or refuses it when a tool of the same name is already
+    /// here: a tool is never replaced silently.
+    pub fn try_register_dyn(&mut self, tool: Arc<dyn DynTool>) -> Result<&mut Self, ToolRegistryError> {
+        let name = &tool.definition().name;
+        if self.get(name).is_some() {
+            return Err(ToolRegistryError { kind: ToolRegistryErrorKind::Duplicate, name: name.clone() });
+        }
+        self.tools.push(tool);
+        self.definitions = self.tools.iter().map(|t| t.definition().clone()).collect();
+        Ok(self)
     }
 
     /// Finds a tool by name.
@@ -65,6 +93,44 @@ impl ToolRegistry {
     /// True when there are no tools.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::{ToolContext, ToolError, ToolOutput};
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct NoArgs {}
+
+    struct Named(&'static str, &'static str);
+
+    impl Tool for Named {
+        type Args = NoArgs;
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn description(&self) -> &str {
+            self.1
+        }
+        async fn call(&self, _args: NoArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::text(self.1))
+        }
+    }
+
+    #[test]
+    fn a_second_tool_of_the_same_name_is_refused_never_replacing_the_first() {
+        let mut registry = ToolRegistry::new();
+        registry.register(Named("read", "first")).register(Named("read", "second")).register(Named("b", "b"));
+        assert_eq!(registry.names().collect::<Vec<_>>(), ["read", "b"]);
+        assert_eq!(registry.get("read").unwrap().definition().description, "first");
+        assert_eq!(registry.definitions().len(), 2);
+        let refused = registry.try_register_dyn(typed(Named("b", "again"))).err().unwrap();
+        assert_eq!(refused, ToolRegistryError { kind: ToolRegistryErrorKind::Duplicate, name: "b".into() });
+        assert_eq!(refused.to_string(), "a tool named `b` is already registered; the new one was refused");
+        assert!(registry.try_register_dyn(typed(Named("c", "c"))).is_ok());
+        assert_eq!(registry.names().collect::<Vec<_>>(), ["read", "b", "c"]);
     }
 }
 

@@ -14,6 +14,7 @@ use crate::agent::{Agent, TurnOutcome};
 use crate::context::SessionContext;
 use crate::execute::{StepControl, execute_calls};
 use crate::hooks::{TurnStarted, TurnStopping};
+use crate::registry::ToolRegistry;
 use crate::sink::{AgentEvent, Sink};
 
 /// Why the loop cannot go on at all: the session could not be written. Everything
@@ -36,6 +37,8 @@ pub(crate) struct TurnRun<'a> {
     pub ctx: &'a SessionContext,
     pub model: &'a dyn ModelClient,
     pub system: &'a str,
+    /// The tools of this turn, fixed for its duration.
+    pub tools: &'a ToolRegistry,
     pub header: RequestHeader,
     pub session: &'a mut Session,
     pub sink: &'a dyn Sink,
@@ -88,7 +91,7 @@ impl TurnRun<'_> {
         let request = ModelRequest {
             system: self.system,
             messages: self.session.messages(),
-            tools: self.agent.tools.definitions(),
+            tools: self.tools.definitions(),
             tool_choice,
         };
         let mut stream = self.model.stream(request, self.cancel.child_token());
@@ -216,7 +219,7 @@ impl TurnRun<'_> {
             if self.cancel.is_cancelled() {
                 return self.end(TurnEndReason::Aborted, Some("aborted by the user".into())).await;
             }
-            let choice = if self.step == 0 && self.agent.config.tool_first && !self.agent.tools.is_empty() {
+            let choice = if self.step == 0 && self.agent.config.tool_first && !self.tools.is_empty() {
                 ToolChoice::Required
             } else {
                 ToolChoice::Auto
@@ -238,7 +241,7 @@ impl TurnRun<'_> {
                     steps: self.step,
                     final_text: &self.final_text,
                     messages: &messages[self.first_message.min(messages.len())..],
-                    tools: &self.agent.tools,
+                    tools: self.tools,
                     ctx: self.ctx,
                 };
                 match self.agent.hooks.turn_stopping(state).await {
@@ -290,6 +293,7 @@ impl Agent {
             ctx,
             model: &**model,
             system,
+            tools: self.tools_for(ctx),
             header: self.request_header(ctx),
             session,
             sink,

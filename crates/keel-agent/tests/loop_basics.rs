@@ -297,3 +297,33 @@ async fn the_finish_check_sees_the_task_after_the_environment_block() {
     assert!(nudge.contains("The task: \"Set x to 2 in a.py\"."), "{nudge}");
     assert!(nudge.starts_with("You described a change instead of making it."), "{nudge}");
 }
+
+/// The tools of a turn are read once when it starts: a session may offer its own (e.g.
+/// with MCP tools that joined late), changed only between turns.
+#[tokio::test]
+async fn a_session_offers_its_own_tools_fixed_for_each_turn() {
+    let model = ScriptedModel::new([
+        reply().call("finish", "{}"),
+        reply().text("first"),
+        reply().call("finish", "{}"),
+    ]);
+    let agent = Agent::builder(model.clone()).tool(FakeRead).build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let mut tools = agent.tools().clone();
+    let mut ctx = SessionContext::default();
+    let cancel = CancellationToken::new();
+    // The agent's tools: `finish` is unknown.
+    agent.run_turn(&mut session, &ctx, "one", &NullSink, &cancel).await.unwrap();
+    tools.register(Finish);
+    ctx.tools = Some(tools);
+    let outcome = agent.run_turn(&mut session, &ctx, "two", &NullSink, &cancel).await.unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed);
+    let names = |i: usize| model.requests()[i].tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(0), ["read_file"]);
+    assert_eq!(names(2), ["read_file", "finish"]);
+    let results = results(session.messages());
+    assert!(results[0].1.starts_with("Unknown tool `finish`"), "{:?}", results[0]);
+    assert_eq!(results[1], ("call_finish_0_2".into(), "final answer delivered".into(), false));
+    // The request header follows the session's tools.
+    assert_eq!(session.projection().request_header().unwrap().tools.len(), 2);
+}
