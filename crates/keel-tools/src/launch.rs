@@ -33,6 +33,12 @@
 //!   the tool's timeout, output draining and "background processes were stopped" logic
 //!   see bash, not the launcher. It then stays until every descendant is gone.
 //!
+//! **Stdio mode** (`--stdio`, [`stdio_args`]) runs a long-lived server that speaks on its
+//! stdin and stdout (an MCP server): the child inherits the launcher's stdin, the
+//! launcher reports nothing on fd 0 and lets go of stdin, stdout and stderr once the
+//! child has them (so keel sees the server's output end when the server's processes
+//! do), and the parent-death signal kills the group as above.
+//!
 //! A library user gets none of this unless it sets [`crate::ToolsConfig::launcher`];
 //! without it the shell tool runs `bash -c` directly as before. The kernel sends the
 //! parent-death signal when the *thread* that started the launcher ends: the shell tool
@@ -99,6 +105,21 @@ pub(crate) fn launcher_args(command: &str, pid_namespace: bool) -> Vec<OsString>
     args
 }
 
+/// The arguments after the launcher program that run `command` (a program and its
+/// arguments) in stdio mode: its stdin and stdout are the launcher's, it dies with this
+/// process, nothing is reported on fd 0.
+pub fn stdio_args(command: &[OsString]) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![
+        SUBCOMMAND.into(),
+        "--parent".into(),
+        std::process::id().to_string().into(),
+        "--stdio".into(),
+        "--".into(),
+    ];
+    args.extend(command.iter().cloned());
+    args
+}
+
 /// Parses a wait status reported by a launcher: one decimal line.
 pub(crate) fn parse_report(line: &[u8]) -> Option<std::process::ExitStatus> {
     use std::os::unix::process::ExitStatusExt;
@@ -109,8 +130,9 @@ pub(crate) fn parse_report(line: &[u8]) -> Option<std::process::ExitStatus> {
 /// What the launcher was asked to be.
 #[derive(Debug, PartialEq, Eq)]
 enum Role {
-    /// Started by keel (`--parent PID`), optionally entering a PID namespace.
-    Launcher { parent: Pid, pid_namespace: bool },
+    /// Started by keel (`--parent PID`), optionally entering a PID namespace, optionally
+    /// passing its stdin to the command (`--stdio`).
+    Launcher { parent: Pid, pid_namespace: bool, stdio: bool },
     /// PID 1 of a namespace (`--init`).
     Init,
 }
@@ -123,19 +145,21 @@ fn parse(args: &[OsString]) -> Option<(Role, Vec<OsString>)> {
     }
     let mut parent = None;
     let mut pid_namespace = false;
+    let mut stdio = false;
     let mut init = false;
     let mut flags = flags.iter();
     while let Some(flag) = flags.next() {
         match flag.to_str()? {
             "--parent" => parent = Some(Pid::from_raw(flags.next()?.to_str()?.parse().ok()?)?),
             "--pid-ns" => pid_namespace = true,
+            "--stdio" => stdio = true,
             "--init" => init = true,
             _ => return None,
         }
     }
     match (init, parent) {
-        (true, None) => Some((Role::Init, command)),
-        (false, Some(parent)) => Some((Role::Launcher { parent, pid_namespace }, command)),
+        (true, None) if !stdio => Some((Role::Init, command)),
+        (false, Some(parent)) => Some((Role::Launcher { parent, pid_namespace, stdio }, command)),
         _ => None,
     }
 }
@@ -144,7 +168,9 @@ fn parse(args: &[OsString]) -> Option<(Role, Vec<OsString>)> {
 /// code (bash's, or 128 + the signal that ended it).
 pub fn main(args: &[OsString]) -> i32 {
     let Some((role, command)) = parse(args) else {
-        eprintln!("keel {SUBCOMMAND}: internal launcher; usage: --parent PID [--pid-ns] -- PROGRAM ARGS…");
+        eprintln!(
+            "keel {SUBCOMMAND}: internal launcher; usage: --parent PID [--pid-ns] [--stdio] -- PROGRAM ARGS…"
+        );
         return 2;
     };
     if std::io::stdin().is_terminal() {
@@ -152,8 +178,8 @@ pub fn main(args: &[OsString]) -> i32 {
         return 2;
     }
     match role {
-        Role::Init => supervise(&command, None),
-        Role::Launcher { parent, pid_namespace } => {
+        Role::Init => supervise(&command, None, false),
+        Role::Launcher { parent, pid_namespace, stdio } => {
             let death = if pid_namespace { Signal::KILL } else { Signal::TERM };
             let _ = rustix::process::set_parent_process_death_signal(Some(death));
             // keel may have died before the request took effect.
@@ -166,7 +192,7 @@ pub fn main(args: &[OsString]) -> i32 {
                 let _ = rustix::process::set_parent_process_death_signal(Some(Signal::TERM));
             }
             let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
-            supervise(&command, Some(parent))
+            supervise(&command, Some(parent), stdio)
         }
     }
 }
@@ -197,25 +223,33 @@ fn enter_pid_namespace(command: &[OsString]) -> std::io::Error {
 /// command's processes stop writing. Then a launcher (`parent` set) reaps descendants
 /// until none is left; PID 1 of a namespace (`parent` unset) stays only while another
 /// process of the namespace still holds the output, since leaving ends them all.
-fn supervise(command: &[OsString], parent: Option<Pid>) -> i32 {
+///
+/// With `stdio` the child gets this process's stdin instead of `/dev/null`, nothing is
+/// reported, and the launcher lets go of its stdin too.
+fn supervise(command: &[OsString], parent: Option<Pid>, stdio: bool) -> i32 {
     if let Err(e) = handle_signals(parent) {
         eprintln!("keel: cannot handle signals in the launcher: {e}");
     }
     let output = rustix::fs::fstat(std::io::stdout().as_fd()).ok().map(|s| (s.st_dev, s.st_ino));
-    let child = match Command::new(&command[0]).args(&command[1..]).stdin(Stdio::null()).spawn() {
+    let input = if stdio { Stdio::inherit() } else { Stdio::null() };
+    let child = match Command::new(&command[0]).args(&command[1..]).stdin(input).spawn() {
         Ok(child) => child,
         Err(e) => {
             eprintln!("keel: cannot start {}: {e}", OsStr::to_string_lossy(&command[0]));
-            report_raw(127 << 8);
+            if !stdio {
+                report_raw(127 << 8);
+            }
             return 127;
         }
     };
-    release_output();
+    release_output(stdio);
     let child_pid = Pid::from_raw(child.id() as i32);
     let code = loop {
         match rustix::process::wait(WaitOptions::empty()) {
             Ok(Some((pid, status))) if Some(pid) == child_pid => {
-                report_raw(status.as_raw());
+                if !stdio {
+                    report_raw(status.as_raw());
+                }
                 break exit_code(status);
             }
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
@@ -236,11 +270,14 @@ fn supervise(command: &[OsString], parent: Option<Pid>) -> i32 {
     code
 }
 
-/// Points this process's stdout and stderr at `/dev/null`.
-fn release_output() {
-    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+/// Points this process's stdout and stderr (and with `input`, its stdin) at `/dev/null`.
+fn release_output(input: bool) {
+    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
         let _ = rustix::stdio::dup2_stdout(&null);
         let _ = rustix::stdio::dup2_stderr(&null);
+        if input {
+            let _ = rustix::stdio::dup2_stdin(&null);
+        }
     }
 }
 
@@ -357,13 +394,21 @@ mod tests {
     fn the_protocol_round_trips() {
         let launched = launcher_args("echo hi", true);
         let (role, command) = parse(&launched[1..]).unwrap();
-        assert_eq!(
-            role,
-            Role::Launcher { parent: Pid::from_raw(std::process::id() as i32).unwrap(), pid_namespace: true }
-        );
+        let parent = Pid::from_raw(std::process::id() as i32).unwrap();
+        assert_eq!(role, Role::Launcher { parent, pid_namespace: true, stdio: false });
         assert_eq!(command, args(&["bash", "-c", "echo hi"]));
+        let launched = stdio_args(&args(&["npx", "-y", "server"]));
+        let (role, command) = parse(&launched[1..]).unwrap();
+        assert_eq!(role, Role::Launcher { parent, pid_namespace: false, stdio: true });
+        assert_eq!(command, args(&["npx", "-y", "server"]));
         assert_eq!(parse(&args(&["--init", "--", "bash"])).unwrap().0, Role::Init);
-        for bad in [&["--", "bash"][..], &["--init"], &["--parent", "x", "--", "a"], &["--init", "--"]] {
+        for bad in [
+            &["--", "bash"][..],
+            &["--init"],
+            &["--parent", "x", "--", "a"],
+            &["--init", "--"],
+            &["--init", "--stdio", "--", "a"],
+        ] {
             assert!(parse(&args(bad)).is_none(), "{bad:?}");
         }
         use std::os::unix::process::ExitStatusExt;

@@ -1,0 +1,153 @@
+//! An MCP server's tool as a keel tool.
+
+use std::sync::{Arc, Weak};
+
+use keel_agent::{DynTool, PreparedCall, ToolError, schema};
+use keel_llm::ToolDefinition;
+use serde_json::{Map, Value};
+
+use crate::server::Server;
+
+/// One tool of one MCP server, named `mcp__<server>__<tool>`. Its arguments are checked
+/// against the server's input schema before the call is sent (see [`crate::schema`]);
+/// it is read-only (runs without asking in `ask` mode, offered in `read-only` mode)
+/// only when the server marks it `readOnlyHint`.
+pub struct McpTool {
+    definition: ToolDefinition,
+    /// The server's own name for the tool.
+    remote: String,
+    server_name: String,
+    schema: Value,
+    summary: String,
+    read_only: bool,
+    server: Weak<Server>,
+}
+
+impl std::fmt::Debug for McpTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpTool")
+            .field("name", &self.definition.name)
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+impl McpTool {
+    pub(crate) fn new(server_name: &str, tool: &rmcp::model::Tool, server: Weak<Server>) -> McpTool {
+        let mut schema = Value::Object(tool.input_schema.as_ref().clone());
+        if let Value::Object(root) = &mut schema {
+            // Providers want an object with properties; some servers leave them out.
+            if !root.contains_key("properties") {
+                root.insert("properties".into(), Value::Object(Map::new()));
+            }
+            root.entry("type").or_insert_with(|| Value::String("object".into()));
+            root.remove("$schema");
+        }
+        let description = tool
+            .description
+            .as_deref()
+            .map(str::to_owned)
+            .or_else(|| tool.title.clone())
+            .unwrap_or_else(|| format!("The `{}` tool of the MCP server `{server_name}`.", tool.name));
+        let parameters = serde_json::value::to_raw_value(&schema).unwrap_or_default();
+        let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+        McpTool {
+            definition: ToolDefinition {
+                name: crate::name::tool_name(server_name, &tool.name),
+                description,
+                parameters,
+            },
+            remote: tool.name.to_string(),
+            server_name: server_name.to_owned(),
+            summary: schema::summarize(&schema),
+            schema,
+            read_only,
+            server,
+        }
+    }
+
+    /// The name the server knows the tool by.
+    pub fn remote_name(&self) -> &str {
+        &self.remote
+    }
+
+    /// The server's name.
+    pub fn server_name(&self) -> &str {
+        &self.server_name
+    }
+
+    /// Whether it is the same tool as `other` (same definition and hints).
+    pub(crate) fn same_as(&self, other: &McpTool) -> bool {
+        self.definition == other.definition
+            && self.read_only == other.read_only
+            && self.remote == other.remote
+    }
+
+    fn invalid(&self, problem: String) -> ToolError {
+        ToolError::new(
+            "invalid_arguments",
+            format!(
+                "Invalid arguments for `{}`: {problem}. Expected a JSON object {}.",
+                self.definition.name, self.summary
+            ),
+        )
+    }
+}
+
+impl DynTool for McpTool {
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn is_concurrency_safe(&self) -> bool {
+        self.read_only
+    }
+
+    fn prepare(&self, arguments: &str) -> Result<PreparedCall, ToolError> {
+        let raw = arguments.trim();
+        let raw = if raw.is_empty() { "{}" } else { raw };
+        let value: Value =
+            serde_json::from_str(raw).map_err(|e| self.invalid(format!("not valid JSON ({e})")))?;
+        if !value.is_object() {
+            return Err(self.invalid(format!("expected an object, got {}", kind_of(&value))));
+        }
+        if let Some(problem) = crate::schema::check(&self.schema, &value) {
+            return Err(self.invalid(problem));
+        }
+        let Value::Object(map) = value else { return Err(self.invalid("expected an object".to_owned())) };
+        let server = self.server.clone();
+        let remote = self.remote.clone();
+        let server_name = self.server_name.clone();
+        Ok(Box::new(move |ctx| {
+            Box::pin(async move {
+                let Some(server) = server.upgrade() else {
+                    return Err(ToolError::new(
+                        "server_unavailable",
+                        format!("the MCP server `{server_name}` was shut down"),
+                    ));
+                };
+                server.call(&remote, map, &ctx.cancel).await
+            })
+        }))
+    }
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Shares a tool as a [`DynTool`].
+pub(crate) fn dyn_tool(tool: &Arc<McpTool>) -> Arc<dyn DynTool> {
+    Arc::clone(tool) as Arc<dyn DynTool>
+}
