@@ -89,6 +89,11 @@ pub struct Cli {
     #[arg(long, value_name = "ID", conflicts_with = "no_session")]
     pub resume: Option<String>,
 
+    /// Add the MCP servers of this file for this run (`[mcp_servers.NAME]` tables, or
+    /// JSON `{"mcpServers": …}`); repeatable.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub mcp_config: Vec<PathBuf>,
+
     /// Write debug logs to this file (or set KEEL_LOG=debug for stderr).
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
@@ -110,6 +115,19 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<ModelsAction>,
     },
+    /// MCP servers: `keel mcp list` starts each configured one and shows its state and tools.
+    Mcp {
+        #[command(subcommand)]
+        action: Option<McpAction>,
+    },
+}
+
+/// `keel mcp …`.
+#[derive(Debug, Subcommand)]
+pub enum McpAction {
+    /// Start every configured server, then show its state (ready, failed: why, starting)
+    /// and its tools.
+    List,
 }
 
 /// `keel models …`.

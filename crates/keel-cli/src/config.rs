@@ -125,6 +125,46 @@ pub struct FileConfig {
     /// Prices by model name.
     #[serde(default)]
     pub pricing: BTreeMap<String, Price>,
+    /// MCP servers by name (Codex's `[mcp_servers.NAME]`).
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, keel_mcp::ServerConfig>,
+}
+
+/// A file given with `--mcp-config`: `[mcp_servers.NAME]` tables (TOML) or
+/// `{"mcpServers": {...}}` (JSON).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpFile {
+    /// The servers by name.
+    #[serde(default, alias = "mcpServers")]
+    pub mcp_servers: BTreeMap<String, keel_mcp::ServerConfig>,
+}
+
+/// The MCP servers of this run: the config file's, then each `--mcp-config` file's (a
+/// name given again replaces the earlier server).
+pub fn mcp_servers(cli: &Cli) -> Result<BTreeMap<String, keel_mcp::ServerConfig>, ConfigError> {
+    with_mcp_files(load_file()?.mcp_servers, cli)
+}
+
+fn with_mcp_files(
+    mut servers: BTreeMap<String, keel_mcp::ServerConfig>,
+    cli: &Cli,
+) -> Result<BTreeMap<String, keel_mcp::ServerConfig>, ConfigError> {
+    for path in &cli.mcp_config {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("--mcp-config {}: {e}", path.display())))?;
+        let json = path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
+        let file: McpFile = if json {
+            serde_json::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?
+        } else {
+            toml::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?
+        };
+        servers.extend(file.mcp_servers);
+    }
+    for (name, server) in &servers {
+        server.validate(name).map_err(|e| ConfigError(e.to_string()))?;
+    }
+    Ok(servers)
 }
 
 /// A configuration problem: exit code 2, with a message that says what to do.
@@ -198,6 +238,8 @@ pub struct Settings {
     pub environment: bool,
     /// The first step of a turn must call a tool.
     pub tool_first: bool,
+    /// MCP servers by name.
+    pub mcp_servers: BTreeMap<String, keel_mcp::ServerConfig>,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -312,6 +354,7 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
             grammar: layer.grammar.unwrap_or(true),
         };
         let tool_first = layer.tool_first.unwrap_or(true);
+        let mcp = with_mcp_files(file.mcp_servers, cli)?;
         let mut settings = settings_from(
             Layer { provider: Some("llamacpp".into()), ..layer },
             file.pricing,
@@ -320,9 +363,13 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
         )?;
         settings.model = ModelSettings::Local(local);
         settings.tool_first = tool_first;
+        settings.mcp_servers = mcp;
         return Ok(settings);
     }
-    settings_from(layer, file.pricing, profile_name, interactive)
+    let mcp = with_mcp_files(file.mcp_servers, cli)?;
+    let mut settings = settings_from(layer, file.pricing, profile_name, interactive)?;
+    settings.mcp_servers = mcp;
+    Ok(settings)
 }
 
 fn settings_from(
@@ -444,6 +491,7 @@ fn settings_from(
         // Servers handle a required call poorly (llama-server let Qwen 1.5B run on past
         // its call for thousands of tokens); the embedded engine constrains it exactly.
         tool_first: layer.tool_first.unwrap_or(false),
+        mcp_servers: BTreeMap::new(),
     })
 }
 
@@ -479,6 +527,33 @@ mod tests {
         assert!(matches!(&print.model, ModelSettings::Remote(c) if c.model == "default"));
         let interactive = settings_from(layer, BTreeMap::new(), None, true).unwrap();
         assert_eq!(interactive.permission, PermissionMode::Ask);
+    }
+
+    #[test]
+    fn mcp_servers_read_as_codex_writes_them() {
+        let file: FileConfig = toml::from_str(
+            r#"
+model = "m"
+[mcp_servers.github]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-github"]
+env = { GITHUB_TOKEN = "..." }
+startup_timeout_sec = 30
+enabled_tools = ["create_issue"]
+
+[mcp_servers.docs]
+url = "https://example.com/mcp"
+bearer_token_env_var = "DOCS_TOKEN"
+http_headers = { "X-Team" = "core" }
+"#,
+        )
+        .unwrap();
+        assert_eq!(file.mcp_servers.keys().collect::<Vec<_>>(), ["docs", "github"]);
+        assert_eq!(file.mcp_servers["github"].args, ["-y", "@modelcontextprotocol/server-github"]);
+        assert_eq!(file.mcp_servers["docs"].http_headers["X-Team"], "core");
+        let json: McpFile =
+            serde_json::from_str(r#"{"mcpServers": {"fs": {"command": "npx", "args": ["x"]}}}"#).unwrap();
+        assert_eq!(json.mcp_servers["fs"].command.as_deref(), Some("npx"));
     }
 
     #[test]

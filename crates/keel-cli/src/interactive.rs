@@ -12,6 +12,7 @@ use crate::cli::Cli;
 use crate::config::{self, ModelSettings, Settings};
 use crate::exit;
 use crate::input::{LineReader, TurnInput, terminal_source};
+use crate::mcp::SessionTools;
 use crate::print_mode::ticker;
 use crate::render::format::{clip, thousands};
 use crate::render::{Terminal, usage_text};
@@ -24,6 +25,7 @@ const HELP: &str = "commands:
   /resume ID       switch to another session
   /fork            branch the current session and continue in the branch
   /model NAME      switch the model (same provider)
+  /mcp             MCP servers: state and tools
   /usage           tokens and cost of this session
   /quit            leave (also Ctrl-D, or Ctrl-C twice at the prompt)
 While the agent works: Ctrl-C stops the turn; typing a line and Enter steers it.";
@@ -37,6 +39,7 @@ struct Repl {
     ctx: SessionContext,
     terminal: Arc<Terminal>,
     input: Arc<TurnInput>,
+    mcp: Option<SessionTools>,
 }
 
 impl Repl {
@@ -44,7 +47,18 @@ impl Repl {
         self.terminal.line(text);
     }
 
+    /// Waits for MCP servers before the first turn and adds late joiners' tools to the
+    /// session's between turns (a turn's tools are fixed).
+    async fn mcp_tools(&mut self) -> Result<(), keel_mcp::McpError> {
+        let Some(mcp) = &mut self.mcp else { return Ok(()) };
+        for line in mcp.before_turn(self.agent.tools(), &mut self.ctx).await? {
+            self.terminal.line(&line);
+        }
+        Ok(())
+    }
+
     async fn turn(&mut self, text: String) -> anyhow::Result<()> {
+        self.mcp_tools().await?;
         let cancel = CancellationToken::new();
         let interrupts = crate::signals::during_turn(&cancel);
         let ticker = ticker(Arc::clone(&self.terminal));
@@ -72,11 +86,14 @@ impl Repl {
         self.say(&format!("{note} {}", self.session.id()));
     }
 
-    /// A context for the current session, keeping a model chosen with `/model`.
+    /// A context for the current session, keeping a model chosen with `/model` and the
+    /// MCP tools on offer.
     fn refresh_context(&mut self) {
         let model = self.ctx.model.take();
+        let tools = self.ctx.tools.take();
         self.ctx = setup::context(&self.settings, &self.workspace, &self.session);
         self.ctx.model = model;
+        self.ctx.tools = tools;
     }
 
     fn command(&mut self, line: &str) -> anyhow::Result<bool> {
@@ -158,6 +175,15 @@ impl Repl {
                 };
                 self.say(&format!("model: {} ({provider})", self.settings.model_name()));
             }
+            ("/mcp", _) => match &self.mcp {
+                Some(mcp) => {
+                    self.say(&crate::mcp::table(&mcp.manager().statuses()));
+                    for line in mcp.refused() {
+                        self.say(&format!("mcp: {line}"));
+                    }
+                }
+                None => self.say(&crate::mcp::table(&[])),
+            },
             ("/usage", _) => {
                 let usage = self.session.projection().usage();
                 let cost = pricing::cost(&self.settings.pricing, &self.settings.model_name(), &usage)
@@ -192,6 +218,14 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
+    // MCP servers start now, while the model loads; the first turn waits for them.
+    let mcp = match crate::mcp::start(&settings.mcp_servers) {
+        Ok(mcp) => mcp,
+        Err(e) => {
+            eprintln!("keel: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
     let terminal = Arc::new(Terminal::new(true));
     let input = TurnInput::new();
     let policy = match setup::policy(&settings) {
@@ -212,7 +246,8 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let store = setup::store(cli);
     let (session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
     let ctx = setup::context(&settings, &workspace, &session);
-    let mut repl = Repl { settings, workspace, agent, store, session, ctx, terminal, input };
+    let mcp = mcp.map(|m| SessionTools::new(m, settings.permission == keel_tools::PermissionMode::ReadOnly));
+    let mut repl = Repl { settings, workspace, agent, store, session, ctx, terminal, input, mcp };
     let profile = repl.settings.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default();
     repl.say(&format!(
         "keel · {}{profile} · {} · {} · /help for commands",
@@ -226,6 +261,16 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     ));
     for note in &notes {
         repl.say(&format!("keel: {note}"));
+    }
+    // keel does not start without a required MCP server.
+    if repl.settings.mcp_servers.values().any(|s| s.required && s.is_enabled())
+        && let Err(e) = repl.mcp_tools().await
+    {
+        repl.say(&format!("keel: {e}"));
+        if let Some(mcp) = &repl.mcp {
+            mcp.shutdown().await;
+        }
+        return Ok(exit::ERROR);
     }
     if let Some(note) = note {
         let turns = repl.session.projection().turns();
@@ -286,6 +331,9 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         }
     }
     repl.session.sync()?;
+    if let Some(mcp) = &repl.mcp {
+        mcp.shutdown().await;
+    }
     if crate::signals::Interrupts::get().leaving() {
         return Ok(exit::INTERRUPTED);
     }

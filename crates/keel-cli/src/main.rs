@@ -5,6 +5,7 @@ mod config;
 mod input;
 mod interactive;
 mod local;
+mod mcp;
 mod paths;
 mod pricing;
 mod print_mode;
@@ -57,6 +58,9 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
     match cli.command.take() {
         Some(cli::Command::Sessions { action }) => return sessions::run(action),
         Some(cli::Command::Models { action }) => return local::models_command(action).await,
+        Some(cli::Command::Mcp { action: None | Some(cli::McpAction::List) }) => {
+            return mcp::list_command(&cli).await;
+        }
         None => {}
     }
     let mut task = cli.print.take().or(cli.task.take());

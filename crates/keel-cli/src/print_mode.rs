@@ -6,12 +6,14 @@ use std::time::{Duration, Instant};
 use keel_agent::{Sink, TurnOutcome};
 use keel_llm::CancellationToken;
 use keel_session::TurnEndReason;
+use keel_tools::PermissionMode;
 use serde_json::json;
 
 use crate::cli::Cli;
 use crate::config;
 use crate::exit;
 use crate::input::{LineReader, TurnInput, terminal_source};
+use crate::mcp::SessionTools;
 use crate::render::Terminal;
 use crate::render::json::JsonLines;
 use crate::{setup, signals};
@@ -55,6 +57,11 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Ok(dir) => dir,
         Err(e) => return fail(e.0),
     };
+    // MCP servers start now, while the model loads.
+    let mut mcp = match crate::mcp::start(&settings.mcp_servers) {
+        Ok(mcp) => mcp.map(|m| SessionTools::new(m, settings.permission == PermissionMode::ReadOnly)),
+        Err(e) => return fail(e.0),
+    };
     let terminal = Arc::new(Terminal::new(false));
     let input = TurnInput::new();
     let policy = match setup::policy(&settings) {
@@ -68,13 +75,32 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     let (agent, notes) = setup::agent(&settings, &workspace, policy, model);
     let store = setup::store(cli);
     let (mut session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
-    let ctx = setup::context(&settings, &workspace, &session);
+    let mut ctx = setup::context(&settings, &workspace, &session);
     if json.is_none() {
         for note in &notes {
             terminal.line(&format!("keel: {note}"));
         }
         if let Some(note) = note {
             terminal.line(&note);
+        }
+    }
+    if let Some(mcp) = &mut mcp {
+        // Before the first request: every server that comes up within its startup timeout.
+        match mcp.before_turn(agent.tools(), &mut ctx).await {
+            Ok(lines) => match &json {
+                Some(out) => out.write_value(&crate::mcp::json(&mcp.manager().statuses(), mcp.refused())),
+                None => lines.iter().for_each(|line| terminal.line(line)),
+            },
+            Err(e) => {
+                mcp.shutdown().await;
+                match &json {
+                    Some(out) => {
+                        out.write_value(&json!({"type": "keel/error", "data": {"message": e.to_string()}}))
+                    }
+                    None => eprintln!("keel: {e}"),
+                }
+                return Ok(exit::ERROR);
+            }
         }
     }
 
@@ -95,6 +121,9 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     drop(interrupts);
     if let Some(ticker) = ticker {
         ticker.abort();
+    }
+    if let Some(mcp) = &mcp {
+        mcp.shutdown().await;
     }
     let outcome: TurnOutcome = outcome?;
     let code = exit_code(outcome.reason);

@@ -25,6 +25,11 @@ pub struct McpOptions {
     pub client_name: String,
     /// The client version sent in the handshake.
     pub client_version: String,
+    /// The runtime the connections and calls run on (default: the one `start` is called
+    /// on). A program whose runtime thread blocks between turns (an interactive prompt)
+    /// gives one on a thread of its own, living as long as the program: stdio servers
+    /// started through the launcher die when the thread that started them ends.
+    pub runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Default for McpOptions {
@@ -33,6 +38,7 @@ impl Default for McpOptions {
             launcher: None,
             client_name: "keel".to_owned(),
             client_version: env!("CARGO_PKG_VERSION").to_owned(),
+            runtime: None,
         }
     }
 }
@@ -103,11 +109,18 @@ impl std::fmt::Debug for McpManager {
 
 impl McpManager {
     /// Checks every server's settings, then starts the enabled ones, each in its own
-    /// task (call it inside a tokio runtime); returns at once.
+    /// task on [`McpOptions::runtime`] (else the current runtime); returns at once.
     pub fn start(
         servers: impl IntoIterator<Item = (String, ServerConfig)>,
-        options: McpOptions,
+        mut options: McpOptions,
     ) -> Result<McpManager, McpError> {
+        let runtime = match options.runtime.take() {
+            Some(runtime) => runtime,
+            None => tokio::runtime::Handle::try_current().map_err(|e| {
+                McpError::new(McpErrorKind::Start, "*", format!("MCP servers need a tokio runtime ({e})"))
+            })?,
+        };
+        options.runtime = Some(runtime.clone());
         let options = Arc::new(options);
         let mut configured = Vec::new();
         for (name, config) in servers {
@@ -118,7 +131,7 @@ impl McpManager {
         }
         for server in &configured {
             let server = Arc::clone(server);
-            tokio::spawn(async move { server.start().await });
+            runtime.spawn(async move { server.start().await });
         }
         Ok(McpManager { servers: configured, started: Instant::now() })
     }

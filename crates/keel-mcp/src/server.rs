@@ -341,8 +341,26 @@ impl Server {
         self.set_state(ServerState::Failed(format!("{why}; it is started again on the next call")));
     }
 
+    /// Calls tool `tool` with `arguments` on the servers' runtime (see
+    /// [`McpOptions::runtime`]); the call stops when the returned future is dropped.
+    pub(crate) async fn spawn_call(
+        self: Arc<Self>,
+        tool: String,
+        arguments: Map<String, Value>,
+        cancel: CancellationToken,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(runtime) = self.options.runtime.clone() else {
+            return self.call(&tool, arguments, &cancel).await;
+        };
+        let task = AbortOnDrop(runtime.spawn(async move { self.call(&tool, arguments, &cancel).await }));
+        match (task).await {
+            Ok(result) => result,
+            Err(e) => Err(ToolError::msg(format!("the MCP call stopped unexpectedly: {e}"))),
+        }
+    }
+
     /// Calls tool `tool` (the server's own name for it) with `arguments`.
-    pub(crate) async fn call(
+    async fn call(
         &self,
         tool: &str,
         arguments: Map<String, Value>,
@@ -480,6 +498,26 @@ impl Live {
             generation: connection.generation,
             exit: connection.process.as_ref().map(StdioProcess::exit_watch),
         }
+    }
+}
+
+/// A task aborted when its handle is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

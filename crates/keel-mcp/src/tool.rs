@@ -130,7 +130,7 @@ impl DynTool for McpTool {
                         format!("the MCP server `{server_name}` was shut down"),
                     ));
                 };
-                server.call(&remote, map, &ctx.cancel).await
+                server.spawn_call(remote, map, ctx.cancel.clone()).await
             })
         }))
     }

@@ -8,8 +8,9 @@
 //! read-only), `pid` (the server's process id, read-only).
 //!
 //! Stdio flags: `--delay-start SECS` (answer `initialize` that late), `--fail-start`
-//! (exit at once with a message on stderr), `--pid-file PATH` (write the process id
-//! there at start), `--marker TEXT` (ignored: names the process for `ps`).
+//! (exit at once with a message on stderr), `--linger` (stay after stdin closes, as a
+//! server that does not notice its client went away), `--pid-file PATH` (write the
+//! process id there at start), `--marker TEXT` (ignored: names the process for `ps`).
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -152,6 +153,7 @@ pub fn respond(message: &Value) -> Action {
 struct Flags {
     delay_start: Duration,
     fail_start: bool,
+    linger: bool,
     pid_file: Option<PathBuf>,
 }
 
@@ -165,6 +167,7 @@ fn flags(args: impl IntoIterator<Item = String>) -> Flags {
                 flags.delay_start = Duration::from_secs_f64(secs);
             }
             "--fail-start" => flags.fail_start = true,
+            "--linger" => flags.linger = true,
             "--pid-file" => flags.pid_file = args.next().map(PathBuf::from),
             _ => {}
         }
@@ -211,6 +214,11 @@ pub fn serve_stdio() -> i32 {
             }
         });
     }
+    if flags.linger {
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
     0
 }
 
@@ -249,23 +257,27 @@ impl McpHttpServer {
 }
 
 /// The path of an example binary of the package under test (`target/<profile>/examples/
-/// <name>`), built with cargo first if it is not there (a test run of one target does
-/// not build examples).
+/// <name>`), brought up to date with cargo once per test process: a test run of one
+/// target (`--test NAME`) does not build examples, and a stale one would test old code.
 pub fn example_binary(package: &str, name: &str) -> PathBuf {
-    static BUILD: Mutex<()> = Mutex::new(());
+    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let exe = std::env::current_exe().expect("the test's own path");
     // target/<profile>/deps/<test> -> target/<profile>
     let profile_dir = exe.parent().and_then(|deps| deps.parent()).expect("a target folder").to_path_buf();
     let path = profile_dir.join("examples").join(name);
-    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    if !path.exists() {
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let key = format!("{package}/{name}");
+    if !built.contains(&key) {
         let target_dir = profile_dir.parent().expect("a target folder");
         let status = std::process::Command::new(env!("CARGO"))
             .args(["build", "--quiet", "-p", package, "--example", name, "--target-dir"])
             .arg(target_dir)
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "cannot build the example {name} of {package}");
+            .status();
+        match status {
+            Ok(status) => assert!(status.success(), "cannot build the example {name} of {package}"),
+            Err(e) => assert!(path.exists(), "cannot run cargo to build the example {name}: {e}"),
+        }
+        built.push(key);
     }
     path
 }

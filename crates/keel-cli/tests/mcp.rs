@@ -1,0 +1,337 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! MCP servers through the real binary: `keel mcp list`, tools called in print mode,
+//! read-only mode, required servers, the server's environment, and no server left
+//! running after keel ends (normally, SIGINT, SIGTERM, kill -9, or its terminal gone).
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use keel_session::EventKind;
+use keel_testkit::mcp::McpHttpServer;
+use keel_testkit::{ChatStream, MockResponse, MockServer};
+use pretty_assertions::assert_eq;
+use rustix::process::{Pid, Signal, kill_process};
+
+fn server_binary() -> String {
+    keel_testkit::mcp::example_binary("keel-cli", "mcp_test_server").display().to_string()
+}
+
+fn answer(text: &str) -> MockResponse {
+    ChatStream::new().text(text, 2).finish("stop").usage(500, 20).response()
+}
+
+fn calls(calls: &[(&str, &str)]) -> MockResponse {
+    let mut stream = ChatStream::new();
+    for (i, (name, args)) in calls.iter().enumerate() {
+        stream = stream.tool_call(&format!("c{i}"), name, args, 2);
+    }
+    stream.finish("tool_calls").usage(400, 30).response()
+}
+
+/// A `[mcp_servers.NAME]` table for the test server with `args` (a marker names its
+/// processes).
+fn stdio_table(name: &str, args: &[&str], extra: &str) -> String {
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "[mcp_servers.{name:?}]\ncommand = {:?}\nargs = [{}]\n{extra}\n",
+        server_binary(),
+        args.join(", ")
+    )
+}
+
+fn configure(env: &Env, text: &str) {
+    std::fs::write(env.root.path().join("config/config.toml"), text).unwrap();
+}
+
+fn results(env: &Env) -> Vec<(String, String, bool)> {
+    env.session_events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::ToolResult(r) => Some((r.name, r.content, r.is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn appears(arg: &str) {
+    let started = std::time::Instant::now();
+    while processes_with_arg(arg).is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(20), "no process with {arg} started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_list_shows_each_server_its_state_and_tools() {
+    let env = Env::new();
+    let http = McpHttpServer::start().await;
+    let extra = env.root.path().join("extra.toml");
+    std::fs::write(
+        &extra,
+        format!("[mcp_servers.web]\nurl = {:?}\nenabled_tools = [\"echo\"]\n", http.url()),
+    )
+    .unwrap();
+    configure(
+        &env,
+        &(stdio_table("local", &["--marker", "list-1"], "")
+            + &stdio_table("broken", &["--fail-start", "--marker", "list-2"], "")),
+    );
+    let mut keel = env.keel_unconfigured();
+    keel.args(["mcp", "list", "--mcp-config"]).arg(&extra);
+    let out = output(keel).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "a server failed: {stdout}{}", text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], format!("broken · stdio: {} --fail-start --marker list-2", server_binary()));
+    assert_eq!(lines[1], "  failed: exited with status 1: keel-test-mcp: failing at start on purpose");
+    assert_eq!(lines[2], format!("local · stdio: {} --marker list-1", server_binary()));
+    assert_eq!(lines[3], "  ready · 9 tools");
+    assert_eq!(lines[4], "    mcp__local__echo        Returns its text. (read-only)");
+    assert_eq!(lines[5], "    mcp__local__sleep       Sleeps, then says so.");
+    assert_eq!(lines[13], format!("web · http: {}", http.url()));
+    assert_eq!(lines[14..], ["  ready · 1 tool", "    mcp__web__echo  Returns its text. (read-only)"]);
+    for marker in ["list-1", "list-2"] {
+        assert!(gone(marker, 5).await, "{marker} outlived `keel mcp list`");
+    }
+    // No server configured: says how to add one.
+    let env = Env::new();
+    let mut keel = env.keel_unconfigured();
+    keel.args(["mcp", "list"]);
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stdout).starts_with("no MCP servers configured; add [mcp_servers.NAME] to "),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn print_mode_calls_mcp_tools_and_the_server_ends_with_the_session() {
+    let env = Env::new();
+    configure(
+        &env,
+        &(stdio_table("test", &["--marker", "print-1"], "")
+            + &stdio_table("a.test", &["--marker", "print-2"], "")),
+    );
+    let server = MockServer::start().await;
+    server.push(calls(&[("mcp__test__echo", r#"{"text": "hello over MCP"}"#), ("mcp__test__image", "{}")]));
+    server.push(answer("The server said hello."));
+    let mut keel = env.keel(&server.base_url());
+    keel.arg("Say hello through MCP");
+    let out = output(keel).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "The server said hello.\n");
+    assert!(stderr.contains("mcp: test ready (9 tools)"), "{stderr}");
+    // `a.test` sanitizes to `a_test`: no clash; its tools are offered too.
+    assert!(stderr.contains("mcp: a.test ready (9 tools)"), "{stderr}");
+    assert_eq!(
+        results(&env),
+        [
+            ("mcp__test__echo".to_owned(), "hello over MCP".to_owned(), false),
+            ("mcp__test__image".to_owned(), "a red dot\n[image: image/png, 69 bytes]".to_owned(), false),
+        ]
+    );
+    let tools: Vec<String> = server.requests()[0].json()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(tools.starts_with(&["shell".to_owned()]), "{tools:?}");
+    assert!(
+        tools.contains(&"mcp__a_test__echo".to_owned()) && tools.contains(&"mcp__test__sleep".to_owned()),
+        "{tools:?}"
+    );
+    for marker in ["print-1", "print-2"] {
+        assert!(gone(marker, 5).await, "{marker} outlived keel");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_name_taken_twice_is_refused_with_a_warning_and_read_only_mode_offers_read_only_tools() {
+    let env = Env::new();
+    configure(
+        &env,
+        &(stdio_table("a.b", &["--marker", "dup-1"], "") + &stdio_table("a_b", &["--marker", "dup-2"], "")),
+    );
+    let server = MockServer::start().await;
+    server.push(answer("ok"));
+    let mut keel = env.keel(&server.base_url());
+    keel.args(["--permission", "read-only", "hi"]);
+    let out = output(keel).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "mcp: MCP server `a_b`: its tool `echo` is not offered: a tool named `mcp__a_b__echo` is already registered; the new one was refused"
+        ),
+        "{stderr}"
+    );
+    let tools: Vec<String> = server.requests()[0].json()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .filter(|n| n.starts_with("mcp__"))
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "mcp__a_b__echo",
+            "mcp__a_b__image",
+            "mcp__a_b__resource",
+            "mcp__a_b__structured",
+            "mcp__a_b__env",
+            "mcp__a_b__pid"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_required_server_that_fails_stops_keel_before_the_model_is_asked() {
+    let env = Env::new();
+    configure(&env, &stdio_table("needed", &["--fail-start"], "required = true"));
+    let server = MockServer::start().await;
+    let mut keel = env.keel(&server.base_url());
+    keel.arg("hi");
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr).lines().last().unwrap(),
+        "keel: MCP server `needed`: it is required (`required = true`) but is not ready: failed: exited with status 1: keel-test-mcp: failing at start on purpose"
+    );
+    assert_eq!(server.request_count(), 0);
+}
+
+/// keel's keys never reach a server: credentials by name or value are removed, except
+/// those named in `env_vars`; `env` adds variables.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_key_variable_reaches_the_server() {
+    let env = Env::new();
+    configure(
+        &env,
+        &stdio_table("test", &[], "env_vars = [\"GITHUB_TOKEN\"]\nenv = { SET_BY_CONFIG = \"yes\" }"),
+    );
+    let names = [
+        "OPENAI_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "KEEL_API_KEY",
+        "HF_TOKEN",
+        "DATABASE_URL",
+        "GITHUB_TOKEN",
+        "SET_BY_CONFIG",
+        "PATH",
+    ];
+    let server = MockServer::start().await;
+    let env_calls: Vec<(&str, String)> =
+        names.iter().map(|n| ("mcp__test__env", serde_json::json!({ "name": n }).to_string())).collect();
+    let borrowed: Vec<(&str, &str)> = env_calls.iter().map(|(n, a)| (*n, a.as_str())).collect();
+    server.push(calls(&borrowed));
+    server.push(answer("done"));
+    let mut keel = env.keel(&server.base_url());
+    keel.env("OPENAI_API_KEY", "sk-openai-mcp1")
+        .env("DEEPSEEK_API_KEY", "sk-deepseek-mcp2")
+        .env("KEEL_API_KEY", "sk-keel-mcp3")
+        .env("HF_TOKEN", "hf-mcp4")
+        .env("DATABASE_URL", "postgres://app:pw-mcp5@db/app")
+        .env("GITHUB_TOKEN", "ghp-mcp6")
+        .arg("show the environment");
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let values: Vec<String> = results(&env).into_iter().map(|r| r.1).collect();
+    let path = std::env::var("PATH").unwrap();
+    assert_eq!(
+        values,
+        ["(unset)", "(unset)", "(unset)", "(unset)", "(unset)", "ghp-mcp6", "yes", path.as_str()]
+    );
+}
+
+/// The server is killed with keel on every exit path: SIGINT and SIGTERM during a call
+/// (the turn is aborted, keel leaves), SIGINT while keel waits for servers to start, and
+/// kill -9 (the launcher's parent-death signal). The servers here `--linger`: they do not
+/// leave when their stdin closes, so only keel's killing ends them.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_server_dies_with_keel_on_sigint_sigterm_and_kill_9() {
+    for (signal, marker) in [(Signal::INT, "sig-int"), (Signal::TERM, "sig-term"), (Signal::KILL, "sig-kill")]
+    {
+        let env = Env::new();
+        configure(&env, &stdio_table("test", &["--linger", "--marker", marker], ""));
+        let server = MockServer::start().await;
+        server.push(calls(&[("mcp__test__sleep", r#"{"seconds": 300}"#)]));
+        let mut keel = env.keel(&server.base_url());
+        keel.arg("sleep").stdout(Stdio::piped()).stderr(Stdio::piped());
+        let child = keel.spawn().unwrap();
+        appears(marker).await;
+        // The call is running once the model was asked and the call logged.
+        let started = std::time::Instant::now();
+        while server.request_count() == 0 {
+            assert!(started.elapsed() < Duration::from_secs(20));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        kill_process(Pid::from_raw(child.id() as i32).unwrap(), signal).unwrap();
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+        if signal != Signal::KILL {
+            assert_eq!(out.status.code(), Some(130), "{signal:?}: {}", text(&out.stderr));
+            let result = results(&env);
+            assert_eq!(result.len(), 1, "{signal:?}");
+            assert!(result[0].1.starts_with("Operation aborted"), "{signal:?}: {result:?}");
+        }
+        assert!(
+            gone(marker, 5).await,
+            "{signal:?}: the server outlived keel: {:?}",
+            processes_with_arg(marker)
+        );
+    }
+    // SIGINT while keel waits for a slow server to start (no turn yet).
+    let env = Env::new();
+    configure(
+        &env,
+        &stdio_table("slow", &["--delay-start", "60", "--linger", "--marker", "sig-startup"], ""),
+    );
+    let server = MockServer::start().await;
+    let mut keel = env.keel(&server.base_url());
+    keel.arg("hi").stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = keel.spawn().unwrap();
+    appears("sig-startup").await;
+    kill_process(Pid::from_raw(child.id() as i32).unwrap(), Signal::INT).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert!(gone("sig-startup", 5).await, "the starting server outlived keel");
+}
+
+/// When keel's terminal goes away (its parent, `script` here, is killed), keel gets
+/// SIGHUP and leaves; its servers go with it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_server_dies_when_keels_parent_is_killed() {
+    if std::process::Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: `script` (util-linux) is not installed");
+        return;
+    }
+    let env = Env::new();
+    configure(&env, &stdio_table("test", &["--linger", "--marker", "parent-killed"], ""));
+    let server = MockServer::start().await;
+    let keel = env.keel(&server.base_url());
+    let program = keel.get_program().to_owned();
+    // `script` gives keel a terminal (interactive mode); keel is the terminal's session.
+    let mut parent = std::process::Command::new("script");
+    parent
+        .args(["-qec", &format!("{} --no-session", program.to_string_lossy()), "/dev/null"])
+        .env_clear()
+        .envs(keel.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))))
+        .env("TERM", "xterm")
+        .current_dir(env.workspace())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut parent = parent.spawn().unwrap();
+    appears("parent-killed").await;
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    assert!(gone("--no-session", 5).await, "keel outlived its parent");
+    assert!(gone("parent-killed", 5).await, "the server outlived keel's parent");
+}
