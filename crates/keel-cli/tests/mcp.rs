@@ -317,10 +317,12 @@ async fn the_server_dies_when_keels_parent_is_killed() {
     let server = MockServer::start().await;
     let keel = env.keel(&server.base_url());
     let program = keel.get_program().to_owned();
+    // Names this keel among the processes (other tests run keel too).
+    let workspace = env.workspace().display().to_string();
     // `script` gives keel a terminal (interactive mode); keel is the terminal's session.
     let mut parent = std::process::Command::new("script");
     parent
-        .args(["-qec", &format!("{} --no-session", program.to_string_lossy()), "/dev/null"])
+        .args(["-qec", &format!("{} --no-session -C {}", program.to_string_lossy(), workspace), "/dev/null"])
         .env_clear()
         .envs(keel.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))))
         .env("TERM", "xterm")
@@ -332,6 +334,128 @@ async fn the_server_dies_when_keels_parent_is_killed() {
     appears("parent-killed").await;
     parent.kill().unwrap();
     parent.wait().unwrap();
-    assert!(gone("--no-session", 5).await, "keel outlived its parent");
+    assert!(gone(&workspace, 5).await, "keel outlived its parent");
     assert!(gone("parent-killed", 5).await, "the server outlived keel's parent");
+}
+
+async fn requests(server: &MockServer, n: usize) {
+    let started = std::time::Instant::now();
+    while server.request_count() < n {
+        assert!(started.elapsed() < Duration::from_secs(20), "request {n} never came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// In interactive mode a server slower than its startup timeout is skipped by the first
+/// turn and its tools are offered from the next turn once it is ready; `/mcp` reports.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_late_server_joins_at_a_later_turn_in_interactive_mode() {
+    if std::process::Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: `script` (util-linux) is not installed");
+        return;
+    }
+    let env = Env::new();
+    configure(
+        &env,
+        &(stdio_table("fast", &["--marker", "late-1"], "")
+            + &stdio_table(
+                "slow",
+                &["--delay-start", "2", "--marker", "late-2"],
+                "startup_timeout_sec = 0.5",
+            )),
+    );
+    let server = MockServer::start().await;
+    server.push(answer("one"));
+    server.push(answer("two"));
+    let keel = env.keel(&server.base_url());
+    let mut parent = std::process::Command::new("script");
+    parent
+        .args(["-qec", &format!("{} --no-session", keel.get_program().to_string_lossy()), "/dev/null"])
+        .env_clear()
+        .envs(keel.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))))
+        .env("TERM", "xterm")
+        .current_dir(env.workspace())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut parent = parent.spawn().unwrap();
+    let mut typed = parent.stdin.take().unwrap();
+    // At each prompt the line editor asks the terminal where the cursor is (twice) and
+    // waits 2 s for each answer `script` never gives: answer as a terminal would, then
+    // type the line.
+    let type_line = |typed: &mut std::process::ChildStdin, line: &str| {
+        use std::io::Write;
+        std::thread::sleep(Duration::from_millis(300));
+        typed.write_all(format!("\x1b[1;1R\x1b[1;1R{line}\r").as_bytes()).unwrap();
+        typed.flush().unwrap();
+    };
+    appears("late-2").await;
+    let started = std::time::Instant::now();
+    type_line(&mut typed, "first");
+    requests(&server, 1).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the first turn came too late to test this: {:?}",
+        started.elapsed()
+    );
+    // The slow server is ready 5 s after it started.
+    tokio::time::sleep(Duration::from_millis(5500).saturating_sub(started.elapsed())).await;
+    type_line(&mut typed, "second");
+    requests(&server, 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    type_line(&mut typed, "/mcp");
+    type_line(&mut typed, "/quit");
+    let out = tokio::task::spawn_blocking(move || parent.wait_with_output().unwrap()).await.unwrap();
+    let screen = text(&out.stdout);
+    let offered = |i: usize| -> Vec<String> {
+        server.requests()[i].json()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| {
+                t["function"]["name"].as_str().filter(|n| n.starts_with("mcp__")).map(str::to_owned)
+            })
+            .collect()
+    };
+    assert_eq!(offered(0).len(), 9, "{:?}", offered(0));
+    assert!(offered(0).iter().all(|n| n.starts_with("mcp__fast__")), "{:?}", offered(0));
+    assert_eq!(offered(1).len(), 18, "{:?}", offered(1));
+    assert!(offered(1).contains(&"mcp__slow__echo".to_owned()), "{:?}", offered(1));
+    assert!(
+        screen.contains("mcp: slow starting (past its startup timeout; its tools join when it is ready)"),
+        "{screen}"
+    );
+    assert!(screen.contains("mcp: slow ready (9 tools)"), "{screen}");
+    assert!(screen.contains("    mcp__slow__echo"), "/mcp lists the tools: {screen}");
+    for marker in ["late-1", "late-2"] {
+        assert!(gone(marker, 5).await, "{marker} outlived keel");
+    }
+}
+
+/// JSON mode reports the servers once, in one `keel/mcp` line, before the turn.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_mode_reports_the_servers_in_one_line() {
+    let env = Env::new();
+    configure(
+        &env,
+        &(stdio_table("test", &[], "enabled_tools = [\"echo\"]")
+            + &stdio_table("bad", &["--fail-start"], "")),
+    );
+    let server = MockServer::start().await;
+    server.push(answer("ok"));
+    let mut keel = env.keel(&server.base_url());
+    keel.args(["--json", "hi"]);
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> =
+        text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mcp: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"] == "keel/mcp").collect();
+    assert_eq!(
+        mcp,
+        [&serde_json::json!({"type": "keel/mcp", "data": {"servers": [
+            {"name": "bad", "state": "failed", "error": "exited with status 1: keel-test-mcp: failing at start on purpose", "tools": []},
+            {"name": "test", "state": "ready", "error": null, "tools": ["mcp__test__echo"]},
+        ], "refused": []}})]
+    );
 }

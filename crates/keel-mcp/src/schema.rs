@@ -14,6 +14,41 @@ use serde_json::{Map, Value};
 /// At most this deep into nested values (deeper is left to the server).
 const MAX_DEPTH: usize = 32;
 
+/// Removes, from `value` and the objects in it, optional fields (not `required`) whose
+/// value is `null` where the field's schema does not allow `null`: small models often
+/// send `"limit": null` for "no limit", which keel's typed tools read as absent and many
+/// servers refuse.
+pub fn drop_null_optionals(schema: &Value, value: &mut Value) {
+    drop_nulls(schema, value, 0);
+}
+
+fn drop_nulls(schema: &Value, value: &mut Value, depth: usize) {
+    let (Some(properties), Value::Object(map)) = (schema.get("properties").and_then(Value::as_object), value)
+    else {
+        return;
+    };
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    map.retain(|name, field| {
+        !(field.is_null()
+            && !required.contains(&name.as_str())
+            && properties
+                .get(name)
+                .is_some_and(|p| !type_fits(p.get("type").unwrap_or(&Value::Null), &Value::Null)))
+    });
+    for (name, field) in map.iter_mut() {
+        if let Some(field_schema) = properties.get(name) {
+            drop_nulls(field_schema, field, depth + 1);
+        }
+    }
+}
+
 /// The first problem with `value` under `schema`, as `at <path>: <problem>` (the path
 /// is empty at the top), or `None` when nothing checked is wrong.
 pub fn check(schema: &Value, value: &Value) -> Option<String> {
@@ -183,6 +218,25 @@ mod tests {
         assert_eq!(check(&schema(), &fine), None);
         assert_eq!(check(&json!({}), &json!({"anything": [1]})), None);
         assert_eq!(check(&json!(true), &json!(5)), None);
+    }
+
+    #[test]
+    fn optional_fields_sent_as_null_are_dropped_unless_null_is_allowed() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "head": {"type": "number"},
+                "tail": {"type": ["number", "null"]},
+                "range": {"type": "object", "properties": {"start": {"type": "number"}}},
+            },
+            "required": ["path"],
+        });
+        let mut value =
+            json!({"path": null, "head": null, "tail": null, "range": {"start": null}, "other": null});
+        drop_null_optionals(&schema, &mut value);
+        assert_eq!(value, json!({"path": null, "tail": null, "range": {}, "other": null}));
+        assert_eq!(check(&schema, &value).as_deref(), Some("`path`: expected a string, got null"));
     }
 
     #[test]

@@ -110,8 +110,9 @@ impl DynTool for McpTool {
     fn prepare(&self, arguments: &str) -> Result<PreparedCall, ToolError> {
         let raw = arguments.trim();
         let raw = if raw.is_empty() { "{}" } else { raw };
-        let value: Value =
+        let mut value: Value =
             serde_json::from_str(raw).map_err(|e| self.invalid(format!("not valid JSON ({e})")))?;
+        crate::schema::drop_null_optionals(&self.schema, &mut value);
         if !value.is_object() {
             return Err(self.invalid(format!("expected an object, got {}", kind_of(&value))));
         }

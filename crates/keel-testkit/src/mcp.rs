@@ -269,10 +269,30 @@ pub fn example_binary(package: &str, name: &str) -> PathBuf {
     let key = format!("{package}/{name}");
     if !built.contains(&key) {
         let target_dir = profile_dir.parent().expect("a target folder");
-        let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", package, "--example", name, "--target-dir"])
-            .arg(target_dir)
-            .status();
+        let mut cargo = std::process::Command::new(env!("CARGO"));
+        cargo.args(["build", "--quiet", "-p", package, "--example", name, "--target-dir"]).arg(target_dir);
+        // What cargo sets for a test process must not reach this build: build scripts
+        // that watch it (ring watches CARGO_MANIFEST_DIR) would rebuild, and the next
+        // `cargo test` would rebuild them back.
+        for (var, _) in std::env::vars_os() {
+            let var = var.to_string_lossy();
+            let set_for_tests = var.starts_with("CARGO_PKG_")
+                || var.starts_with("CARGO_BIN_EXE_")
+                || [
+                    "CARGO_MANIFEST_DIR",
+                    "CARGO_MANIFEST_PATH",
+                    "CARGO_CRATE_NAME",
+                    "CARGO_BIN_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                    "OUT_DIR",
+                ]
+                .contains(&var.as_ref());
+            if set_for_tests {
+                cargo.env_remove(var.as_ref());
+            }
+        }
+        let status = cargo.status();
         match status {
             Ok(status) => assert!(status.success(), "cannot build the example {name} of {package}"),
             Err(e) => assert!(path.exists(), "cannot run cargo to build the example {name}: {e}"),
