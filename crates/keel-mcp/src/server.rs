@@ -397,7 +397,9 @@ impl Server {
                 format!("the MCP server `{}` refused the call: {}", self.name, error.message),
             )),
             Outcome::Answered(Err(error)) => {
-                let why = self.fail(generation, None).await;
+                // A process says how it ended; an HTTP server only how the request failed.
+                let hint = (self.config.command.is_none()).then(|| format!("the request failed: {error}"));
+                let why = self.fail(generation, hint).await;
                 let why = if why.is_empty() { error.to_string() } else { why };
                 Err(ToolError::new(
                     "server_crashed",

@@ -100,7 +100,7 @@ async fn tools_are_listed_and_called_through_the_loop_over_stdio_and_http() {
             },
         ]
     );
-    assert_eq!(statuses[0].tools.len(), 9);
+    assert_eq!(statuses[0].tools.len(), 10);
     assert!(statuses[0].transport.starts_with("stdio: "), "{}", statuses[0].transport);
     let (tools, refused) = mcp.registry(&ToolRegistry::new(), false);
     assert!(refused.is_empty(), "{refused:?}");
@@ -314,8 +314,8 @@ async fn a_tool_name_already_taken_is_refused_with_a_warning() {
     let mcp = start(vec![("a.b", stdio(&[])), ("a_b", stdio(&[]))]);
     mcp.wait_for_startup().await;
     let (tools, refused) = mcp.registry(&ToolRegistry::new(), false);
-    assert_eq!(tools.len(), 9);
-    assert_eq!(refused.len(), 9);
+    assert_eq!(tools.len(), 10);
+    assert_eq!(refused.len(), 10);
     assert_eq!(
         refused[0],
         "MCP server `a_b`: its tool `echo` is not offered: a tool named `mcp__a_b__echo` is already registered; the new one was refused"
@@ -345,4 +345,46 @@ async fn dropping_the_manager_kills_the_servers() {
     assert!(alive(pid));
     drop(mcp);
     assert!(gone(pid).await, "the server outlived its manager");
+}
+
+/// A server that says its tools changed is listed again at the next turn boundary.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_tool_list_is_read_again_between_turns() {
+    let mcp = start(vec![("t", stdio(&[]))]);
+    mcp.wait_for_startup().await;
+    let version = mcp.version();
+    let (tools, _) = mcp.registry(&ToolRegistry::new(), false);
+    assert!(tools.get("mcp__t__extra").is_none());
+    assert_eq!(run_calls(tools, &[("mcp__t__grow", "{}")]).await, [("grown".to_owned(), false)]);
+    // The notification arrives with the answer; the list is read when asked (between turns).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !mcp.refresh().await {
+        assert!(Instant::now() < deadline, "the change was never noticed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_ne!(mcp.version(), version);
+    let (tools, _) = mcp.registry(&ToolRegistry::new(), false);
+    assert_eq!(run_calls(tools, &[("mcp__t__extra", "{}")]).await, [("the extra tool".to_owned(), false)]);
+}
+
+/// An HTTP server that fails a call costs that call; the next call opens a new session.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http_server_that_fails_a_call_is_reconnected() {
+    let http = McpHttpServer::start().await;
+    let mcp = start(vec![("web", ServerConfig::http(http.url()))]);
+    mcp.wait_for_startup().await;
+    let (tools, _) = mcp.registry(&ToolRegistry::new(), false);
+    let results = run_calls(tools.clone(), &[("mcp__web__crash", "{}")]).await;
+    assert!(results[0].1, "{results:?}");
+    assert!(
+        results[0].0.starts_with("the MCP server `web` stopped during the call (the request failed: "),
+        "{results:?}"
+    );
+    assert!(matches!(mcp.statuses()[0].state, ServerState::Failed(_)));
+    assert_eq!(
+        run_calls(tools, &[("mcp__web__echo", r#"{"text": "again"}"#)]).await,
+        [("again".to_owned(), false)]
+    );
+    let initializes = http.requests().iter().filter(|r| r.json()["method"] == "initialize").count();
+    assert_eq!(initializes, 2);
 }

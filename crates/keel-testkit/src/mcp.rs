@@ -5,7 +5,8 @@
 //!
 //! Tools: `echo` (read-only), `sleep`, `crash` (the server exits mid-call), `image`, `resource`,
 //! `structured`, `fail` (an error result), `env` (a variable of the server's environment,
-//! read-only), `pid` (the server's process id, read-only).
+//! read-only), `pid` (the server's process id, read-only), `grow` (stdio only: adds a
+//! tool `extra` and tells the client its tools changed).
 //!
 //! Stdio flags: `--delay-start SECS` (answer `initialize` that late), `--fail-start`
 //! (exit at once with a message on stderr), `--linger` (stay after stdin closes, as a
@@ -36,7 +37,13 @@ pub enum Action {
     Reply(Value, Duration),
     /// Exit without answering.
     Crash,
+    /// Add the tool `extra`, send `notifications/tools/list_changed`, then answer with
+    /// this message (stdio only).
+    Grow(Value),
 }
+
+/// Whether `grow` was called (stdio: one server per process).
+static GROWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn tool(name: &str, description: &str, properties: Value, required: &[&str], read_only: bool) -> Value {
     let mut tool = json!({
@@ -52,7 +59,7 @@ fn tool(name: &str, description: &str, properties: Value, required: &[&str], rea
 
 /// The tools the server offers.
 pub fn tools() -> Value {
-    json!([
+    let mut tools = json!([
         tool("echo", "Returns its text.", json!({"text": {"type": "string"}}), &["text"], true),
         tool(
             "sleep",
@@ -74,7 +81,14 @@ pub fn tools() -> Value {
             true
         ),
         tool("pid", "The server's process id.", json!({}), &[], true),
-    ])
+        tool("grow", "Adds a tool.", json!({}), &[], false),
+    ]);
+    if GROWN.load(std::sync::atomic::Ordering::Relaxed)
+        && let Value::Array(list) = &mut tools
+    {
+        list.push(tool("extra", "A tool added later.", json!({}), &[], true));
+    }
+    tools
 }
 
 fn text(text: impl Into<String>) -> Value {
@@ -92,6 +106,7 @@ fn call(params: &Value) -> Result<(Value, Duration), Action> {
             return Ok((text(format!("slept {seconds} s")), Duration::from_secs_f64(seconds)));
         }
         "crash" => return Err(Action::Crash),
+        "grow" => return Err(Action::Grow(text("grown"))),
         "image" => json!({"content": [
             {"type": "text", "text": "a red dot"},
             {"type": "image", "data": PNG_BASE64, "mimeType": "image/png"},
@@ -108,6 +123,7 @@ fn call(params: &Value) -> Result<(Value, Duration), Action> {
             text(std::env::var(name).unwrap_or_else(|_| "(unset)".to_owned()))
         }
         "pid" => text(std::process::id().to_string()),
+        "extra" => text("the extra tool"),
         other => {
             json!({"content": [{"type": "text", "text": format!("unknown tool {other}")}], "isError": true})
         }
@@ -139,6 +155,7 @@ pub fn respond(message: &Value) -> Action {
         "tools/list" => ok(json!({"tools": tools()}), Duration::ZERO),
         "tools/call" => match call(params) {
             Ok((result, delay)) => ok(result, delay),
+            Err(Action::Grow(result)) => Action::Grow(json!({"jsonrpc": "2.0", "id": id, "result": result})),
             Err(action) => action,
         },
         _ => Action::Reply(
@@ -212,6 +229,13 @@ pub fn serve_stdio() -> i32 {
                 let _ = writeln!(out, "{reply}");
                 let _ = out.flush();
             }
+            Action::Grow(reply) => {
+                GROWN.store(true, std::sync::atomic::Ordering::Relaxed);
+                let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+                let mut out = out.lock().unwrap();
+                let _ = writeln!(out, "{changed}\n{reply}");
+                let _ = out.flush();
+            }
         });
     }
     if flags.linger {
@@ -238,6 +262,10 @@ impl McpHttpServer {
                     MockResponse::json(200, &reply).header("mcp-session-id", "test-session").delay(delay)
                 }
                 Action::Crash => MockResponse::json(500, &json!({"error": "crashed on purpose"})),
+                Action::Grow(mut reply) => {
+                    reply["result"] = json!({"content": [{"type": "text", "text": "grow works over stdio only"}], "isError": true});
+                    MockResponse::json(200, &reply).header("mcp-session-id", "test-session")
+                }
             },
             "DELETE" => MockResponse::body(200, "text/plain", Vec::new()),
             _ => MockResponse::body(405, "text/plain", b"no SSE stream here".to_vec()),
