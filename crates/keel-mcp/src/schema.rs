@@ -4,7 +4,8 @@
 //! wrong — `type` (with `integer`, and lists of types), `required`, `properties`
 //! (recursively), `additionalProperties: false`, `enum`, `const`, `items`, and
 //! `anyOf`/`oneOf` (one alternative must fit). Everything else (`pattern`, `format`,
-//! bounds, `$ref`) is left to the server, which checks its own inputs anyway. The
+//! bounds, `$ref`) is left to the server, which checks its own inputs anyway. Optional
+//! fields sent as `null` are dropped first ([`drop_null_optionals`]). The
 //! `jsonschema` crate would check all of it, but even without default features it adds
 //! about twenty crates (regex engines, big numbers, URI and e-mail parsers) for checks
 //! the server repeats.
