@@ -459,3 +459,27 @@ async fn json_mode_reports_the_servers_in_one_line() {
         ], "refused": []}})]
     );
 }
+
+/// In `ask` mode an MCP tool asks unless its server marks it read-only (here nobody can
+/// answer, so it is denied); a read-only one runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn ask_mode_asks_for_tools_not_marked_read_only() {
+    let env = Env::new();
+    configure(&env, &stdio_table("test", &[], ""));
+    let server = MockServer::start().await;
+    server.push(calls(&[("mcp__test__echo", r#"{"text": "read"}"#), ("mcp__test__fail", "{}")]));
+    server.push(answer("done"));
+    let mut keel = env.keel(&server.base_url());
+    keel.args(["--permission", "ask", "go"]);
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let results = results(&env);
+    assert_eq!(results[0], ("mcp__test__echo".to_owned(), "read".to_owned(), false));
+    assert!(results[1].2 && !results[1].1.contains("it failed on purpose"), "{results:?}");
+    assert!(
+        text(&out.stderr)
+            .contains("mcp__test__fail needs permission, but there is no terminal to ask: denied"),
+        "{}",
+        text(&out.stderr)
+    );
+}
