@@ -21,8 +21,9 @@ pub struct AgentConfig {
     /// When the step limit is hit, make one more request with tools disabled so the user
     /// gets an answer built from what was learned (default off).
     pub summary_on_step_limit: bool,
-    /// The first step of every turn must call a tool (default off). Small models often
-    /// answer a task with a plan instead of acting; one required call gets them started.
+    /// A step that answers user input (the prompt, steering, a hook's request) must call a
+    /// tool (default off). Small models often answer a task, or a request to finish it,
+    /// with a plan instead of acting; a required call gets them started.
     pub tool_first: bool,
     /// Concurrency-safe calls run together, at most this many at once (default 8).
     pub max_parallel_tools: usize,

@@ -216,7 +216,10 @@ impl TurnRun<'_> {
             if self.cancel.is_cancelled() {
                 return self.end(TurnEndReason::Aborted, Some("aborted by the user".into())).await;
             }
-            let choice = if self.step == 0 && self.agent.config.tool_first && !self.agent.tools.is_empty() {
+            // With tool_first, a step that answers user input (the prompt, steering, a
+            // hook's request) must act before it may talk.
+            let answers_input = matches!(self.session.messages().last(), Some(keel_llm::Message::User(_)));
+            let choice = if answers_input && self.agent.config.tool_first && !self.agent.tools.is_empty() {
                 ToolChoice::Required
             } else {
                 ToolChoice::Auto

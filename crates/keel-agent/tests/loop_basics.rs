@@ -236,20 +236,43 @@ async fn changing_the_model_logs_a_new_request_header() {
 }
 
 #[tokio::test]
-async fn tool_first_requires_a_call_in_the_first_step_only() {
+async fn tool_first_requires_a_call_in_steps_that_answer_user_input() {
+    struct OnceMore(std::sync::atomic::AtomicBool);
+    impl keel_agent::Hooks for OnceMore {
+        fn turn_stopping<'a>(
+            &'a self,
+            _state: keel_agent::TurnStopping<'a>,
+        ) -> futures::future::BoxFuture<'a, Option<String>> {
+            let first = !self.0.swap(true, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move { first.then(|| "finish it".to_owned()) })
+        }
+    }
     let model = ScriptedModel::new([
         reply().call("read_file", r#"{"path":"a"}"#),
+        reply().text("done?"),
+        reply().call("read_file", r#"{"path":"b"}"#),
         reply().text("done"),
         reply().text("second turn"),
     ]);
     let config = keel_agent::AgentConfig { tool_first: true, ..keel_agent::AgentConfig::default() };
-    let agent = Agent::builder(model.clone()).config(config).tool(FakeRead).build();
+    let hooks = OnceMore(std::sync::atomic::AtomicBool::new(false));
+    let agent = Agent::builder(model.clone()).config(config).tool(FakeRead).hooks(hooks).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let ctx = SessionContext::default();
     agent.run_turn(&mut session, &ctx, "go", &NullSink, &CancellationToken::new()).await.unwrap();
     agent.run_turn(&mut session, &ctx, "again", &NullSink, &CancellationToken::new()).await.unwrap();
     let choices: Vec<ToolChoice> = model.requests().iter().map(|r| r.tool_choice).collect();
-    assert_eq!(choices, vec![ToolChoice::Required, ToolChoice::Auto, ToolChoice::Required]);
+    // prompt, after a result, after the hook's request, after a result; the next prompt.
+    assert_eq!(
+        choices,
+        vec![
+            ToolChoice::Required,
+            ToolChoice::Auto,
+            ToolChoice::Required,
+            ToolChoice::Auto,
+            ToolChoice::Required
+        ]
+    );
     // Without tools there is nothing to require.
     let bare = ScriptedModel::new([reply().text("hi")]);
     let config = keel_agent::AgentConfig { tool_first: true, ..keel_agent::AgentConfig::default() };
