@@ -33,6 +33,12 @@ pub struct AgentConfig {
     /// After an abort, how long a started tool may take to clean up before it is dropped
     /// (default 5 s).
     pub abort_grace: Duration,
+    /// The same call (or cycle of calls) made this many times in a row gets a note in
+    /// its result saying so (default 3; 0 never).
+    pub loop_warn_at: u32,
+    /// ... and at this many the turn stops with `looping`, after a request for a final
+    /// answer with tools off (default 8; 0 never).
+    pub loop_stop_at: u32,
 }
 
 impl Default for AgentConfig {
@@ -45,6 +51,8 @@ impl Default for AgentConfig {
             max_parallel_tools: 8,
             tool_timeout: None,
             abort_grace: Duration::from_secs(5),
+            loop_warn_at: 3,
+            loop_stop_at: 8,
         }
     }
 }

@@ -64,6 +64,10 @@ pub struct Layer {
     pub tool_first: Option<bool>,
     /// Constrain the embedded model's tool calls with a grammar (default on).
     pub grammar: Option<bool>,
+    /// A call repeated this many times in a row gets a note (default 3; 0 never).
+    pub loop_warn_at: Option<u32>,
+    /// A call repeated this many times in a row stops the turn (default 8; 0 never).
+    pub loop_stop_at: Option<u32>,
 }
 
 impl Layer {
@@ -93,6 +97,8 @@ impl Layer {
             environment: self.environment.or(base.environment),
             tool_first: self.tool_first.or(base.tool_first),
             grammar: self.grammar.or(base.grammar),
+            loop_warn_at: self.loop_warn_at.or(base.loop_warn_at),
+            loop_stop_at: self.loop_stop_at.or(base.loop_stop_at),
         }
     }
 }
@@ -198,6 +204,8 @@ pub struct Settings {
     pub environment: bool,
     /// The first step of a turn must call a tool.
     pub tool_first: bool,
+    /// Loop detection: warn at, stop at (0: never).
+    pub loop_limits: (u32, u32),
 }
 
 fn env(name: &str) -> Option<String> {
@@ -444,6 +452,7 @@ fn settings_from(
         // Servers handle a required call poorly (llama-server let Qwen 1.5B run on past
         // its call for thousands of tokens); the embedded engine constrains it exactly.
         tool_first: layer.tool_first.unwrap_or(false),
+        loop_limits: (layer.loop_warn_at.unwrap_or(3), layer.loop_stop_at.unwrap_or(8)),
     })
 }
 

@@ -76,6 +76,8 @@ pub fn agent(
         max_steps: settings.max_steps,
         summary_on_step_limit: true,
         tool_first: settings.tool_first,
+        loop_warn_at: settings.loop_limits.0,
+        loop_stop_at: settings.loop_limits.1,
         ..AgentConfig::default()
     };
     let mut hooks = HookChain::new().with(policy);

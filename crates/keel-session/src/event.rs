@@ -149,6 +149,8 @@ pub enum TurnEndReason {
     Error,
     /// The step limit was reached.
     MaxSteps,
+    /// The model kept repeating the same calls and was stopped.
+    Looping,
     /// keel stopped mid-turn (crash, kill); closed by repair.
     Interrupted,
 }
@@ -162,6 +164,7 @@ impl TurnEndReason {
             TurnEndReason::Blocked => "blocked",
             TurnEndReason::Error => "error",
             TurnEndReason::MaxSteps => "max_steps",
+            TurnEndReason::Looping => "looping",
             TurnEndReason::Interrupted => "interrupted",
         }
     }

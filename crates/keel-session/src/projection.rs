@@ -53,6 +53,9 @@ pub struct Projection {
     usage: Usage,
     first_prompt: Option<String>,
     call_ids: std::collections::HashSet<String>,
+    /// Index of the first message of the current task: after the last turn that ended
+    /// other than by a crash (loop detection counts from here).
+    task_start: usize,
 }
 
 impl Projection {
@@ -127,6 +130,9 @@ impl Projection {
             EventKind::TurnEnd(end) => {
                 self.open_turn = None;
                 self.last_turn_end = Some(end.reason);
+                if end.reason != TurnEndReason::Interrupted {
+                    self.task_start = self.messages.len();
+                }
             }
             EventKind::StepStart(start) => {
                 if let Some(turn) = &mut self.open_turn {
@@ -233,6 +239,12 @@ impl Projection {
     /// Tokens used by every request in the session.
     pub fn usage(&self) -> Usage {
         self.usage
+    }
+
+    /// Index in [`Projection::messages`] where the current task begins: after the last
+    /// turn that ended other than by a crash, so a resumed task keeps its history.
+    pub fn task_start(&self) -> usize {
+        self.task_start.min(self.messages.len())
     }
 
     /// Every tool-call id used in the session so far.

@@ -179,6 +179,7 @@ impl Terminal {
             TurnEndReason::Completed => (self.paint("32", "✓"), "completed".to_owned()),
             TurnEndReason::Aborted => (self.paint("33", "■"), "aborted".to_owned()),
             TurnEndReason::MaxSteps => (self.paint("33", "■"), "step limit reached".to_owned()),
+            TurnEndReason::Looping => (self.paint("33", "■"), "stopped: repeating the same calls".to_owned()),
             other => (self.paint("31", "✗"), other.as_str().replace('_', " ")),
         };
         let mut parts = vec![
