@@ -129,7 +129,7 @@ mod tests {
         let mut repeats = Repeats::default();
         let counts: Vec<u32> = (0..6)
             .map(|i| {
-                let c = if i % 2 == 0 { call("read", r#"{"path":"a"}"#) } else { call("edit", r#"{"x":1}"#) };
+                let c = if i.is_multiple_of(2) { call("read", r#"{"path":"a"}"#) } else { call("edit", r#"{"x":1}"#) };
                 repeats.record(&c, &tools)
             })
             .collect();

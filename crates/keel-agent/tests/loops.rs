@@ -12,7 +12,7 @@ use pretty_assertions::assert_eq;
 
 /// The same read, with its keys in a different order every other time.
 fn same_read(i: usize) -> keel_testkit::ReplyBuilder {
-    let args = if i % 2 == 0 { r#"{"path":"a.txt"}"# } else { r#"{ "path" : "a.txt" }"# };
+    let args = if i.is_multiple_of(2) { r#"{"path":"a.txt"}"# } else { r#"{ "path" : "a.txt" }"# };
     reply().call("read_file", args)
 }
 
