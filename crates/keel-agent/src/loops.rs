@@ -127,9 +127,13 @@ mod tests {
     fn short_cycles_count_but_progress_does_not() {
         let tools = ToolRegistry::new();
         let mut repeats = Repeats::default();
-        let counts: Vec<u32> = (0..6)
+        let counts: Vec<u32> = (0..6u32)
             .map(|i| {
-                let c = if i.is_multiple_of(2) { call("read", r#"{"path":"a"}"#) } else { call("edit", r#"{"x":1}"#) };
+                let c = if i.is_multiple_of(2) {
+                    call("read", r#"{"path":"a"}"#)
+                } else {
+                    call("edit", r#"{"x":1}"#)
+                };
                 repeats.record(&c, &tools)
             })
             .collect();
