@@ -69,6 +69,15 @@ pub struct Cli {
     #[arg(long, env = "KEEL_SEED", hide_env_values = true)]
     pub seed: Option<u64>,
 
+    /// Sandbox for shell commands: workspace-write (default where the kernel enforces it),
+    /// read-only, or off. `keel sandbox` shows what this system enforces.
+    #[arg(long, value_name = "MODE", env = "KEEL_SANDBOX", hide_env_values = true)]
+    pub sandbox: Option<String>,
+
+    /// Network for sandboxed shell commands: on (default under workspace-write) or off.
+    #[arg(long, value_name = "on|off", env = "KEEL_NETWORK", hide_env_values = true)]
+    pub network: Option<String>,
+
     /// Workspace folder (default: the current folder).
     #[arg(long, short = 'C', value_name = "DIR")]
     pub cwd: Option<PathBuf>,
@@ -110,6 +119,8 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<ModelsAction>,
     },
+    /// What the shell sandbox enforces on this system, policy by policy.
+    Sandbox,
 }
 
 /// `keel models …`.

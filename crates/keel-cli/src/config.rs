@@ -64,6 +64,10 @@ pub struct Layer {
     pub tool_first: Option<bool>,
     /// Constrain the embedded model's tool calls with a grammar (default on).
     pub grammar: Option<bool>,
+    /// Sandbox for shell commands: workspace-write, read-only or off.
+    pub sandbox: Option<String>,
+    /// Network for sandboxed shell commands: true or false.
+    pub network: Option<bool>,
     /// A call repeated this many times in a row gets a note (default 3; 0 never).
     pub loop_warn_at: Option<u32>,
     /// A call repeated this many times in a row stops the turn (default 8; 0 never).
@@ -98,6 +102,8 @@ impl Layer {
             tool_first: self.tool_first.or(base.tool_first),
             grammar: self.grammar.or(base.grammar),
             loop_warn_at: self.loop_warn_at.or(base.loop_warn_at),
+            sandbox: self.sandbox.or(base.sandbox),
+            network: self.network.or(base.network),
             loop_stop_at: self.loop_stop_at.or(base.loop_stop_at),
         }
     }
@@ -206,6 +212,8 @@ pub struct Settings {
     pub tool_first: bool,
     /// Loop detection: warn at, stop at (0: never).
     pub loop_limits: (u32, u32),
+    /// The shell sandbox.
+    pub sandbox: keel_tools::sandbox::SandboxSettings,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -249,8 +257,8 @@ fn env_layer() -> Layer {
     }
 }
 
-fn flag_layer(cli: &Cli) -> Layer {
-    Layer {
+fn flag_layer(cli: &Cli) -> Result<Layer, ConfigError> {
+    Ok(Layer {
         provider: cli.provider.clone(),
         base_url: cli.base_url.clone(),
         model: cli.model.clone(),
@@ -258,8 +266,10 @@ fn flag_layer(cli: &Cli) -> Layer {
         permission: cli.permission.clone(),
         seed: cli.seed,
         temperature: cli.temperature,
+        sandbox: cli.sandbox.clone(),
+        network: cli.network.as_deref().map(|text| parse_on_off("--network", text)).transpose()?,
         ..Layer::default()
-    }
+    })
 }
 
 /// The message shown when no model is configured.
@@ -293,22 +303,7 @@ To make it stick, put it in {}:
 /// permission mode (ask) versus print mode's (auto).
 pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
     let file = load_file()?;
-    let profile_name = cli.profile.clone().or_else(|| env("KEEL_PROFILE")).or(file.profile.clone());
-    let profile = match &profile_name {
-        Some(name) => match file.profiles.get(name) {
-            Some(layer) => layer.clone(),
-            None => {
-                let known: Vec<&str> = file.profiles.keys().map(String::as_str).collect();
-                return Err(ConfigError(format!(
-                    "profile `{name}` is not in {} (profiles: {})",
-                    crate::paths::config_file().display(),
-                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
-                )));
-            }
-        },
-        None => Layer::default(),
-    };
-    let layer = flag_layer(cli).over(env_layer()).over(profile).over(file.defaults.clone());
+    let (layer, profile_name) = layers(cli, &file)?;
     if cli.local || cli.local_model.is_some() {
         let local = LocalSettings {
             model: cli.local_model.clone().or_else(|| env("KEEL_LOCAL_MODEL")),
@@ -415,6 +410,7 @@ fn settings_from(
             ConfigError(format!("reasoning_replay must be never, tool_turns or always (got `{replay}`)"))
         })?;
     }
+    let sandbox = sandbox_settings(&layer)?;
     let permission = match &layer.permission {
         Some(text) => PermissionMode::parse(text).ok_or_else(|| {
             ConfigError(format!("--permission must be auto, ask or read-only (got `{text}`)"))
@@ -453,7 +449,60 @@ fn settings_from(
         // its call for thousands of tokens); the embedded engine constrains it exactly.
         tool_first: layer.tool_first.unwrap_or(false),
         loop_limits: (layer.loop_warn_at.unwrap_or(3), layer.loop_stop_at.unwrap_or(8)),
+        sandbox,
     })
+}
+
+/// Flags over environment over the profile over the file's top level, and the profile's
+/// name.
+fn layers(cli: &Cli, file: &FileConfig) -> Result<(Layer, Option<String>), ConfigError> {
+    let profile_name = cli.profile.clone().or_else(|| env("KEEL_PROFILE")).or(file.profile.clone());
+    let profile = match &profile_name {
+        Some(name) => match file.profiles.get(name) {
+            Some(layer) => layer.clone(),
+            None => {
+                let known: Vec<&str> = file.profiles.keys().map(String::as_str).collect();
+                return Err(ConfigError(format!(
+                    "profile `{name}` is not in {} (profiles: {})",
+                    crate::paths::config_file().display(),
+                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                )));
+            }
+        },
+        None => Layer::default(),
+    };
+    let layer = flag_layer(cli)?.over(env_layer()).over(profile).over(file.defaults.clone());
+    Ok((layer, profile_name))
+}
+
+/// The sandbox settings alone (for `keel sandbox`, which needs no model).
+pub fn resolve_sandbox(cli: &Cli) -> Result<keel_tools::sandbox::SandboxSettings, ConfigError> {
+    let file = load_file()?;
+    sandbox_settings(&layers(cli, &file)?.0)
+}
+
+/// The sandbox settings: the chosen mode, or workspace-write where the system enforces it.
+fn sandbox_settings(layer: &Layer) -> Result<keel_tools::sandbox::SandboxSettings, ConfigError> {
+    use keel_tools::sandbox::{SandboxMode, SandboxSettings};
+    let mode = match &layer.sandbox {
+        Some(text) => Some(SandboxMode::parse(text).ok_or_else(|| {
+            ConfigError(format!("sandbox must be workspace-write, read-only or off (got `{text}`)"))
+        })?),
+        None => None,
+    };
+    Ok(SandboxSettings {
+        mode: mode.unwrap_or(SandboxMode::WorkspaceWrite),
+        network: layer.network,
+        auto: mode.is_none(),
+    })
+}
+
+fn parse_on_off(name: &str, text: &str) -> Result<bool, ConfigError> {
+    match text {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(ConfigError(format!("{name} must be on or off (got `{text}`)"))),
+    }
 }
 
 #[cfg(test)]

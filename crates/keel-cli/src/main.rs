@@ -2,6 +2,7 @@
 
 mod cli;
 mod config;
+mod doctor;
 mod input;
 mod interactive;
 mod local;
@@ -57,6 +58,7 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
     match cli.command.take() {
         Some(cli::Command::Sessions { action }) => return sessions::run(action),
         Some(cli::Command::Models { action }) => return local::models_command(action).await,
+        Some(cli::Command::Sandbox) => return doctor::run(&cli).await,
         None => {}
     }
     let mut task = cli.print.take().or(cli.task.take());

@@ -67,6 +67,7 @@ pub fn agent(
         allow_hardlinks: settings.allow_hardlinks,
         env_passthrough: settings.env_passthrough.clone(),
         launcher,
+        sandbox: settings.sandbox.clone(),
         ..ToolsConfig::default()
     };
     let (system_prompt, notes) =

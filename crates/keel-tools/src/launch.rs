@@ -49,6 +49,8 @@ use std::process::{Command, Stdio};
 
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
+use crate::sandbox::{self, Policy};
+
 /// The hidden subcommand of the launcher program: `PROGRAM __exec …`.
 pub const SUBCOMMAND: &str = "__exec";
 
@@ -88,12 +90,36 @@ pub async fn pid_namespace_available() -> bool {
         .await
 }
 
-/// The arguments after `program` that launch `bash -c command`.
-pub(crate) fn launcher_args(command: &str, pid_namespace: bool) -> Vec<OsString> {
+/// What the system enforces of the sandbox, from `program __exec --probe` (probed once).
+pub async fn sandbox_support(program: &std::path::Path) -> sandbox::Support {
+    static PROBE: tokio::sync::OnceCell<sandbox::Support> = tokio::sync::OnceCell::const_new();
+    PROBE
+        .get_or_init(|| async {
+            let probe = tokio::process::Command::new(program)
+                .args([SUBCOMMAND, "--probe"])
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .output();
+            let text = match tokio::time::timeout(std::time::Duration::from_secs(5), probe).await {
+                Ok(Ok(output)) => String::from_utf8_lossy(&output.stdout).into_owned(),
+                _ => String::new(),
+            };
+            sandbox::Support::parse(&text)
+        })
+        .await
+        .clone()
+}
+
+/// The arguments after `program` that launch `bash -c command`, confined by `sandbox`.
+pub(crate) fn launcher_args(command: &str, pid_namespace: bool, sandbox: Option<&Policy>) -> Vec<OsString> {
     let mut args: Vec<OsString> =
         vec![SUBCOMMAND.into(), "--parent".into(), std::process::id().to_string().into()];
     if pid_namespace {
         args.push("--pid-ns".into());
+    }
+    if let Some(policy) = sandbox {
+        args.extend(policy.to_args());
     }
     args.extend(["--".into(), "bash".into(), "-c".into(), command.into()]);
     args
@@ -115,7 +141,16 @@ enum Role {
     Init,
 }
 
-fn parse(args: &[OsString]) -> Option<(Role, Vec<OsString>)> {
+/// A parsed launcher invocation.
+#[derive(Debug, PartialEq, Eq)]
+struct Invocation {
+    role: Role,
+    /// The sandbox to enter before the command starts.
+    sandbox: Option<Policy>,
+    command: Vec<OsString>,
+}
+
+fn parse(args: &[OsString]) -> Option<Invocation> {
     let split = args.iter().position(|a| a == "--")?;
     let (flags, command) = (&args[..split], args[split + 1..].to_vec());
     if command.is_empty() {
@@ -124,27 +159,35 @@ fn parse(args: &[OsString]) -> Option<(Role, Vec<OsString>)> {
     let mut parent = None;
     let mut pid_namespace = false;
     let mut init = false;
+    let mut sandbox = None;
     let mut flags = flags.iter();
     while let Some(flag) = flags.next() {
         match flag.to_str()? {
             "--parent" => parent = Some(Pid::from_raw(flags.next()?.to_str()?.parse().ok()?)?),
             "--pid-ns" => pid_namespace = true,
             "--init" => init = true,
+            other if Policy::parse_flag(&mut sandbox, other, &mut flags)? => {}
             _ => return None,
         }
     }
-    match (init, parent) {
-        (true, None) => Some((Role::Init, command)),
-        (false, Some(parent)) => Some((Role::Launcher { parent, pid_namespace }, command)),
-        _ => None,
-    }
+    let role = match (init, parent) {
+        (true, None) => Role::Init,
+        (false, Some(parent)) => Role::Launcher { parent, pid_namespace },
+        _ => return None,
+    };
+    Some(Invocation { role, sandbox, command })
 }
 
 /// The launcher's entry point: `args` are what follows [`SUBCOMMAND`]. Returns the exit
 /// code (bash's, or 128 + the signal that ended it).
 pub fn main(args: &[OsString]) -> i32 {
-    let Some((role, command)) = parse(args) else {
-        eprintln!("keel {SUBCOMMAND}: internal launcher; usage: --parent PID [--pid-ns] -- PROGRAM ARGS…");
+    if args.len() == 1 && args[0] == "--probe" {
+        return probe();
+    }
+    let Some(Invocation { role, sandbox, command }) = parse(args) else {
+        eprintln!(
+            "keel {SUBCOMMAND}: internal launcher; usage: --parent PID [--pid-ns] [--sandbox MODE …] -- PROGRAM ARGS…"
+        );
         return 2;
     };
     if std::io::stdin().is_terminal() {
@@ -152,7 +195,7 @@ pub fn main(args: &[OsString]) -> i32 {
         return 2;
     }
     match role {
-        Role::Init => supervise(&command, None),
+        Role::Init => supervise(&command, None, sandbox.as_ref()),
         Role::Launcher { parent, pid_namespace } => {
             let death = if pid_namespace { Signal::KILL } else { Signal::TERM };
             let _ = rustix::process::set_parent_process_death_signal(Some(death));
@@ -161,19 +204,19 @@ pub fn main(args: &[OsString]) -> i32 {
                 return 128 + Signal::KILL.as_raw();
             }
             if pid_namespace {
-                let error = enter_pid_namespace(&command);
+                let error = enter_pid_namespace(&command, sandbox.as_ref());
                 eprintln!("keel: cannot enter a PID namespace ({error}); running the command without one");
                 let _ = rustix::process::set_parent_process_death_signal(Some(Signal::TERM));
             }
             let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
-            supervise(&command, Some(parent))
+            supervise(&command, Some(parent), sandbox.as_ref())
         }
     }
 }
 
 /// Replaces this process with `unshare`, which runs `<this program> __exec --init --
 /// command` as PID 1 of a new PID namespace. Returns only on failure.
-fn enter_pid_namespace(command: &[OsString]) -> std::io::Error {
+fn enter_pid_namespace(command: &[OsString], sandbox: Option<&Policy>) -> std::io::Error {
     let program = match std::env::current_exe() {
         // Replaced or deleted since keel started: the path no longer names this program.
         Ok(program) if !program.exists() => {
@@ -186,7 +229,9 @@ fn enter_pid_namespace(command: &[OsString]) -> std::io::Error {
         .args(UNSHARE)
         .arg("--")
         .arg(program)
-        .args([SUBCOMMAND, "--init", "--"])
+        .args([SUBCOMMAND, "--init"])
+        .args(sandbox.map(Policy::to_args).unwrap_or_default())
+        .arg("--")
         .args(command)
         .exec()
 }
@@ -197,9 +242,22 @@ fn enter_pid_namespace(command: &[OsString]) -> std::io::Error {
 /// command's processes stop writing. Then a launcher (`parent` set) reaps descendants
 /// until none is left; PID 1 of a namespace (`parent` unset) stays only while another
 /// process of the namespace still holds the output, since leaving ends them all.
-fn supervise(command: &[OsString], parent: Option<Pid>) -> i32 {
+fn supervise(command: &[OsString], parent: Option<Pid>, sandbox: Option<&Policy>) -> i32 {
     if let Err(e) = handle_signals(parent) {
         eprintln!("keel: cannot handle signals in the launcher: {e}");
+    }
+    // The sandbox, if any, holds this process and so everything it starts; a sandbox that
+    // cannot be enforced runs nothing.
+    if let Some(policy) = sandbox
+        && let Err(reason) = sandbox::enforce(policy)
+    {
+        eprintln!(
+            "keel: the {} sandbox cannot be enforced on this system ({reason}), so the command was not run. \
+             Run `keel sandbox` for details; set sandbox = \"off\" in the config (or --sandbox off) to run commands unconfined.",
+            policy.mode.as_str()
+        );
+        report_raw(sandbox::REFUSED << 8);
+        return sandbox::REFUSED;
     }
     let output = rustix::fs::fstat(std::io::stdout().as_fd()).ok().map(|s| (s.st_dev, s.st_ino));
     let child = match Command::new(&command[0]).args(&command[1..]).stdin(Stdio::null()).spawn() {
@@ -234,6 +292,16 @@ fn supervise(command: &[OsString], parent: Option<Pid>) -> i32 {
         }
     }
     code
+}
+
+/// `--probe`: confines this (throwaway) process as far as the system allows and prints
+/// what was enforced (see [`sandbox::probe`]).
+fn probe() -> i32 {
+    #[cfg(target_os = "linux")]
+    print!("{}", sandbox::probe());
+    #[cfg(not(target_os = "linux"))]
+    println!("landlock: none (not Linux)\nseccomp: none (not Linux)");
+    0
 }
 
 /// Points this process's stdout and stderr at `/dev/null`.
@@ -355,14 +423,22 @@ mod tests {
 
     #[test]
     fn the_protocol_round_trips() {
-        let launched = launcher_args("echo hi", true);
-        let (role, command) = parse(&launched[1..]).unwrap();
+        let launched = launcher_args("echo hi", true, None);
+        let invocation = parse(&launched[1..]).unwrap();
         assert_eq!(
-            role,
+            invocation.role,
             Role::Launcher { parent: Pid::from_raw(std::process::id() as i32).unwrap(), pid_namespace: true }
         );
-        assert_eq!(command, args(&["bash", "-c", "echo hi"]));
-        assert_eq!(parse(&args(&["--init", "--", "bash"])).unwrap().0, Role::Init);
+        assert_eq!(invocation.command, args(&["bash", "-c", "echo hi"]));
+        assert_eq!(invocation.sandbox, None);
+        assert_eq!(parse(&args(&["--init", "--", "bash"])).unwrap().role, Role::Init);
+        let policy = Policy {
+            mode: crate::sandbox::SandboxMode::WorkspaceWrite,
+            network: false,
+            writable: vec!["/w".into(), "/t".into()],
+        };
+        let launched = launcher_args("ls", false, Some(&policy));
+        assert_eq!(parse(&launched[1..]).unwrap().sandbox, Some(policy));
         for bad in [&["--", "bash"][..], &["--init"], &["--parent", "x", "--", "a"], &["--init", "--"]] {
             assert!(parse(&args(bad)).is_none(), "{bad:?}");
         }
