@@ -25,6 +25,10 @@ pub struct AgentConfig {
     /// tool (default off). Small models often answer a task, or a request to finish it,
     /// with a plan instead of acting; a required call gets them started.
     pub tool_first: bool,
+    /// Every step must call a tool (default off); the model ends a turn by calling a tool
+    /// that concludes it (such as an `answer` tool). For small models whose free text is
+    /// narration rather than work.
+    pub always_call: bool,
     /// Concurrency-safe calls run together, at most this many at once (default 8).
     pub max_parallel_tools: usize,
     /// A call running longer than this ends with a `timeout` error (default none; tools
@@ -48,6 +52,7 @@ impl Default for AgentConfig {
             max_steps: 50,
             summary_on_step_limit: false,
             tool_first: false,
+            always_call: false,
             max_parallel_tools: 8,
             tool_timeout: None,
             abort_grace: Duration::from_secs(5),

@@ -177,6 +177,10 @@ fn commit(
     duration: Duration,
 ) -> Result<bool, SessionError> {
     let concludes = result.concludes_turn;
+    // A tool that concludes the turn delivers its answer (e.g. an `answer` tool).
+    if concludes && !result.is_error && !result.content.trim().is_empty() {
+        run.final_text = result.content.clone();
+    }
     run.tool_calls += 1;
     run.sink.emit(&AgentEvent::ToolFinished { step, call, result: &result, duration });
     run.log(EventKind::ToolResult(result))?;

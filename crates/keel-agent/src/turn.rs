@@ -239,15 +239,21 @@ impl TurnRun<'_> {
             }
             // With tool_first, a step that answers user input (the prompt, steering, a
             // hook's request) must act before it may talk.
+            // With always_call, every step; with tool_first, a step that answers user input
+            // (the prompt, steering, a hook's request) must act before it may talk.
             let answers_input = matches!(self.session.messages().last(), Some(keel_llm::Message::User(_)));
-            let choice = if answers_input && self.agent.config.tool_first && !self.agent.tools.is_empty() {
+            let config = &self.agent.config;
+            let required = config.always_call || (answers_input && config.tool_first);
+            let choice = if required && !self.agent.tools.is_empty() {
                 ToolChoice::Required
             } else {
                 ToolChoice::Auto
             };
+            // A result that concludes the turn ends it like an answer without calls: the
+            // turn-stopping hooks still have their say.
             let made_calls = match self.step(choice).await? {
                 StepControl::End(reason, message) => return self.end(reason, message).await,
-                StepControl::Concluded => return self.end(TurnEndReason::Completed, None).await,
+                StepControl::Concluded => false,
                 StepControl::Looping => return self.stop_looping().await,
                 StepControl::Continue { made_calls } => made_calls,
             };

@@ -320,3 +320,76 @@ async fn the_finish_check_sees_the_task_after_the_environment_block() {
     assert!(nudge.contains("The task: \"Set x to 2 in a.py\"."), "{nudge}");
     assert!(nudge.starts_with("You described a change instead of making it."), "{nudge}");
 }
+
+#[tokio::test]
+async fn with_always_call_every_step_calls_and_a_concluding_tool_answers() {
+    /// Arguments of the answer tool.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct AnswerArgs {
+        text: String,
+    }
+    struct Answer;
+    impl keel_agent::Tool for Answer {
+        type Args = AnswerArgs;
+        fn name(&self) -> &str {
+            "answer"
+        }
+        fn description(&self) -> &str {
+            "Final answer."
+        }
+        async fn call(
+            &self,
+            args: AnswerArgs,
+            _ctx: keel_agent::ToolContext,
+        ) -> Result<keel_agent::ToolOutput, keel_agent::ToolError> {
+            Ok(keel_agent::ToolOutput::text(args.text).concluding())
+        }
+    }
+    let model = ScriptedModel::new([
+        reply().call("read_file", r#"{"path":"a"}"#),
+        reply().call("answer", r#"{"text":"a says hello"}"#),
+    ]);
+    let config = keel_agent::AgentConfig { always_call: true, ..keel_agent::AgentConfig::default() };
+    let agent = Agent::builder(model.clone()).config(config).tool(FakeRead).tool(Answer).build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (outcome.reason, outcome.final_text.as_str(), outcome.steps),
+        (TurnEndReason::Completed, "a says hello", 2)
+    );
+    let choices: Vec<ToolChoice> = model.requests().iter().map(|r| r.tool_choice).collect();
+    assert_eq!(choices, vec![ToolChoice::Required, ToolChoice::Required]);
+    // A hook can still send a concluded turn back to work.
+    let model = ScriptedModel::new([
+        reply().call("answer", r#"{"text":"done"}"#),
+        reply().call("read_file", r#"{"path":"a"}"#),
+        reply().call("answer", r#"{"text":"really done"}"#),
+    ]);
+    let config = keel_agent::AgentConfig { always_call: true, ..keel_agent::AgentConfig::default() };
+    struct OnceMore(std::sync::atomic::AtomicBool);
+    impl keel_agent::Hooks for OnceMore {
+        fn turn_stopping<'a>(
+            &'a self,
+            _state: keel_agent::TurnStopping<'a>,
+        ) -> futures::future::BoxFuture<'a, Option<String>> {
+            let first = !self.0.swap(true, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move { first.then(|| "check a first".to_owned()) })
+        }
+    }
+    let agent = Agent::builder(model.clone())
+        .config(config)
+        .tool(FakeRead)
+        .tool(Answer)
+        .hooks(OnceMore(std::sync::atomic::AtomicBool::new(false)))
+        .build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "Look at a", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.final_text, "really done");
+    assert_provider_valid(session.messages());
+}

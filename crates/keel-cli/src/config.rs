@@ -62,6 +62,9 @@ pub struct Layer {
     pub environment: Option<bool>,
     /// The first step of a turn must call a tool (default on for the embedded model).
     pub tool_first: Option<bool>,
+    /// Every step must call a tool; the model finishes by calling `answer` (default on
+    /// for the embedded model).
+    pub always_call: Option<bool>,
     /// Constrain the embedded model's tool calls with a grammar (default on).
     pub grammar: Option<bool>,
     /// Sandbox for shell commands: workspace-write, read-only or off.
@@ -100,6 +103,7 @@ impl Layer {
             finish_check: self.finish_check.or(base.finish_check),
             environment: self.environment.or(base.environment),
             tool_first: self.tool_first.or(base.tool_first),
+            always_call: self.always_call.or(base.always_call),
             grammar: self.grammar.or(base.grammar),
             loop_warn_at: self.loop_warn_at.or(base.loop_warn_at),
             sandbox: self.sandbox.or(base.sandbox),
@@ -210,6 +214,8 @@ pub struct Settings {
     pub environment: bool,
     /// The first step of a turn must call a tool.
     pub tool_first: bool,
+    /// Every step must call a tool (with the `answer` tool to finish).
+    pub always_call: bool,
     /// Loop detection: warn at, stop at (0: never).
     pub loop_limits: (u32, u32),
     /// The shell sandbox.
@@ -315,6 +321,7 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
             grammar: layer.grammar.unwrap_or(true),
         };
         let tool_first = layer.tool_first.unwrap_or(true);
+        let always_call = layer.always_call.unwrap_or(true);
         let mut settings = settings_from(
             Layer { provider: Some("llamacpp".into()), ..layer },
             file.pricing,
@@ -323,6 +330,7 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
         )?;
         settings.model = ModelSettings::Local(local);
         settings.tool_first = tool_first;
+        settings.always_call = always_call;
         return Ok(settings);
     }
     settings_from(layer, file.pricing, profile_name, interactive)
@@ -448,6 +456,7 @@ fn settings_from(
         // Servers handle a required call poorly (llama-server let Qwen 1.5B run on past
         // its call for thousands of tokens); the embedded engine constrains it exactly.
         tool_first: layer.tool_first.unwrap_or(false),
+        always_call: layer.always_call.unwrap_or(false),
         loop_limits: (layer.loop_warn_at.unwrap_or(3), layer.loop_stop_at.unwrap_or(8)),
         sandbox,
     })

@@ -89,8 +89,14 @@ pub fn system_prompt(
     workspace: &Path,
     allowed_roots: &[PathBuf],
     profile: ToolProfile,
+    answer_tool: bool,
 ) -> (String, Vec<String>) {
     let mut prompt = base(profile).to_owned();
+    if answer_tool {
+        prompt.push_str(
+            "\nEvery reply is a tool call. When the task is done, call answer with your final answer.",
+        );
+    }
     let mut notes = Vec::new();
     match user_instructions(&crate::paths::config_dir().join("AGENTS.md")) {
         Ok(Some(user)) => {
@@ -134,7 +140,7 @@ mod tests {
     fn prompt_within(workspace: &Path, roots: &[PathBuf]) -> (String, Vec<String>) {
         let (workspace, roots) = (workspace.to_path_buf(), roots.to_vec());
         let (send, receive) = std::sync::mpsc::channel();
-        std::thread::spawn(move || send.send(system_prompt(&workspace, &roots, ToolProfile::Full)));
+        std::thread::spawn(move || send.send(system_prompt(&workspace, &roots, ToolProfile::Full, false)));
         receive.recv_timeout(std::time::Duration::from_secs(5)).expect("reading AGENTS.md hung")
     }
 

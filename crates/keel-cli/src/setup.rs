@@ -70,13 +70,18 @@ pub fn agent(
         sandbox: settings.sandbox.clone(),
         ..ToolsConfig::default()
     };
-    let (system_prompt, notes) =
-        crate::prompt::system_prompt(workspace, &settings.allowed_roots, settings.tool_profile);
+    let (system_prompt, notes) = crate::prompt::system_prompt(
+        workspace,
+        &settings.allowed_roots,
+        settings.tool_profile,
+        settings.always_call,
+    );
     let config = AgentConfig {
         system_prompt,
         max_steps: settings.max_steps,
         summary_on_step_limit: true,
         tool_first: settings.tool_first,
+        always_call: settings.always_call,
         loop_warn_at: settings.loop_limits.0,
         loop_stop_at: settings.loop_limits.1,
         ..AgentConfig::default()
@@ -85,7 +90,10 @@ pub fn agent(
     if settings.finish_check {
         hooks = hooks.with(FinishCheck::new()).with(keel_tools::changes::ChangeCheck);
     }
-    let tools = profile::tools(settings.tool_profile, Arc::new(tools_config));
+    let mut tools = profile::tools(settings.tool_profile, Arc::new(tools_config));
+    if settings.always_call {
+        tools.register(keel_tools::answer::Answer);
+    }
     (Agent::builder_shared(model).config(config).tools(tools).hooks(hooks).build(), notes)
 }
 

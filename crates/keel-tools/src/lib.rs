@@ -9,6 +9,7 @@
 //!            ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "glob"]);
 //! ```
 
+pub mod answer;
 pub mod changes;
 pub mod edit;
 pub mod environment;
