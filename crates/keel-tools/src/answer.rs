@@ -2,8 +2,6 @@
 //! step required to call a tool (`AgentConfig::always_call`), this is how a model stops;
 //! a small model then never narrates where it should act.
 
-use std::future::Future;
-
 use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
