@@ -33,19 +33,13 @@ impl Tool for Answer {
         true
     }
 
-    fn call(
-        &self,
-        args: AnswerArgs,
-        _ctx: ToolContext,
-    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
-        async move {
-            if args.text.trim().is_empty() {
-                return Err(ToolError::new(
-                    "invalid_arguments",
-                    "the answer is empty; say what you found or did",
-                ));
-            }
-            Ok(ToolOutput::text(args.text).concluding())
+    async fn call(&self, args: AnswerArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        if args.text.trim().is_empty() {
+            return Err(ToolError::new(
+                "invalid_arguments",
+                "the answer is empty; say what you found or did",
+            ));
         }
+        Ok(ToolOutput::text(args.text).concluding())
     }
 }
