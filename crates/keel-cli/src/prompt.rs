@@ -124,12 +124,12 @@ mod tests {
     #[test]
     fn workspace_agents_md_is_appended() {
         let dir = tempfile::tempdir().unwrap();
-        let (without, notes) = system_prompt(dir.path(), &[], ToolProfile::Full);
+        let (without, notes) = system_prompt(dir.path(), &[], ToolProfile::Full, false);
         assert!(without.contains("[exit code: N]"));
         assert!(without.len() < 1000, "keep the prompt short: {} bytes", without.len());
         assert!(notes.is_empty());
         std::fs::write(dir.path().join("AGENTS.md"), "Run `make test` before finishing.\n").unwrap();
-        let (with, _) = system_prompt(dir.path(), &[], ToolProfile::Full);
+        let (with, _) = system_prompt(dir.path(), &[], ToolProfile::Full, false);
         assert!(
             with.ends_with("# Project instructions (AGENTS.md)\nRun `make test` before finishing."),
             "{with}"
