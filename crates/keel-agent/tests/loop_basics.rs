@@ -237,16 +237,6 @@ async fn changing_the_model_logs_a_new_request_header() {
 
 #[tokio::test]
 async fn tool_first_requires_a_call_in_steps_that_answer_user_input() {
-    struct OnceMore(std::sync::atomic::AtomicBool);
-    impl keel_agent::Hooks for OnceMore {
-        fn turn_stopping<'a>(
-            &'a self,
-            _state: keel_agent::TurnStopping<'a>,
-        ) -> futures::future::BoxFuture<'a, Option<String>> {
-            let first = !self.0.swap(true, std::sync::atomic::Ordering::SeqCst);
-            Box::pin(async move { first.then(|| "finish it".to_owned()) })
-        }
-    }
     let model = ScriptedModel::new([
         reply().call("read_file", r#"{"path":"a"}"#),
         reply().text("done?"),
@@ -255,7 +245,7 @@ async fn tool_first_requires_a_call_in_steps_that_answer_user_input() {
         reply().text("second turn"),
     ]);
     let config = keel_agent::AgentConfig { tool_first: true, ..keel_agent::AgentConfig::default() };
-    let hooks = OnceMore(std::sync::atomic::AtomicBool::new(false));
+    let hooks = OnceMore::new("finish it");
     let agent = Agent::builder(model.clone()).config(config).tool(FakeRead).hooks(hooks).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let ctx = SessionContext::default();
@@ -369,21 +359,11 @@ async fn with_always_call_every_step_calls_and_a_concluding_tool_answers() {
         reply().call("answer", r#"{"text":"really done"}"#),
     ]);
     let config = keel_agent::AgentConfig { always_call: true, ..keel_agent::AgentConfig::default() };
-    struct OnceMore(std::sync::atomic::AtomicBool);
-    impl keel_agent::Hooks for OnceMore {
-        fn turn_stopping<'a>(
-            &'a self,
-            _state: keel_agent::TurnStopping<'a>,
-        ) -> futures::future::BoxFuture<'a, Option<String>> {
-            let first = !self.0.swap(true, std::sync::atomic::Ordering::SeqCst);
-            Box::pin(async move { first.then(|| "check a first".to_owned()) })
-        }
-    }
     let agent = Agent::builder(model.clone())
         .config(config)
         .tool(FakeRead)
         .tool(Answer)
-        .hooks(OnceMore(std::sync::atomic::AtomicBool::new(false)))
+        .hooks(OnceMore::new("check a first"))
         .build();
     let mut session = keel_agent::Session::in_memory("/w");
     let outcome = agent

@@ -206,3 +206,24 @@ pub fn results(messages: &[Message]) -> Vec<(String, String, bool)> {
         })
         .collect()
 }
+
+/// A hook that continues the first stopping turn once with `text`.
+pub struct OnceMore(std::sync::atomic::AtomicBool, &'static str);
+
+impl OnceMore {
+    /// Continues once with `text`.
+    pub fn new(text: &'static str) -> Self {
+        OnceMore(std::sync::atomic::AtomicBool::new(false), text)
+    }
+}
+
+impl keel_agent::Hooks for OnceMore {
+    fn turn_stopping<'a>(
+        &'a self,
+        _state: keel_agent::TurnStopping<'a>,
+    ) -> futures::future::BoxFuture<'a, Option<String>> {
+        let first = !self.0.swap(true, std::sync::atomic::Ordering::SeqCst);
+        let text = self.1;
+        Box::pin(async move { first.then(|| text.to_owned()) })
+    }
+}
