@@ -11,6 +11,18 @@ use rustix::fs::{Mode, OFlags};
 /// Most bytes of one AGENTS.md that are included.
 const MAX_AGENTS_BYTES: usize = 32 * 1024;
 
+/// A worked example for small models, which imitate examples better than they follow
+/// rules: look, change, check, answer — one call per reply.
+const EXAMPLE: &str = r#"
+Example: for the task "Make app.py print Hi instead of Hello, and run it", your replies are, one at a time:
+1. read_file {"path": "app.py"}
+2. edit_file {"path": "app.py", "old_text": "print(\"Hello\")", "new_text": "print(\"Hi\")"}
+3. shell {"command": "python3 app.py"}"#;
+const EXAMPLE_ANSWER: &str = r#"
+4. answer {"text": "app.py now prints Hi; I ran it to check."}"#;
+const EXAMPLE_REPLY: &str = "
+4. (no tool) app.py now prints Hi; I ran it to check.";
+
 /// The base system prompt for a tool profile. It names no folder (the environment block
 /// in the first message does), so it is the same in every project and its evaluation can
 /// be reused.
@@ -96,6 +108,10 @@ pub fn system_prompt(
         prompt.push_str(
             "\nEvery reply is a tool call. When the task is done, call answer with your final answer.",
         );
+    }
+    if profile == ToolProfile::Small {
+        prompt.push_str(EXAMPLE);
+        prompt.push_str(if answer_tool { EXAMPLE_ANSWER } else { EXAMPLE_REPLY });
     }
     let mut notes = Vec::new();
     match user_instructions(&crate::paths::config_dir().join("AGENTS.md")) {
