@@ -6,18 +6,22 @@
 
 mod assemble;
 mod client;
+#[cfg(feature = "http")]
+mod config;
 mod error;
 pub mod lenient;
 mod message;
 #[cfg(feature = "http")]
 pub mod openai;
-#[cfg(feature = "http")]
-mod retry;
 pub mod sse;
 pub mod text_calls;
+#[cfg(feature = "http")]
+mod transport;
 
 pub use assemble::MessageBuilder;
 pub use client::{ModelClient, ModelEvent, ModelInfo, ModelRequest, ModelStream, ToolChoice, ToolDefinition};
+#[cfg(feature = "http")]
+pub use config::{Api, MaxTokensField, PRESETS, Preset, ProviderConfig, ReasoningReplay, Thinking};
 pub use error::{ModelError, ModelErrorKind};
 pub use message::{
     AssistantMessage, ContentBlock, FinishReason, Message, ToolCall, ToolResultMessage, Usage, UserMessage,
