@@ -222,6 +222,7 @@ impl ProviderConfig {
     pub fn client(&self) -> Result<Arc<dyn ModelClient>, ModelError> {
         Ok(match self.api {
             Api::Chat => Arc::new(crate::openai::OpenAiClient::new(self.clone())?),
+            Api::Anthropic => Arc::new(crate::anthropic::AnthropicClient::new(self.clone())?),
             api => {
                 return Err(ModelError::new(
                     ModelErrorKind::Config,

@@ -4,6 +4,8 @@
 //! conversation, [`ModelRequest`] for what is sent, and a stream of [`ModelEvent`]s for
 //! what comes back.
 
+#[cfg(feature = "http")]
+pub mod anthropic;
 mod assemble;
 mod client;
 #[cfg(feature = "http")]

@@ -52,7 +52,6 @@ pub(crate) enum Auth {
     /// `Authorization: Bearer <key>`.
     Bearer,
     /// The key as the value of this header (`x-api-key`).
-    #[allow(dead_code)] // The Anthropic provider (next).
     Header(&'static str),
 }
 
