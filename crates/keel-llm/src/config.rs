@@ -223,12 +223,7 @@ impl ProviderConfig {
         Ok(match self.api {
             Api::Chat => Arc::new(crate::openai::OpenAiClient::new(self.clone())?),
             Api::Anthropic => Arc::new(crate::anthropic::AnthropicClient::new(self.clone())?),
-            api => {
-                return Err(ModelError::new(
-                    ModelErrorKind::Config,
-                    format!("the {} API is not implemented yet", api.as_str()),
-                ));
-            }
+            Api::Responses => Arc::new(crate::responses::ResponsesClient::new(self.clone())?),
         })
     }
 

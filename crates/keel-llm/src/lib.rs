@@ -15,6 +15,8 @@ pub mod lenient;
 mod message;
 #[cfg(feature = "http")]
 pub mod openai;
+#[cfg(feature = "http")]
+pub mod responses;
 pub mod sse;
 pub mod text_calls;
 #[cfg(feature = "http")]

@@ -163,6 +163,22 @@ impl ToolCall {
     pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
         ToolCall { id: id.into(), name: name.into(), arguments: arguments.into(), item_id: None }
     }
+
+    /// The arguments as the text of one JSON object, for sending the call back: the
+    /// arguments themselves when they are one, `{}` when empty, otherwise
+    /// `{"invalid_arguments": "<raw>"}`, so strict servers (which parse arguments to
+    /// render a chat template) accept the history and the model still sees what it
+    /// wrote. A deterministic rendering of the log.
+    pub fn object_arguments(&self) -> std::borrow::Cow<'_, str> {
+        let trimmed = self.arguments.trim();
+        if trimmed.is_empty() {
+            return std::borrow::Cow::Borrowed("{}");
+        }
+        if trimmed.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok() {
+            return std::borrow::Cow::Borrowed(&self.arguments);
+        }
+        std::borrow::Cow::Owned(serde_json::json!({ "invalid_arguments": self.arguments }).to_string())
+    }
 }
 
 /// The result of a tool call, as sent back to the model.

@@ -10,16 +10,15 @@
 mod decode;
 mod wire;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ModelClient, ModelInfo, ModelRequest, ModelStream, ToolDefinition};
+use crate::client::{ModelClient, ModelInfo, ModelRequest, ModelStream};
 use crate::config::{Api, ProviderConfig, Thinking};
 use crate::error::{ModelError, ModelErrorKind};
-use crate::transport::{ApiNames, Auth, Decode, DecodeLimits, EventStream, Transport, failed};
+use crate::transport::{ApiNames, Auth, Decode, DecodeLimits, EventStream, ToolsCache, Transport, failed};
 
 /// The API version sent with every request.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -30,15 +29,12 @@ const INTERLEAVED_THINKING: &str = "interleaved-thinking-2025-05-14";
 /// How an Anthropic server is named in errors.
 const NAMES: ApiNames = ApiNames { api: "an Anthropic Messages API", document: "a message (no content)" };
 
-/// Tool definitions and their wire encoding.
-type ToolsJson = (Vec<ToolDefinition>, Arc<RawValue>);
-
 /// An Anthropic Messages client. Cheap to share; keeps a connection pool.
 #[derive(Debug, Clone)]
 pub struct AnthropicClient {
     transport: Transport,
     config: ProviderConfig,
-    tools_cache: Arc<Mutex<Option<ToolsJson>>>,
+    tools: Arc<ToolsCache>,
 }
 
 /// A fresh decoder for one attempt.
@@ -55,27 +51,12 @@ impl AnthropicClient {
             headers.push(("anthropic-beta", INTERLEAVED_THINKING.to_owned()));
         }
         let transport = Transport::new(&config, Auth::Header("x-api-key"), &headers, NAMES)?;
-        Ok(AnthropicClient { transport, config, tools_cache: Arc::default() })
+        Ok(AnthropicClient { transport, config, tools: Arc::default() })
     }
 
     /// The settings in use.
     pub fn config(&self) -> &ProviderConfig {
         &self.config
-    }
-
-    fn encoded_tools(&self, tools: &[ToolDefinition]) -> serde_json::Result<Arc<RawValue>> {
-        let mut cache = match self.tools_cache.lock() {
-            Ok(cache) => cache,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if let Some((defs, json)) = cache.as_ref()
-            && defs.as_slice() == tools
-        {
-            return Ok(Arc::clone(json));
-        }
-        let json: Arc<RawValue> = Arc::from(wire::encode_tools(tools)?);
-        *cache = Some((tools.to_vec(), Arc::clone(&json)));
-        Ok(json)
     }
 }
 
@@ -86,7 +67,8 @@ impl ModelClient for AnthropicClient {
 
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
         let encoded = self
-            .encoded_tools(request.tools)
+            .tools
+            .get(request.tools, wire::encode_tools)
             .and_then(|tools| wire::encode(&request, &self.config, &self.info(), &tools));
         let body = match encoded {
             Ok(body) => Bytes::from(body),

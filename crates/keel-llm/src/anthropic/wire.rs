@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use crate::client::{ModelInfo, ModelRequest, ToolChoice, ToolDefinition};
 use crate::config::{ProviderConfig, Thinking};
-use crate::message::{AssistantMessage, ContentBlock, Message, ToolResultMessage};
+use crate::message::{AssistantMessage, ContentBlock, Message, ToolCall, ToolResultMessage};
 
 /// `{"type": "ephemeral"}`.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -144,20 +144,16 @@ pub(crate) fn wire_id(id: &str) -> Cow<'_, str> {
     Cow::Owned(if fixed.is_empty() { "call".to_owned() } else { fixed })
 }
 
-/// The call's arguments as an input object: borrowed when they are one, `{}` when empty,
-/// `{"invalid_arguments": raw}` otherwise (the model sees what it wrote).
-fn input(arguments: &str) -> Input<'_> {
-    let trimmed = arguments.trim();
-    if trimmed.is_empty() {
-        return Input::Owned(empty_object());
+/// The call's arguments as an input object ([`ToolCall::object_arguments`]), borrowed
+/// when they are one.
+fn input(call: &ToolCall) -> Input<'_> {
+    match call.object_arguments() {
+        Cow::Borrowed(text) => match serde_json::from_str::<&RawValue>(text.trim()) {
+            Ok(raw) => Input::Borrowed(raw),
+            Err(_) => Input::Owned(empty_object()),
+        },
+        Cow::Owned(text) => Input::Owned(RawValue::from_string(text).unwrap_or_else(|_| empty_object())),
     }
-    if trimmed.starts_with('{')
-        && let Ok(raw) = serde_json::from_str::<&RawValue>(trimmed)
-    {
-        return Input::Borrowed(raw);
-    }
-    let wrapped = serde_json::json!({ "invalid_arguments": arguments });
-    Input::Owned(serde_json::value::to_raw_value(&wrapped).unwrap_or_else(|_| empty_object()))
 }
 
 /// `{}`.
@@ -183,11 +179,9 @@ fn assistant_blocks<'a>(message: &'a AssistantMessage, me: &ModelInfo, thinking:
                 Some(Block::Thinking { thinking: text, signature })
             }
             ContentBlock::RedactedThinking { data } if own => Some(Block::RedactedThinking { data }),
-            ContentBlock::ToolCall(call) => Some(Block::ToolUse {
-                id: wire_id(&call.id),
-                name: &call.name,
-                input: input(&call.arguments),
-            }),
+            ContentBlock::ToolCall(call) => {
+                Some(Block::ToolUse { id: wire_id(&call.id), name: &call.name, input: input(call) })
+            }
             _ => None,
         })
         .collect()

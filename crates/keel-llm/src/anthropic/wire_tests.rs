@@ -1,5 +1,5 @@
 use super::*;
-use crate::message::{ToolCall, UserMessage};
+use crate::message::UserMessage;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 

@@ -7,27 +7,23 @@ mod decode;
 mod stream;
 mod wire;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::config::{MaxTokensField, PRESETS, Preset, ReasoningReplay};
 pub use crate::transport::DecodeLimits;
 pub use stream::StreamDecoder;
 
-use crate::client::{ModelClient, ModelInfo, ModelRequest, ModelStream, ToolDefinition};
+use crate::client::{ModelClient, ModelInfo, ModelRequest, ModelStream};
 use crate::config::ProviderConfig;
 use crate::error::{ModelError, ModelErrorKind};
-use crate::transport::{ApiNames, Auth, Transport, failed};
+use crate::transport::{ApiNames, Auth, ToolsCache, Transport, failed};
 
 /// The settings of a Chat Completions client: the [`ProviderConfig`] every provider
 /// shares (its `api` is not consulted by [`OpenAiClient`]).
 pub type OpenAiConfig = ProviderConfig;
-
-/// Tool definitions and their wire encoding.
-type ToolsJson = (Vec<ToolDefinition>, Arc<RawValue>);
 
 /// How a Chat Completions server is named in errors.
 const NAMES: ApiNames =
@@ -38,9 +34,7 @@ const NAMES: ApiNames =
 pub struct OpenAiClient {
     transport: Transport,
     config: OpenAiConfig,
-    /// The last tool set and its encoding (compared by content, which is far cheaper
-    /// than escaping every description again).
-    tools_cache: Arc<Mutex<Option<ToolsJson>>>,
+    tools: Arc<ToolsCache>,
 }
 
 impl OpenAiClient {
@@ -48,22 +42,7 @@ impl OpenAiClient {
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
         let config = OpenAiConfig { api: crate::config::Api::Chat, ..config };
         let transport = Transport::new(&config, Auth::Bearer, &[], NAMES)?;
-        Ok(OpenAiClient { transport, config, tools_cache: Arc::default() })
-    }
-
-    fn encoded_tools(&self, tools: &[ToolDefinition]) -> serde_json::Result<Arc<RawValue>> {
-        let mut cache = match self.tools_cache.lock() {
-            Ok(cache) => cache,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if let Some((defs, json)) = cache.as_ref()
-            && defs.as_slice() == tools
-        {
-            return Ok(Arc::clone(json));
-        }
-        let json: Arc<RawValue> = Arc::from(wire::encode_tools(tools)?);
-        *cache = Some((tools.to_vec(), Arc::clone(&json)));
-        Ok(json)
+        Ok(OpenAiClient { transport, config, tools: Arc::default() })
     }
 
     /// The settings in use.
@@ -78,7 +57,7 @@ impl ModelClient for OpenAiClient {
     }
 
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
-        let tools = match self.encoded_tools(request.tools) {
+        let tools = match self.tools.get(request.tools, wire::encode_tools) {
             Ok(tools) => tools,
             Err(e) => {
                 return failed(ModelError::new(

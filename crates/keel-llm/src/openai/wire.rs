@@ -109,21 +109,6 @@ fn joined<'a>(blocks: &'a [ContentBlock], thinking: bool) -> Option<Cow<'a, str>
     }
 }
 
-/// Arguments that are not a JSON object are wrapped so strict servers (which parse
-/// them to render their chat template) accept the history; the model still sees what
-/// it wrote.
-fn wire_arguments(raw: &str) -> Cow<'_, str> {
-    let trimmed = raw.trim();
-    let is_object =
-        trimmed.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok();
-    if is_object {
-        Cow::Borrowed(raw)
-    } else {
-        let wrapped = serde_json::json!({ "invalid_arguments": raw });
-        Cow::Owned(wrapped.to_string())
-    }
-}
-
 /// The `tools` array of a request, serialized. The same tools go out with every request,
 /// so the client keeps this and re-encodes only when the definitions change.
 pub(crate) fn encode_tools(tools: &[ToolDefinition]) -> serde_json::Result<Box<RawValue>> {
@@ -167,10 +152,7 @@ pub(crate) fn encode(
                     .map(|call| WireToolCall {
                         id: &call.id,
                         kind: "function",
-                        function: WireFunction {
-                            name: &call.name,
-                            arguments: wire_arguments(&call.arguments),
-                        },
+                        function: WireFunction { name: &call.name, arguments: call.object_arguments() },
                     })
                     .collect();
                 let own = assistant.origin.is_none() || assistant.is_from(me);

@@ -203,6 +203,40 @@ impl Transport {
     }
 }
 
+/// The last tool set a client encoded and its encoding: the same tools go out with
+/// every request, and comparing them is far cheaper than escaping every description
+/// again.
+#[derive(Debug, Default)]
+pub(crate) struct ToolsCache {
+    last: std::sync::Mutex<
+        Option<(Vec<crate::client::ToolDefinition>, std::sync::Arc<serde_json::value::RawValue>)>,
+    >,
+}
+
+impl ToolsCache {
+    /// The encoding of `tools`, by `encode` when they changed.
+    pub fn get(
+        &self,
+        tools: &[crate::client::ToolDefinition],
+        encode: impl FnOnce(
+            &[crate::client::ToolDefinition],
+        ) -> serde_json::Result<Box<serde_json::value::RawValue>>,
+    ) -> serde_json::Result<std::sync::Arc<serde_json::value::RawValue>> {
+        let mut last = match self.last.lock() {
+            Ok(last) => last,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some((defs, json)) = last.as_ref()
+            && defs.as_slice() == tools
+        {
+            return Ok(std::sync::Arc::clone(json));
+        }
+        let json: std::sync::Arc<serde_json::value::RawValue> = std::sync::Arc::from(encode(tools)?);
+        *last = Some((tools.to_vec(), std::sync::Arc::clone(&json)));
+        Ok(json)
+    }
+}
+
 /// A stream that fails at once (a request that could not be encoded).
 pub(crate) fn failed<'a>(error: ModelError) -> ModelStream<'a> {
     Box::pin(futures::stream::once(async move { Err(error) }))
