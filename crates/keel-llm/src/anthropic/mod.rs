@@ -58,6 +58,14 @@ impl AnthropicClient {
     pub fn config(&self) -> &ProviderConfig {
         &self.config
     }
+
+    /// The body this client sends for `request` (tests, debugging).
+    pub fn request_body(&self, request: &ModelRequest<'_>) -> Result<Vec<u8>, ModelError> {
+        self.tools
+            .get(request.tools, wire::encode_tools)
+            .and_then(|tools| wire::encode(request, &self.config, &self.info(), &tools))
+            .map_err(|e| ModelError::new(ModelErrorKind::Config, format!("cannot encode the request: {e}")))
+    }
 }
 
 impl ModelClient for AnthropicClient {
@@ -66,18 +74,9 @@ impl ModelClient for AnthropicClient {
     }
 
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
-        let encoded = self
-            .tools
-            .get(request.tools, wire::encode_tools)
-            .and_then(|tools| wire::encode(&request, &self.config, &self.info(), &tools));
-        let body = match encoded {
+        let body = match self.request_body(&request) {
             Ok(body) => Bytes::from(body),
-            Err(e) => {
-                return failed(ModelError::new(
-                    ModelErrorKind::Config,
-                    format!("cannot encode the request: {e}"),
-                ));
-            }
+            Err(error) => return failed(error),
         };
         let names = request.tools.iter().map(|t| t.name.as_str()).collect();
         let limits = self.transport.settings().limits;
