@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use keel_llm::openai::{OpenAiConfig, Preset, ReasoningReplay};
+use keel_llm::{Api, Preset, ProviderConfig, ReasoningReplay, Thinking};
 use keel_tools::PermissionMode;
 use keel_tools::profile::ToolProfile;
 use serde::Deserialize;
@@ -17,6 +17,8 @@ use crate::cli::Cli;
 pub struct Layer {
     /// Provider preset or `custom`.
     pub provider: Option<String>,
+    /// The wire API: `chat`, `responses` or `anthropic` (default: the preset's).
+    pub api: Option<String>,
     /// Base URL.
     pub base_url: Option<String>,
     /// Model name.
@@ -41,6 +43,12 @@ pub struct Layer {
     pub text_tool_calls: Option<bool>,
     /// never | tool_turns | always.
     pub reasoning_replay: Option<String>,
+    /// Anthropic extended thinking: off | adaptive | a token budget.
+    pub thinking: Option<String>,
+    /// Responses `reasoning.effort`: minimal | low | medium | high.
+    pub reasoning_effort: Option<String>,
+    /// Responses `reasoning.summary`: auto | concise | detailed | none.
+    pub reasoning_summary: Option<String>,
     /// Use streaming (default true).
     pub stream: Option<bool>,
     /// Extra shell deny patterns (regular expressions).
@@ -70,6 +78,7 @@ impl Layer {
     fn over(self, base: Layer) -> Layer {
         Layer {
             provider: self.provider.or(base.provider),
+            api: self.api.or(base.api),
             base_url: self.base_url.or(base.base_url),
             model: self.model.or(base.model),
             api_key: self.api_key.or(base.api_key),
@@ -82,6 +91,9 @@ impl Layer {
             seed: self.seed.or(base.seed),
             text_tool_calls: self.text_tool_calls.or(base.text_tool_calls),
             reasoning_replay: self.reasoning_replay.or(base.reasoning_replay),
+            thinking: self.thinking.or(base.thinking),
+            reasoning_effort: self.reasoning_effort.or(base.reasoning_effort),
+            reasoning_summary: self.reasoning_summary.or(base.reasoning_summary),
             stream: self.stream.or(base.stream),
             deny: self.deny.or(base.deny),
             allowed_roots: self.allowed_roots.or(base.allowed_roots),
@@ -161,8 +173,8 @@ pub struct LocalSettings {
 /// Which model runs the agent.
 #[derive(Debug, Clone)]
 pub enum ModelSettings {
-    /// An OpenAI-compatible server.
-    Remote(Box<OpenAiConfig>),
+    /// A server, over the wire API its config names.
+    Remote(Box<ProviderConfig>),
     /// The embedded model.
     Local(LocalSettings),
 }
@@ -198,6 +210,8 @@ pub struct Settings {
     pub environment: bool,
     /// The first step of a turn must call a tool.
     pub tool_first: bool,
+    /// The merged settings the model came from, to build another (`/model`).
+    pub layer: Layer,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -232,6 +246,7 @@ pub fn load_file() -> Result<FileConfig, ConfigError> {
 fn env_layer() -> Layer {
     Layer {
         provider: env("KEEL_PROVIDER"),
+        api: env("KEEL_API"),
         base_url: env("KEEL_BASE_URL"),
         model: env("KEEL_MODEL"),
         api_key: env("KEEL_API_KEY"),
@@ -244,6 +259,7 @@ fn env_layer() -> Layer {
 fn flag_layer(cli: &Cli) -> Layer {
     Layer {
         provider: cli.provider.clone(),
+        api: cli.api.clone(),
         base_url: cli.base_url.clone(),
         model: cli.model.clone(),
         max_steps: cli.max_steps,
@@ -259,11 +275,14 @@ pub fn missing_model_help() -> String {
     format!(
         "no model is configured. Pick one and run keel again:
 
-  DeepSeek     export DEEPSEEK_API_KEY=sk-...
-               keel --provider deepseek \"your task\"
+  Anthropic    export ANTHROPIC_API_KEY=sk-ant-...
+               keel --provider anthropic \"your task\"
 
   OpenAI       export OPENAI_API_KEY=sk-...
-               keel --provider openai --model gpt-4.1-mini \"your task\"
+               keel --provider openai \"your task\"
+
+  DeepSeek     export DEEPSEEK_API_KEY=sk-...
+               keel --provider deepseek \"your task\"
 
   llama.cpp    llama-server -m model.gguf --jinja --port 8080
                keel --provider llamacpp \"your task\"
@@ -271,12 +290,12 @@ pub fn missing_model_help() -> String {
   Ollama       ollama pull qwen2.5-coder:7b
                keel --provider ollama --model qwen2.5-coder:7b \"your task\"
 
-  Any OpenAI-compatible server:
-               keel --base-url http://host:port/v1 --model NAME \"your task\"
+  Any server:  keel --base-url http://host:port/v1 --model NAME \"your task\"
+               (--api chat, responses or anthropic: the API it speaks; chat by default)
 
 To make it stick, put it in {}:
-  provider = \"deepseek\"
-  model = \"deepseek-chat\"",
+  provider = \"anthropic\"
+  model = \"claude-sonnet-4-6\"",
         crate::paths::config_file().display()
     )
 }
@@ -325,23 +344,27 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
     settings_from(layer, file.pricing, profile_name, interactive)
 }
 
-fn settings_from(
-    layer: Layer,
-    pricing: BTreeMap<String, Price>,
-    profile: Option<String>,
-    interactive: bool,
-) -> Result<Settings, ConfigError> {
-    // No provider named: use the one whose key is in the environment.
-    let provider = layer.provider.clone().or_else(|| {
+/// The provider a layer names, or the first whose key is in the environment (`vars`).
+fn pick_provider_in(layer: &Layer, vars: impl Fn(&str) -> Option<String>) -> Option<String> {
+    layer.provider.clone().or_else(|| {
         if layer.base_url.is_some() {
             return None;
         }
-        ["deepseek", "openai", "openrouter"]
+        ["deepseek", "openai", "openrouter", "anthropic"]
             .into_iter()
-            .find(|name| Preset::find(name).and_then(|p| p.api_key_env).and_then(env).is_some())
+            .find(|name| Preset::find(name).and_then(|p| p.api_key_env).and_then(&vars).is_some())
             .map(str::to_owned)
-    });
-    let mut client = match provider.as_deref() {
+    })
+}
+
+/// [`pick_provider_in`] the process environment.
+fn pick_provider(layer: &Layer) -> Option<String> {
+    pick_provider_in(layer, env)
+}
+
+/// The preset's config (or a custom one) for the layer's provider and model.
+fn base_config(layer: &Layer, provider: Option<&str>) -> Result<ProviderConfig, ConfigError> {
+    match provider {
         Some("custom") | None => {
             let Some(base_url) = layer.base_url.clone() else {
                 return Err(ConfigError(missing_model_help()));
@@ -351,13 +374,11 @@ fn settings_from(
                     "a model name is needed for {base_url}: pass --model NAME or set KEEL_MODEL"
                 )));
             };
-            let mut config = OpenAiConfig::new(base_url, model);
-            config.provider = "custom".into();
-            config
+            Ok(ProviderConfig { provider: "custom".into(), ..ProviderConfig::new(base_url, model) })
         }
         Some(name) => {
             let Some(preset) = Preset::find(name) else {
-                let names: Vec<&str> = keel_llm::openai::PRESETS.iter().map(|p| p.name).collect();
+                let names: Vec<&str> = keel_llm::PRESETS.iter().map(|p| p.name).collect();
                 return Err(ConfigError(format!(
                     "unknown provider `{name}`; known: {}, custom",
                     names.join(", ")
@@ -371,9 +392,45 @@ fn settings_from(
             if let Some(url) = &layer.base_url {
                 config.base_url = url.clone();
             }
-            config
+            Ok(config)
         }
-    };
+    }
+}
+
+/// The options of each API a layer sets.
+fn api_options(layer: &Layer, client: &mut ProviderConfig) -> Result<(), ConfigError> {
+    if let Some(api) = &layer.api {
+        client.api = Api::parse(api).ok_or_else(|| {
+            ConfigError(format!("--api must be chat, responses or anthropic (got `{api}`)"))
+        })?;
+    }
+    if let Some(replay) = &layer.reasoning_replay {
+        client.reasoning_replay = ReasoningReplay::parse(replay).ok_or_else(|| {
+            ConfigError(format!("reasoning_replay must be never, tool_turns or always (got `{replay}`)"))
+        })?;
+    }
+    if let Some(thinking) = &layer.thinking {
+        client.thinking = Thinking::parse(thinking).ok_or_else(|| {
+            ConfigError(format!(
+                "thinking must be off, adaptive or a budget of at least 1024 tokens (got `{thinking}`)"
+            ))
+        })?;
+    }
+    if let Some(effort) = &layer.reasoning_effort {
+        client.reasoning_effort = Some(effort.clone());
+    }
+    match layer.reasoning_summary.as_deref() {
+        Some("none" | "off") => client.reasoning_summary = None,
+        Some(summary) => client.reasoning_summary = Some(summary.to_owned()),
+        None => {}
+    }
+    Ok(())
+}
+
+/// The model configuration a layer describes: preset, API, key and bounds.
+pub fn provider_config(layer: &Layer) -> Result<ProviderConfig, ConfigError> {
+    let provider = pick_provider(layer);
+    let mut client = base_config(layer, provider.as_deref())?;
     client.api_key = layer.api_key.clone().or_else(|| client.api_key_env.as_deref().and_then(env));
     if client.api_key.is_none()
         && let Some(var) = &client.api_key_env
@@ -402,11 +459,35 @@ fn settings_from(
     if let Some(stream) = layer.stream {
         client.stream = stream;
     }
-    if let Some(replay) = &layer.reasoning_replay {
-        client.reasoning_replay = ReasoningReplay::parse(replay).ok_or_else(|| {
-            ConfigError(format!("reasoning_replay must be never, tool_turns or always (got `{replay}`)"))
-        })?;
+    api_options(layer, &mut client)?;
+    Ok(client)
+}
+
+impl Settings {
+    /// The configuration `/model [PROVIDER] NAME` switches to: `NAME` on the current
+    /// provider, or on another preset with that preset's server, API and key.
+    pub fn switch_model(&self, provider: Option<&str>, model: &str) -> Result<ProviderConfig, ConfigError> {
+        let mut layer = Layer { model: Some(model.to_owned()), ..self.layer.clone() };
+        if let Some(provider) = provider {
+            let current = pick_provider(&self.layer);
+            if current.as_deref() != Some(provider) {
+                layer.provider = Some(provider.to_owned());
+                layer.base_url = None;
+                layer.api = None;
+                layer.api_key = None;
+            }
+        }
+        provider_config(&layer)
     }
+}
+
+fn settings_from(
+    layer: Layer,
+    pricing: BTreeMap<String, Price>,
+    profile: Option<String>,
+    interactive: bool,
+) -> Result<Settings, ConfigError> {
+    let client = provider_config(&layer)?;
     let permission = match &layer.permission {
         Some(text) => PermissionMode::parse(text).ok_or_else(|| {
             ConfigError(format!("--permission must be auto, ask or read-only (got `{text}`)"))
@@ -431,10 +512,10 @@ fn settings_from(
         model: ModelSettings::Remote(Box::new(client)),
         max_steps,
         permission,
-        deny: layer.deny.unwrap_or_default(),
-        allowed_roots: layer.allowed_roots.unwrap_or_default(),
+        deny: layer.deny.clone().unwrap_or_default(),
+        allowed_roots: layer.allowed_roots.clone().unwrap_or_default(),
         allow_hardlinks: layer.allow_hardlinks.unwrap_or(false),
-        env_passthrough: layer.env_passthrough.unwrap_or_default(),
+        env_passthrough: layer.env_passthrough.clone().unwrap_or_default(),
         pid_namespace: layer.pid_namespace.unwrap_or(true),
         pricing,
         profile,
@@ -444,6 +525,7 @@ fn settings_from(
         // Servers handle a required call poorly (llama-server let Qwen 1.5B run on past
         // its call for thousands of tokens); the embedded engine constrains it exactly.
         tool_first: layer.tool_first.unwrap_or(false),
+        layer,
     })
 }
 
@@ -497,5 +579,81 @@ mod tests {
             bad(Layer { permission: Some("yolo".into()), ..base.clone() }).contains("auto, ask or read-only")
         );
         assert!(bad(Layer { max_steps: Some(0), ..base }).contains("at least 1"));
+    }
+
+    #[test]
+    fn the_api_comes_from_the_preset_or_the_flag() {
+        let layer = |provider: &str, api: Option<&str>| Layer {
+            provider: Some(provider.into()),
+            api: api.map(str::to_owned),
+            api_key: Some("k".into()),
+            ..Layer::default()
+        };
+        let config = |layer: Layer| provider_config(&layer).unwrap();
+        let anthropic = config(layer("anthropic", None));
+        assert_eq!((anthropic.api, anthropic.model.as_str()), (Api::Anthropic, "claude-sonnet-4-6"));
+        assert_eq!(anthropic.endpoint(), "https://api.anthropic.com/v1/messages");
+        assert_eq!(config(layer("openai", None)).api, Api::Responses);
+        assert_eq!(
+            config(layer("openai", Some("chat"))).endpoint(),
+            "https://api.openai.com/v1/chat/completions"
+        );
+        let llamacpp = config(layer("llamacpp", Some("anthropic")));
+        assert_eq!(llamacpp.endpoint(), "http://localhost:8080/v1/messages");
+        assert!(llamacpp.text_tool_calls);
+        let custom = Layer {
+            base_url: Some("http://127.0.0.1:8092/v1".into()),
+            model: Some("m".into()),
+            api: Some("responses".into()),
+            thinking: Some("2048".into()),
+            reasoning_effort: Some("low".into()),
+            ..Layer::default()
+        };
+        let custom = config(custom);
+        assert_eq!(custom.endpoint(), "http://127.0.0.1:8092/v1/responses");
+        assert_eq!(custom.thinking, Thinking::Budget(2048));
+        assert_eq!(custom.reasoning_effort.as_deref(), Some("low"));
+        let bad = provider_config(&layer("openai", Some("completions"))).unwrap_err().0;
+        assert!(bad.contains("--api must be chat, responses or anthropic"), "{bad}");
+        let bad = provider_config(&Layer { thinking: Some("lots".into()), ..layer("anthropic", None) })
+            .unwrap_err()
+            .0;
+        assert!(bad.contains("thinking must be off, adaptive"), "{bad}");
+    }
+
+    #[test]
+    fn switching_model_keeps_the_server_and_switching_provider_takes_the_presets() {
+        let layer = Layer {
+            provider: Some("llamacpp".into()),
+            base_url: Some("http://127.0.0.1:8092/v1".into()),
+            api: Some("responses".into()),
+            ..Layer::default()
+        };
+        let settings = settings_from(layer, BTreeMap::new(), None, false).unwrap();
+        let same = settings.switch_model(None, "other").unwrap();
+        assert_eq!(
+            (same.endpoint().as_str(), same.model.as_str()),
+            ("http://127.0.0.1:8092/v1/responses", "other")
+        );
+        let ollama = settings.switch_model(Some("ollama"), "qwen").unwrap();
+        assert_eq!(ollama.endpoint(), "http://localhost:11434/v1/chat/completions");
+        assert_eq!(ollama.provider, "ollama");
+    }
+
+    #[test]
+    fn an_anthropic_key_in_the_environment_picks_anthropic() {
+        let only = |var: &'static str| move |name: &str| (name == var).then(|| "key".to_owned());
+        assert_eq!(
+            pick_provider_in(&Layer::default(), only("ANTHROPIC_API_KEY")).as_deref(),
+            Some("anthropic")
+        );
+        assert_eq!(pick_provider_in(&Layer::default(), only("OPENAI_API_KEY")).as_deref(), Some("openai"));
+        assert_eq!(pick_provider_in(&Layer::default(), only("NOTHING")), None);
+        let with_url = Layer { base_url: Some("http://h/v1".into()), ..Layer::default() };
+        assert_eq!(
+            pick_provider_in(&with_url, only("ANTHROPIC_API_KEY")),
+            None,
+            "a base URL means a custom server"
+        );
     }
 }
