@@ -212,6 +212,8 @@ pub struct Settings {
     pub tool_first: bool,
     /// The merged settings the model came from, to build another (`/model`).
     pub layer: Layer,
+    /// The config file's profiles (`/model PROFILE`).
+    pub profiles: BTreeMap<String, Layer>,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -341,7 +343,9 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
         settings.tool_first = tool_first;
         return Ok(settings);
     }
-    settings_from(layer, file.pricing, profile_name, interactive)
+    let mut settings = settings_from(layer, file.pricing, profile_name, interactive)?;
+    settings.profiles = file.profiles;
+    Ok(settings)
 }
 
 /// The provider a layer names, or the first whose key is in the environment (`vars`).
@@ -464,19 +468,43 @@ pub fn provider_config(layer: &Layer) -> Result<ProviderConfig, ConfigError> {
 }
 
 impl Settings {
-    /// The configuration `/model [PROVIDER] NAME` switches to: `NAME` on the current
-    /// provider, or on another preset with that preset's server, API and key.
-    pub fn switch_model(&self, provider: Option<&str>, model: &str) -> Result<ProviderConfig, ConfigError> {
-        let mut layer = Layer { model: Some(model.to_owned()), ..self.layer.clone() };
-        if let Some(provider) = provider {
-            let current = pick_provider(&self.layer);
-            if current.as_deref() != Some(provider) {
-                layer.provider = Some(provider.to_owned());
-                layer.base_url = None;
-                layer.api = None;
-                layer.api_key = None;
-            }
+    /// The layer without what names a model and its server: what another provider's
+    /// model keeps of the current settings.
+    fn without_model(&self) -> Layer {
+        Layer {
+            provider: None,
+            api: None,
+            base_url: None,
+            model: None,
+            api_key: None,
+            thinking: None,
+            reasoning_effort: None,
+            reasoning_summary: None,
+            reasoning_replay: None,
+            text_tool_calls: None,
+            ..self.layer.clone()
         }
+    }
+
+    /// The configuration `/model ARG` switches to. `ARG` is a profile of the config file
+    /// (its provider, server, API and model), a preset with or without a model name
+    /// (`anthropic`, `openai gpt-5`: the preset's server, API and key), or a model name
+    /// on the current server.
+    pub fn switch_model(&self, arg: &str) -> Result<ProviderConfig, ConfigError> {
+        let mut words = arg.split_whitespace();
+        let (first, second) = (words.next().unwrap_or_default(), words.next());
+        let preset = first == "custom" || Preset::find(first).is_some();
+        let layer = match (self.profiles.get(first), second) {
+            (Some(profile), None) => profile.clone().over(self.without_model()),
+            _ if preset && pick_provider(&self.layer).as_deref() != Some(first) => {
+                let model = second.map(str::to_owned);
+                Layer { provider: Some(first.to_owned()), model, ..self.without_model() }
+            }
+            _ if preset => {
+                Layer { model: second.map(str::to_owned).or(self.layer.model.clone()), ..self.layer.clone() }
+            }
+            _ => Layer { model: Some(first.to_owned()), ..self.layer.clone() },
+        };
         provider_config(&layer)
     }
 }
@@ -526,6 +554,7 @@ fn settings_from(
         // its call for thousands of tokens); the embedded engine constrains it exactly.
         tool_first: layer.tool_first.unwrap_or(false),
         layer,
+        profiles: BTreeMap::new(),
     })
 }
 
@@ -622,22 +651,42 @@ mod tests {
     }
 
     #[test]
-    fn switching_model_keeps_the_server_and_switching_provider_takes_the_presets() {
+    fn model_switches_to_a_name_a_preset_or_a_profile() {
         let layer = Layer {
             provider: Some("llamacpp".into()),
             base_url: Some("http://127.0.0.1:8092/v1".into()),
             api: Some("responses".into()),
             ..Layer::default()
         };
-        let settings = settings_from(layer, BTreeMap::new(), None, false).unwrap();
-        let same = settings.switch_model(None, "other").unwrap();
+        let mut settings = settings_from(layer, BTreeMap::new(), None, false).unwrap();
+        let claude = Layer {
+            provider: Some("anthropic".into()),
+            base_url: Some("http://mock/v1".into()),
+            model: Some("claude-a".into()),
+            api_key: Some("k".into()),
+            ..Layer::default()
+        };
+        settings.profiles.insert("claude".into(), claude);
+        let switch = |arg: &str| {
+            let config = settings.switch_model(arg).unwrap();
+            (config.provider.clone(), config.api, config.endpoint(), config.model.clone())
+        };
+        let (local, responses) = ("http://127.0.0.1:8092/v1/responses".to_owned(), Api::Responses);
         assert_eq!(
-            (same.endpoint().as_str(), same.model.as_str()),
-            ("http://127.0.0.1:8092/v1/responses", "other")
+            switch("qwen2.5-coder:7b"),
+            ("llamacpp".into(), responses, local.clone(), "qwen2.5-coder:7b".into())
         );
-        let ollama = settings.switch_model(Some("ollama"), "qwen").unwrap();
-        assert_eq!(ollama.endpoint(), "http://localhost:11434/v1/chat/completions");
-        assert_eq!(ollama.provider, "ollama");
+        assert_eq!(switch("llamacpp other"), ("llamacpp".into(), responses, local, "other".into()));
+        assert_eq!(
+            switch("ollama qwen"),
+            ("ollama".into(), Api::Chat, "http://localhost:11434/v1/chat/completions".into(), "qwen".into())
+        );
+        assert_eq!(
+            switch("claude"),
+            ("anthropic".into(), Api::Anthropic, "http://mock/v1/messages".into(), "claude-a".into())
+        );
+        let error = settings.switch_model("ollama").unwrap_err().0;
+        assert!(error.contains("needs a model name"), "{error}");
     }
 
     #[test]

@@ -23,8 +23,9 @@ const HELP: &str = "commands:
   /sessions        recent sessions of this folder
   /resume ID       switch to another session
   /fork            branch the current session and continue in the branch
-  /model NAME      switch the model (same provider)
-  /model PROVIDER [NAME]  switch to another provider's model (its API, key, server)
+  /model NAME      switch the model (same server)
+  /model PROVIDER [NAME]  switch to a preset's model (its server, API and key)
+  /model PROFILE   switch to a profile of the config file
   /usage           tokens and cost of this session
   /quit            leave (also Ctrl-D, or Ctrl-C twice at the prompt)
 While the agent works: Ctrl-C stops the turn; typing a line and Enter steers it.";
@@ -80,22 +81,11 @@ impl Repl {
         self.ctx.model = model;
     }
 
-    /// `/model NAME` or `/model PROVIDER [NAME]`: the next request goes to that model.
-    /// What only the old model can read (signed thinking, encrypted reasoning) stays in
-    /// the log and is not sent to the new one.
+    /// `/model ARG` (see [`Settings::switch_model`]): the next request goes to that
+    /// model. What only the old model can read (signed thinking, encrypted reasoning)
+    /// stays in the log and is not sent to the new one.
     fn switch_model(&mut self, arg: &str) {
-        let (provider, model) = parse_model_switch(arg);
-        let model = match (provider, model) {
-            (_, Some(model)) => model.to_owned(),
-            (Some(name), None) => match keel_llm::Preset::find(name).and_then(|p| p.default_model) {
-                Some(model) => model.to_owned(),
-                None => {
-                    return self.say(&format!("provider `{name}` needs a model name: /model {name} NAME"));
-                }
-            },
-            (None, None) => return,
-        };
-        let switched = self.settings.switch_model(provider, &model).and_then(|config| {
+        let switched = self.settings.switch_model(arg).and_then(|config| {
             let client = setup::client(&config)?;
             Ok((config, client))
         });
@@ -197,19 +187,6 @@ impl Repl {
             _ => self.say(&format!("unknown command {name}; /help lists them")),
         }
         Ok(true)
-    }
-}
-
-/// `/model` arguments: `NAME`, `PROVIDER NAME` or `PROVIDER` (a preset's name alone).
-fn parse_model_switch(arg: &str) -> (Option<&str>, Option<&str>) {
-    let mut words = arg.split_whitespace();
-    let (first, second) = (words.next(), words.next());
-    let is_provider = |name: &str| name == "custom" || keel_llm::Preset::find(name).is_some();
-    match (first, second) {
-        (Some(provider), Some(model)) if is_provider(provider) => (Some(provider), Some(model)),
-        (Some(provider), None) if keel_llm::Preset::find(provider).is_some() => (Some(provider), None),
-        (Some(model), _) => (None, Some(model)),
-        (None, _) => (None, None),
     }
 }
 
@@ -327,24 +304,4 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         return Ok(exit::INTERRUPTED);
     }
     Ok(exit::OK)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn model_switches_name_a_model_a_provider_or_both() {
-        assert_eq!(parse_model_switch("gpt-5"), (None, Some("gpt-5")));
-        assert_eq!(parse_model_switch("qwen2.5-coder:7b"), (None, Some("qwen2.5-coder:7b")));
-        assert_eq!(parse_model_switch("anthropic"), (Some("anthropic"), None));
-        assert_eq!(
-            parse_model_switch("anthropic claude-opus-4-6"),
-            (Some("anthropic"), Some("claude-opus-4-6"))
-        );
-        assert_eq!(
-            parse_model_switch("openrouter qwen/qwen-2.5-coder"),
-            (Some("openrouter"), Some("qwen/qwen-2.5-coder"))
-        );
-    }
 }
