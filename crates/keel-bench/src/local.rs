@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use keel_llm::{
     AssistantMessage, CancellationToken, ContentBlock, Message, ModelClient, ModelRequest, ToolCall,
-    ToolChoice, ToolResultMessage, UserMessage,
+    ToolResultMessage, UserMessage,
 };
 use keel_local::engine::{LocalConfig, LocalModel, RequestStats};
 use keel_tools::{ToolsConfig, builtin};
@@ -35,7 +35,7 @@ fn conversation(steps: usize) -> Vec<Message> {
     for (i, (name, args, result)) in calls.iter().take(steps).enumerate() {
         let id = format!("call_{i}");
         messages.push(Message::Assistant(AssistantMessage {
-            content: vec![ContentBlock::ToolCall(ToolCall::new(id.clone(), name, args))],
+            content: vec![ContentBlock::ToolCall(ToolCall::new(id.clone(), *name, *args))],
             ..AssistantMessage::default()
         }));
         messages.push(Message::ToolResult(ToolResultMessage {
