@@ -274,3 +274,21 @@ async fn a_stream_cut_before_message_stop_is_retried_when_nothing_was_shown() {
     assert_eq!(outcome.result.unwrap().text(), "Done: the tests pass.");
     assert_eq!(retries(&outcome.events).len(), 1);
 }
+
+#[tokio::test]
+async fn pings_are_not_progress() {
+    let server = MockServer::start().await;
+    let start = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n".to_vec();
+    let ping = b"event: ping\ndata: {\"type\": \"ping\"}\n\n".to_vec();
+    let mut chunks = vec![start];
+    chunks.extend(std::iter::repeat_n(ping, 40));
+    server.push(MockResponse::chunks(chunks).delay_each(Duration::from_millis(50)));
+    let mut config = config(&server, ANTHROPIC);
+    config.idle_timeout = Duration::from_millis(400);
+    config.max_retries = 0;
+    let client = config.client().unwrap();
+    let started = std::time::Instant::now();
+    let error = run(&*client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Idle);
+    assert!(started.elapsed() < Duration::from_millis(1500), "{:?}", started.elapsed());
+}

@@ -376,6 +376,10 @@ impl Events for Decoder {
         !self.started && !self.emitted
     }
 
+    fn is_keep_alive(&self, event: &SseEvent) -> bool {
+        event.event == "ping" || matches!(event.data.trim(), r#"{"type": "ping"}"# | r#"{"type":"ping"}"#)
+    }
+
     fn finish(self) -> Result<AssistantMessage, ModelError> {
         if !self.stopped && self.stop_reason.is_none() {
             return Err(ModelError::new(

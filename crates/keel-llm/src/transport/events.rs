@@ -51,6 +51,11 @@ pub(crate) trait Events: Send {
     fn is_blank(&self) -> bool;
     /// See [`Decode::finish`].
     fn finish(self) -> Result<AssistantMessage, ModelError>;
+    /// Whether `event` only keeps the connection alive (Anthropic's `ping`): it is
+    /// handled, but it is no progress for the idle timer.
+    fn is_keep_alive(&self, _event: &SseEvent) -> bool {
+        false
+    }
 }
 
 /// An SSE body decoded by `H`: the parser, the event count and the `[DONE]` sentinel
@@ -92,7 +97,9 @@ impl<H: Events> EventStream<H> {
             if data.is_empty() {
                 continue;
             }
-            self.count += 1;
+            if !self.handler.is_keep_alive(&event) {
+                self.count += 1;
+            }
             match self.handler.on_event(&event, out) {
                 Ok(false) => {}
                 done_or_error => {
