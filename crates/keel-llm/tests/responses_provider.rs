@@ -135,16 +135,15 @@ async fn reasoning_goes_back_verbatim_before_its_call() {
 
 #[tokio::test]
 async fn a_failed_response_for_context_is_a_context_overflow() {
-    let server = MockServer::start().await;
-    server.push(MockResponse::chunks(split(&fixture("responses_context_failed.sse"), 7)));
-    let client = config(&server, RESPONSES).client().unwrap();
-    let error = run(&*client, &user("go")).await.result.unwrap_err();
+    let (error, _) = error_through_splits("responses_context_failed.sse", RESPONSES).await;
     assert_eq!(error.kind, ModelErrorKind::ContextOverflow);
-    assert_eq!(server.request_count(), 1);
+    assert!(error.message.contains("exceeds the context window"), "{}", error.message);
 }
 
 #[tokio::test]
 async fn a_rate_limit_event_before_output_is_retried() {
+    let (error, _) = error_through_splits("responses_rate_limited.sse", RESPONSES).await;
+    assert_eq!(error.kind, ModelErrorKind::RateLimited);
     let server = MockServer::start().await;
     server.push(MockResponse::chunks(split(&fixture("responses_rate_limited.sse"), 7)));
     server.push(MockResponse::chunks(split(&fixture("responses_parallel_tools.sse"), 64)));

@@ -90,6 +90,28 @@ pub async fn through_splits(
     last.unwrap()
 }
 
+/// The fixture's error, the same whatever the chunk size (1, 7, 64 bytes, whole); no
+/// retries, so an error before any output surfaces too. Returns it with the events
+/// streamed before it.
+pub async fn error_through_splits(name: &str, api: keel_llm::Api) -> (ModelError, Vec<ModelEvent>) {
+    let bytes = fixture(name);
+    let mut last: Option<(ModelError, Vec<ModelEvent>)> = None;
+    for size in [1, 7, 64, bytes.len()] {
+        let server = MockServer::start().await;
+        server.push(MockResponse::chunks(split(&bytes, size)));
+        let mut config = config(&server, api);
+        config.max_retries = 0;
+        let client: Arc<dyn ModelClient> = config.client().unwrap();
+        let outcome = run(&*client, &user("go")).await;
+        let got = (outcome.result.unwrap_err(), outcome.events);
+        if let Some(previous) = &last {
+            assert_eq!(&got, previous, "split size {size} changed the result");
+        }
+        last = Some(got);
+    }
+    last.unwrap()
+}
+
 /// Retry events: (attempt, delay).
 pub fn retries(events: &[ModelEvent]) -> Vec<(u32, Duration)> {
     events
