@@ -3,6 +3,10 @@
 //! The agent loop (`keel-agent`) only sees the types here: [`Message`] for the
 //! conversation, [`ModelRequest`] for what is sent, and a stream of [`ModelEvent`]s for
 //! what comes back.
+//!
+//! With the `http` feature (default), three wire APIs over one transport: [`openai`]
+//! (Chat Completions), [`anthropic`] (Messages) and [`responses`] (OpenAI Responses); a
+//! [`ProviderConfig`] (from a [`Preset`] or by hand) makes the client for its [`Api`].
 
 #[cfg(feature = "http")]
 pub mod anthropic;

@@ -1,6 +1,6 @@
 //! The Anthropic Messages provider: `POST {base_url}/messages` (Anthropic's API, and
-//! servers that speak it, such as llama.cpp's llama-server). An encoder ([`wire`]) and
-//! a decoder ([`decode`]) over the shared [`transport`](crate::transport).
+//! servers that speak it, such as llama.cpp's llama-server). An encoder (`wire`) and
+//! a decoder (`decode`) over the shared `transport`.
 //!
 //! The key goes in `x-api-key`, with `anthropic-version: 2023-06-01`; a thinking
 //! budget adds the interleaved-thinking beta so the model thinks between tool calls

@@ -1,7 +1,7 @@
 //! The OpenAI-compatible Chat Completions provider: DeepSeek, OpenAI, OpenRouter,
 //! Ollama, llama.cpp's llama-server, vLLM, LM Studio — anything that serves
-//! `POST {base_url}/chat/completions`. An encoder ([`wire`]) and a decoder
-//! ([`decode`], [`stream`]) over the shared [`transport`](crate::transport).
+//! `POST {base_url}/chat/completions`. An encoder (`wire`) and a decoder
+//! (`decode`, `stream`) over the shared `transport`.
 
 mod decode;
 mod stream;

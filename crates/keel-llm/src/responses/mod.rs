@@ -1,6 +1,6 @@
 //! The OpenAI Responses provider: `POST {base_url}/responses` (OpenAI, and servers
-//! that speak it, such as llama.cpp's llama-server). An encoder ([`wire`]) and a
-//! decoder ([`decode`]) over the shared [`transport`](crate::transport).
+//! that speak it, such as llama.cpp's llama-server). An encoder (`wire`) and a
+//! decoder (`decode`) over the shared `transport`.
 //!
 //! Nothing is stored at the provider (`store: false`): each request carries the whole
 //! history, reasoning included as the encrypted items the model returned, so a
