@@ -410,7 +410,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn call(id: &str) -> ContentBlock {
-        ContentBlock::ToolCall(ToolCall { id: id.into(), name: "t".into(), arguments: "{}".into() })
+        ContentBlock::ToolCall(ToolCall::new(id, "t", "{}"))
     }
 
     #[test]

@@ -110,7 +110,7 @@ mod tests {
     use super::*;
 
     fn call(name: &str, arguments: &str) -> ToolCall {
-        ToolCall { id: "x".into(), name: name.into(), arguments: arguments.into() }
+        ToolCall::new("x", name, arguments)
     }
 
     #[test]

@@ -91,12 +91,9 @@ impl TurnRun<'_> {
     }
 
     async fn stream_reply(&mut self, tool_choice: ToolChoice) -> Reply {
-        let request = ModelRequest {
-            system: self.system,
-            messages: self.session.messages(),
-            tools: self.agent.tools.definitions(),
-            tool_choice,
-        };
+        let request = ModelRequest::new(self.system, self.session.messages(), self.agent.tools.definitions())
+            .tool_choice(tool_choice)
+            .cache_key(self.session.id());
         let mut stream = self.model.stream(request, self.cancel.child_token());
         let mut partial = keel_llm::MessageBuilder::new();
         loop {

@@ -57,6 +57,8 @@ async fn five_step_task_requests_are_exactly_the_derived_history() {
         assert_eq!(request.messages, derive_messages(&events[..start]).unwrap());
         assert_eq!(request.system, "Be precise.");
         assert_eq!(request.tool_choice, ToolChoice::Auto);
+        // The session is the conversation's cache key (Responses `prompt_cache_key`).
+        assert_eq!(request.cache_key.as_deref(), Some(session.id()));
         assert_eq!(request.tools.len(), 1);
     }
     assert_eq!(session.messages(), derive_messages(&events).unwrap().as_slice());

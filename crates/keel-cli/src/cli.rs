@@ -19,11 +19,17 @@ pub struct Cli {
     #[arg(short = 'p', long = "print", value_name = "TASK", conflicts_with = "task")]
     pub print: Option<String>,
 
-    /// Provider preset: deepseek, openai, openrouter, ollama, llamacpp, vllm, custom.
+    /// Provider preset: anthropic, openai, deepseek, openrouter, ollama, llamacpp, vllm, custom.
     #[arg(long, env = "KEEL_PROVIDER", hide_env_values = true)]
     pub provider: Option<String>,
 
-    /// Base URL of an OpenAI-compatible server (requests go to {base}/chat/completions).
+    /// The wire API: chat (Chat Completions), responses (OpenAI Responses) or anthropic
+    /// (Anthropic Messages). Default: the preset's (chat for a custom server).
+    #[arg(long, env = "KEEL_API", hide_env_values = true, value_name = "API")]
+    pub api: Option<String>,
+
+    /// Base URL of the server, /v1 included (requests go to {base}/chat/completions,
+    /// {base}/responses or {base}/messages).
     #[arg(long, env = "KEEL_BASE_URL", hide_env_values = true)]
     pub base_url: Option<String>,
 

@@ -10,6 +10,7 @@ mod paths;
 mod pricing;
 mod print_mode;
 mod prompt;
+mod provider;
 mod render;
 mod sessions;
 mod setup;

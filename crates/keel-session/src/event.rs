@@ -7,8 +7,15 @@ use keel_llm::{AssistantMessage, ToolDefinition, Usage};
 
 use crate::error::SessionError;
 
-/// Version of the log format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the log format this build writes, and the newest it reads.
+///
+/// - 1: the first format.
+/// - 2: assistant messages may carry `origin` (the provider and model that wrote them),
+///   `redacted_thinking` and `provider_item` blocks, tool calls an `item_id`, usage
+///   `cache_write_tokens`. Every addition is optional, so a version 1 log loads as it is
+///   and derives the same messages; a keel that reads only version 1 refuses a version 2
+///   log by its header instead of failing on a line it does not know.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// One entry of the session log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,8 +29,11 @@ pub struct Event {
 }
 
 /// Everything that can happen in a session, tagged `type` with a `data` payload on disk.
+/// New kinds come with new features (a format version each), so matches outside this
+/// crate need a wildcard arm.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data")]
+#[non_exhaustive]
 pub enum EventKind {
     /// First line of every log.
     #[serde(rename = "session/header")]
@@ -200,6 +210,7 @@ pub struct UserInput {
 /// How a user message entered the session.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum InputSource {
     /// The input that started the turn.
     #[default]

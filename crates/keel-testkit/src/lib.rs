@@ -1,12 +1,17 @@
 //! Test support for keel: a [`ScriptedModel`] that replays assistant messages and records
-//! every request, and (in [`http`]) a mock OpenAI-compatible HTTP server.
+//! every request, (in [`http`]) a mock HTTP server, and stream builders for each wire
+//! API ([`ChatStream`], [`AnthropicStream`], [`ResponsesStream`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod anthropic;
 pub mod chat;
 pub mod http;
+pub mod responses;
 mod scripted;
 
+pub use anthropic::AnthropicStream;
 pub use chat::ChatStream;
 pub use http::{HttpRequest, MockResponse, MockServer};
+pub use responses::ResponsesStream;
 pub use scripted::{RecordedRequest, ReplyBuilder, ScriptedModel, reply};

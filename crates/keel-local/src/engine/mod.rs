@@ -266,8 +266,9 @@ fn finish_message(
             input_tokens: stats.prompt_tokens as u64,
             output_tokens: stats.generated_tokens as u64,
             cached_tokens: stats.reused_tokens as u64,
-            reasoning_tokens: 0,
+            ..Usage::default()
         },
         interrupted: false,
+        origin: None,
     }
 }
