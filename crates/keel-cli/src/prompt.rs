@@ -14,14 +14,15 @@ const MAX_AGENTS_BYTES: usize = 32 * 1024;
 /// A worked example for small models, which imitate examples better than they follow
 /// rules: look, change, check, answer — one call per reply.
 const EXAMPLE: &str = r#"
+Begin each reply with one short sentence: what you learned and what you do next. Then the tool call.
 Example: for the task "Make app.py print Hi instead of Hello, and run it", your replies are, one at a time:
-1. read_file {"path": "app.py"}
-2. edit_file {"path": "app.py", "old_text": "print(\"Hello\")", "new_text": "print(\"Hi\")"}
-3. shell {"command": "python3 app.py"}"#;
+1. I read app.py first. read_file {"path": "app.py"}
+2. Line 3 prints Hello; I change it to Hi. edit_file {"path": "app.py", "old_text": "print(\"Hello\")", "new_text": "print(\"Hi\")"}
+3. Now I run it to check. shell {"command": "python3 app.py"}"#;
 const EXAMPLE_ANSWER: &str = r#"
-4. answer {"text": "app.py now prints Hi; I ran it to check."}"#;
+4. It printed Hi, so the task is done. answer {"text": "app.py now prints Hi; I ran it to check."}"#;
 const EXAMPLE_REPLY: &str = "
-4. (no tool) app.py now prints Hi; I ran it to check.";
+4. It printed Hi, so the task is done: app.py now prints Hi; I ran it to check.";
 
 /// The base system prompt for a tool profile. It names no folder (the environment block
 /// in the first message does), so it is the same in every project and its evaluation can
