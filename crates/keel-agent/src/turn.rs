@@ -91,6 +91,15 @@ impl TurnRun<'_> {
     }
 
     async fn stream_reply(&mut self, tool_choice: ToolChoice) -> Reply {
+        // Debug builds check the invariant every request relies on.
+        #[cfg(debug_assertions)]
+        if let Err(e) = keel_session::validate(self.session.messages()) {
+            let error = ModelError::new(
+                keel_llm::ModelErrorKind::InvalidResponse,
+                format!("keel bug: the history derived from the log is not provider-valid ({e})"),
+            );
+            return Reply::Failed(AssistantMessage::default(), error);
+        }
         let request = ModelRequest::new(self.system, self.session.messages(), self.agent.tools.definitions())
             .tool_choice(tool_choice)
             .cache_key(self.session.id());

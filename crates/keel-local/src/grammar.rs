@@ -127,7 +127,12 @@ const MAX_DEPTH: usize = 12;
 /// after an optional short thought (up to `thought` characters of text, without `<`;
 /// 0 for none); after the last call only the end of the reply is allowed. `None` when
 /// there are no tools.
-pub fn tool_calls(tools: &[ToolDefinition], style: CallStyle, max_calls: usize, thought: usize) -> Option<String> {
+pub fn tool_calls(
+    tools: &[ToolDefinition],
+    style: CallStyle,
+    max_calls: usize,
+    thought: usize,
+) -> Option<String> {
     if tools.is_empty() {
         return None;
     }

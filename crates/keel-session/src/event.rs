@@ -65,6 +65,15 @@ pub enum EventKind {
     /// The one result of a tool call.
     #[serde(rename = "tool/result")]
     ToolResult(ToolResultData),
+    /// Old tool results replaced by stubs to save context.
+    #[serde(rename = "context/pruned")]
+    ContextPruned(crate::context::Pruned),
+    /// A compaction begins (the summary request follows).
+    #[serde(rename = "compaction/start")]
+    CompactionStart(crate::context::CompactionStart),
+    /// A compaction ends: the older part is replaced by the summary (or nothing changed).
+    #[serde(rename = "compaction/end")]
+    CompactionEnd(crate::context::CompactionEnd),
 }
 
 impl EventKind {
@@ -81,6 +90,9 @@ impl EventKind {
             EventKind::AssistantMessage(_) => "assistant/message",
             EventKind::ToolCall(_) => "tool/call",
             EventKind::ToolResult(_) => "tool/result",
+            EventKind::ContextPruned(_) => "context/pruned",
+            EventKind::CompactionStart(_) => "compaction/start",
+            EventKind::CompactionEnd(_) => "compaction/end",
         }
     }
 }
@@ -323,6 +335,9 @@ impl Event {
             "assistant/message" => EventKind::AssistantMessage(decode(data)?),
             "tool/call" => EventKind::ToolCall(decode(data)?),
             "tool/result" => EventKind::ToolResult(decode(data)?),
+            "context/pruned" => EventKind::ContextPruned(decode(data)?),
+            "compaction/start" => EventKind::CompactionStart(decode(data)?),
+            "compaction/end" => EventKind::CompactionEnd(decode(data)?),
             other => {
                 return Err(SessionError::corrupt_msg(format!(
                     "unknown event type `{other}` (written by a newer keel?)"
