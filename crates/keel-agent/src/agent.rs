@@ -21,9 +21,14 @@ pub struct AgentConfig {
     /// When the step limit is hit, make one more request with tools disabled so the user
     /// gets an answer built from what was learned (default off).
     pub summary_on_step_limit: bool,
-    /// The first step of every turn must call a tool (default off). Small models often
-    /// answer a task with a plan instead of acting; one required call gets them started.
+    /// A step that answers user input (the prompt, steering, a hook's request) must call a
+    /// tool (default off). Small models often answer a task, or a request to finish it,
+    /// with a plan instead of acting; a required call gets them started.
     pub tool_first: bool,
+    /// Every step must call a tool (default off); the model ends a turn by calling a tool
+    /// that concludes it (such as an `answer` tool). For small models whose free text is
+    /// narration rather than work.
+    pub always_call: bool,
     /// Concurrency-safe calls run together, at most this many at once (default 8).
     pub max_parallel_tools: usize,
     /// A call running longer than this ends with a `timeout` error (default none; tools
@@ -32,6 +37,12 @@ pub struct AgentConfig {
     /// After an abort, how long a started tool may take to clean up before it is dropped
     /// (default 5 s).
     pub abort_grace: Duration,
+    /// The same call (or cycle of calls) made this many times in a row gets a note in
+    /// its result saying so (default 3; 0 never).
+    pub loop_warn_at: u32,
+    /// ... and at this many the turn stops with `looping`, after a request for a final
+    /// answer with tools off (default 8; 0 never).
+    pub loop_stop_at: u32,
 }
 
 impl Default for AgentConfig {
@@ -41,9 +52,12 @@ impl Default for AgentConfig {
             max_steps: 50,
             summary_on_step_limit: false,
             tool_first: false,
+            always_call: false,
             max_parallel_tools: 8,
             tool_timeout: None,
             abort_grace: Duration::from_secs(5),
+            loop_warn_at: 3,
+            loop_stop_at: 8,
         }
     }
 }

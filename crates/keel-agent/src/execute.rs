@@ -1,7 +1,7 @@
 //! Running one step's tool calls: validate, ask hooks, log `tool/call`, run (safe calls
 //! together, exclusive calls alone), log results in the model's order.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::Arc;
@@ -29,6 +29,8 @@ pub(crate) enum StepControl {
     },
     /// A result concluded the turn.
     Concluded,
+    /// The model repeated itself past the limit; its calls were not run.
+    Looping,
     /// End the turn now.
     End(TurnEndReason, Option<String>),
 }
@@ -175,6 +177,10 @@ fn commit(
     duration: Duration,
 ) -> Result<bool, SessionError> {
     let concludes = result.concludes_turn;
+    // A tool that concludes the turn delivers its answer (e.g. an `answer` tool).
+    if concludes && !result.is_error && !result.content.trim().is_empty() {
+        run.final_text = result.content.clone();
+    }
     run.tool_calls += 1;
     run.sink.emit(&AgentEvent::ToolFinished { step, call, result: &result, duration });
     run.log(EventKind::ToolResult(result))?;
@@ -253,6 +259,7 @@ pub(crate) async fn execute_calls(
     message_seq: u64,
     step: u32,
     length_cut: bool,
+    notes: &HashMap<String, String>,
 ) -> Result<StepControl, SessionError> {
     let items: Vec<Item> = calls.into_iter().map(|call| plan(run, call, length_cut)).collect();
     let pool = run.agent.config.max_parallel_tools.max(1);
@@ -376,7 +383,10 @@ pub(crate) async fn execute_calls(
                     let Some((outcome, duration)) = next else { break };
                     let call = &calls[index];
                     let ran = !duration.is_zero();
-                    let result = result_data(call, sources[index], outcome, ran.then_some(duration));
+                    let mut result = result_data(call, sources[index], outcome, ran.then_some(duration));
+                    if let (true, Some(note)) = (ran, notes.get(&call.id)) {
+                        result.content.push_str(note);
+                    }
                     concluded |= commit(run, step, call, result, duration)?;
                     index += 1;
                 }
@@ -400,7 +410,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn call(id: &str) -> ContentBlock {
-        ContentBlock::ToolCall(ToolCall { id: id.into(), name: "t".into(), arguments: "{}".into() })
+        ContentBlock::ToolCall(ToolCall::new(id, "t", "{}"))
     }
 
     #[test]

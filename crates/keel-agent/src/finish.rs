@@ -178,11 +178,7 @@ mod tests {
 
     fn call(id: &str, name: &str) -> Message {
         Message::Assistant(AssistantMessage {
-            content: vec![ContentBlock::ToolCall(ToolCall {
-                id: id.into(),
-                name: name.into(),
-                arguments: "{}".into(),
-            })],
+            content: vec![ContentBlock::ToolCall(ToolCall::new(id, name, "{}"))],
             ..AssistantMessage::default()
         })
     }

@@ -54,6 +54,10 @@ impl DynTool for Narrowed {
         self.inner.is_concurrency_safe()
     }
 
+    fn repeatable(&self) -> bool {
+        self.inner.repeatable()
+    }
+
     fn prepare(&self, arguments: &str) -> Result<PreparedCall, ToolError> {
         // Unknown fields are checked against the narrowed list first, so the message
         // names only what this tool offers.

@@ -136,6 +136,12 @@ pub trait Tool: Send + Sync + 'static {
         self.is_read_only()
     }
 
+    /// True when the same call may rightly be made again and again (polling a status):
+    /// loop detection leaves it alone.
+    fn repeatable(&self) -> bool {
+        false
+    }
+
     /// Runs the tool.
     fn call(
         &self,
@@ -159,6 +165,11 @@ pub trait DynTool: Send + Sync {
 
     /// True when calls may run concurrently with other safe calls.
     fn is_concurrency_safe(&self) -> bool;
+
+    /// True when the same call may rightly be repeated (loop detection leaves it alone).
+    fn repeatable(&self) -> bool {
+        false
+    }
 
     /// Validates the raw arguments and returns the call ready to run, or an
     /// `invalid_arguments` error explaining the problem.
@@ -203,6 +214,10 @@ impl<T: Tool> DynTool for TypedTool<T> {
 
     fn is_concurrency_safe(&self) -> bool {
         self.tool.is_concurrency_safe()
+    }
+
+    fn repeatable(&self) -> bool {
+        self.tool.repeatable()
     }
 
     fn prepare(&self, arguments: &str) -> Result<PreparedCall, ToolError> {

@@ -1,5 +1,7 @@
 //! The loop: a turn is steps until the model stops asking for tools.
 
+use std::collections::HashMap;
+
 use futures::StreamExt;
 use keel_llm::{
     AssistantMessage, FinishReason, ModelClient, ModelError, ModelEvent, ModelRequest, ToolChoice, Usage,
@@ -50,6 +52,10 @@ pub(crate) struct TurnRun<'a> {
     pub final_text: String,
     /// Index in the session's messages where this turn's messages begin.
     pub first_message: usize,
+    /// The task's calls so far, for loop detection.
+    pub repeats: crate::loops::Repeats,
+    /// Why calls in a reply requested with tools off are not run.
+    pub tools_off: &'static str,
 }
 
 enum Reply {
@@ -88,12 +94,18 @@ impl TurnRun<'_> {
     }
 
     async fn stream_reply(&mut self, tool_choice: ToolChoice) -> Reply {
-        let request = ModelRequest {
-            system: self.system,
-            messages: self.session.messages(),
-            tools: self.tools.definitions(),
-            tool_choice,
-        };
+        // Debug builds check the invariant every request relies on.
+        #[cfg(debug_assertions)]
+        if let Err(e) = keel_session::validate(self.session.messages()) {
+            let error = ModelError::new(
+                keel_llm::ModelErrorKind::InvalidResponse,
+                format!("keel bug: the history derived from the log is not provider-valid ({e})"),
+            );
+            return Reply::Failed(AssistantMessage::default(), error);
+        }
+        let request = ModelRequest::new(self.system, self.session.messages(), self.tools.definitions())
+            .tool_choice(tool_choice)
+            .cache_key(self.session.id());
         let mut stream = self.model.stream(request, self.cancel.child_token());
         let mut partial = keel_llm::MessageBuilder::new();
         loop {
@@ -157,24 +169,39 @@ impl TurnRun<'_> {
         let calls: Vec<_> = message.tool_calls().cloned().collect();
         let length_cut = message.finish_reason == FinishReason::Length;
         let message_seq = self.log(EventKind::AssistantMessage(message))?;
+        let (repeated, notes) = self.count_repeats(&calls);
+        let stop_at = self.agent.config.loop_stop_at;
         let control = if calls.is_empty() {
             StepControl::Continue { made_calls: false }
+        } else if stop_at > 0 && repeated >= stop_at && tool_choice != ToolChoice::None {
+            crate::execute::refuse_calls(self, &calls, message_seq, step, crate::loops::NOT_RUN_LOOPING)?;
+            StepControl::Looping
         } else if tool_choice == ToolChoice::None {
             // The model ignored "no tools": answer every call so the history stays valid.
-            crate::execute::refuse_calls(
-                self,
-                &calls,
-                message_seq,
-                step,
-                "not run: the step limit was reached",
-            )?;
+            crate::execute::refuse_calls(self, &calls, message_seq, step, self.tools_off)?;
             StepControl::Continue { made_calls: false }
         } else {
-            execute_calls(self, calls, message_seq, step, length_cut).await?
+            execute_calls(self, calls, message_seq, step, length_cut, &notes).await?
         };
         let interrupted = matches!(control, StepControl::End(TurnEndReason::Aborted, _));
         self.log(EventKind::StepEnd(StepEnd { step, interrupted }))?;
         Ok(control)
+    }
+
+    /// Records this step's calls for loop detection: the most times in a row any of them
+    /// was repeated, and the notes for calls repeated past the warning threshold.
+    fn count_repeats(&mut self, calls: &[keel_llm::ToolCall]) -> (u32, HashMap<String, String>) {
+        let warn_at = self.agent.config.loop_warn_at;
+        let mut most = 0;
+        let mut notes = HashMap::new();
+        for call in calls {
+            let times = self.repeats.record(call, self.tools);
+            most = most.max(times);
+            if warn_at > 0 && times >= warn_at {
+                notes.insert(call.id.clone(), crate::loops::repeat_note(times));
+            }
+        }
+        (most, notes)
     }
 
     async fn end(
@@ -219,14 +246,19 @@ impl TurnRun<'_> {
             if self.cancel.is_cancelled() {
                 return self.end(TurnEndReason::Aborted, Some("aborted by the user".into())).await;
             }
-            let choice = if self.step == 0 && self.agent.config.tool_first && !self.tools.is_empty() {
-                ToolChoice::Required
-            } else {
-                ToolChoice::Auto
-            };
+            // With always_call, every step; with tool_first, a step that answers user input
+            // (the prompt, steering, a hook's request) must act before it may talk.
+            let answers_input = matches!(self.session.messages().last(), Some(keel_llm::Message::User(_)));
+            let config = &self.agent.config;
+            let required = config.always_call || (answers_input && config.tool_first);
+            let choice =
+                if required && !self.tools.is_empty() { ToolChoice::Required } else { ToolChoice::Auto };
+            // A result that concludes the turn ends it like an answer without calls: the
+            // turn-stopping hooks still have their say.
             let made_calls = match self.step(choice).await? {
                 StepControl::End(reason, message) => return self.end(reason, message).await,
-                StepControl::Concluded => return self.end(TurnEndReason::Completed, None).await,
+                StepControl::Concluded => false,
+                StepControl::Looping => return self.stop_looping().await,
                 StepControl::Continue { made_calls } => made_calls,
             };
             let steering = self.ctx.inbox.take_steering();
@@ -255,12 +287,29 @@ impl TurnRun<'_> {
         }
     }
 
+    /// Ends a turn stuck repeating itself, after asking for an answer with tools off.
+    async fn stop_looping(&mut self) -> Result<TurnOutcome, SessionError> {
+        let message = format!(
+            "stopped: the model made the same calls {} times in a row without progress",
+            self.agent.config.loop_stop_at
+        );
+        if !self.cancel.is_cancelled() {
+            self.tools_off = "not run: the turn was stopped for repeating the same calls";
+            self.user(crate::loops::LOOP_SUMMARY_REQUEST.to_owned(), InputSource::Harness)?;
+            if let StepControl::End(reason, detail) = self.step(ToolChoice::None).await? {
+                return self.end(reason, detail).await;
+            }
+        }
+        self.end(TurnEndReason::Looping, Some(message)).await
+    }
+
     async fn step_limit(&mut self) -> Result<TurnOutcome, SessionError> {
         let limit = self.agent.config.max_steps;
         let message = format!(
             "stopped after {limit} steps (the step limit); raise it with --max-steps or continue in a new turn"
         );
         if self.agent.config.summary_on_step_limit && !self.cancel.is_cancelled() {
+            self.tools_off = "not run: the step limit was reached";
             self.user(STEP_LIMIT_SUMMARY_REQUEST.to_owned(), InputSource::Harness)?;
             if let StepControl::End(reason, detail) = self.step(ToolChoice::None).await? {
                 return self.end(reason, detail).await;
@@ -287,6 +336,8 @@ impl Agent {
     ) -> Result<TurnOutcome, AgentError> {
         session.repair_observed(|event| sink.emit(&AgentEvent::Logged(event)))?;
         let turn = session.projection().turns() + 1;
+        let task = &session.messages()[session.projection().task_start()..];
+        let repeats = crate::loops::Repeats::from_messages(task, &self.tools);
         let (model, system) = self.resolve(ctx);
         let mut run = TurnRun {
             agent: self,
@@ -304,6 +355,8 @@ impl Agent {
             tool_calls: 0,
             final_text: String::new(),
             first_message: 0,
+            repeats,
+            tools_off: "not run: tools are off for this reply",
         };
         Ok(run.run(input.into()).await?)
     }

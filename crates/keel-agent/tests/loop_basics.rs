@@ -57,6 +57,8 @@ async fn five_step_task_requests_are_exactly_the_derived_history() {
         assert_eq!(request.messages, derive_messages(&events[..start]).unwrap());
         assert_eq!(request.system, "Be precise.");
         assert_eq!(request.tool_choice, ToolChoice::Auto);
+        // The session is the conversation's cache key (Responses `prompt_cache_key`).
+        assert_eq!(request.cache_key.as_deref(), Some(session.id()));
         assert_eq!(request.tools.len(), 1);
     }
     assert_eq!(session.messages(), derive_messages(&events).unwrap().as_slice());
@@ -236,20 +238,33 @@ async fn changing_the_model_logs_a_new_request_header() {
 }
 
 #[tokio::test]
-async fn tool_first_requires_a_call_in_the_first_step_only() {
+async fn tool_first_requires_a_call_in_steps_that_answer_user_input() {
     let model = ScriptedModel::new([
         reply().call("read_file", r#"{"path":"a"}"#),
+        reply().text("done?"),
+        reply().call("read_file", r#"{"path":"b"}"#),
         reply().text("done"),
         reply().text("second turn"),
     ]);
     let config = keel_agent::AgentConfig { tool_first: true, ..keel_agent::AgentConfig::default() };
-    let agent = Agent::builder(model.clone()).config(config).tool(FakeRead).build();
+    let hooks = OnceMore::new("finish it");
+    let agent = Agent::builder(model.clone()).config(config).tool(FakeRead).hooks(hooks).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let ctx = SessionContext::default();
     agent.run_turn(&mut session, &ctx, "go", &NullSink, &CancellationToken::new()).await.unwrap();
     agent.run_turn(&mut session, &ctx, "again", &NullSink, &CancellationToken::new()).await.unwrap();
     let choices: Vec<ToolChoice> = model.requests().iter().map(|r| r.tool_choice).collect();
-    assert_eq!(choices, vec![ToolChoice::Required, ToolChoice::Auto, ToolChoice::Required]);
+    // prompt, after a result, after the hook's request, after a result; the next prompt.
+    assert_eq!(
+        choices,
+        vec![
+            ToolChoice::Required,
+            ToolChoice::Auto,
+            ToolChoice::Required,
+            ToolChoice::Auto,
+            ToolChoice::Required
+        ]
+    );
     // Without tools there is nothing to require.
     let bare = ScriptedModel::new([reply().text("hi")]);
     let config = keel_agent::AgentConfig { tool_first: true, ..keel_agent::AgentConfig::default() };
@@ -326,4 +341,67 @@ async fn a_session_offers_its_own_tools_fixed_for_each_turn() {
     assert_eq!(results[1], ("call_finish_0_2".into(), "final answer delivered".into(), false));
     // The request header follows the session's tools.
     assert_eq!(session.projection().request_header().unwrap().tools.len(), 2);
+}
+
+#[tokio::test]
+async fn with_always_call_every_step_calls_and_a_concluding_tool_answers() {
+    /// Arguments of the answer tool.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct AnswerArgs {
+        text: String,
+    }
+    struct Answer;
+    impl keel_agent::Tool for Answer {
+        type Args = AnswerArgs;
+        fn name(&self) -> &str {
+            "answer"
+        }
+        fn description(&self) -> &str {
+            "Final answer."
+        }
+        async fn call(
+            &self,
+            args: AnswerArgs,
+            _ctx: keel_agent::ToolContext,
+        ) -> Result<keel_agent::ToolOutput, keel_agent::ToolError> {
+            Ok(keel_agent::ToolOutput::text(args.text).concluding())
+        }
+    }
+    let model = ScriptedModel::new([
+        reply().call("read_file", r#"{"path":"a"}"#),
+        reply().call("answer", r#"{"text":"a says hello"}"#),
+    ]);
+    let config = keel_agent::AgentConfig { always_call: true, ..keel_agent::AgentConfig::default() };
+    let agent = Agent::builder(model.clone()).config(config).tool(FakeRead).tool(Answer).build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (outcome.reason, outcome.final_text.as_str(), outcome.steps),
+        (TurnEndReason::Completed, "a says hello", 2)
+    );
+    let choices: Vec<ToolChoice> = model.requests().iter().map(|r| r.tool_choice).collect();
+    assert_eq!(choices, vec![ToolChoice::Required, ToolChoice::Required]);
+    // A hook can still send a concluded turn back to work.
+    let model = ScriptedModel::new([
+        reply().call("answer", r#"{"text":"done"}"#),
+        reply().call("read_file", r#"{"path":"a"}"#),
+        reply().call("answer", r#"{"text":"really done"}"#),
+    ]);
+    let config = keel_agent::AgentConfig { always_call: true, ..keel_agent::AgentConfig::default() };
+    let agent = Agent::builder(model.clone())
+        .config(config)
+        .tool(FakeRead)
+        .tool(Answer)
+        .hooks(OnceMore::new("check a first"))
+        .build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), "Look at a", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.final_text, "really done");
+    assert_provider_valid(session.messages());
 }

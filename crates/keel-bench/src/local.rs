@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use keel_llm::{
     AssistantMessage, CancellationToken, ContentBlock, Message, ModelClient, ModelRequest, ToolCall,
-    ToolChoice, ToolResultMessage, UserMessage,
+    ToolResultMessage, UserMessage,
 };
 use keel_local::engine::{LocalConfig, LocalModel, RequestStats};
 use keel_tools::{ToolsConfig, builtin};
@@ -35,11 +35,7 @@ fn conversation(steps: usize) -> Vec<Message> {
     for (i, (name, args, result)) in calls.iter().take(steps).enumerate() {
         let id = format!("call_{i}");
         messages.push(Message::Assistant(AssistantMessage {
-            content: vec![ContentBlock::ToolCall(ToolCall {
-                id: id.clone(),
-                name: (*name).into(),
-                arguments: (*args).into(),
-            })],
+            content: vec![ContentBlock::ToolCall(ToolCall::new(id.clone(), *name, *args))],
             ..AssistantMessage::default()
         }));
         messages.push(Message::ToolResult(ToolResultMessage {
@@ -55,12 +51,8 @@ fn conversation(steps: usize) -> Vec<Message> {
 fn run(runtime: &tokio::runtime::Runtime, model: &LocalModel, messages: &[Message], with_tools: bool) {
     let tools = builtin(Arc::new(ToolsConfig::default()));
     let definitions = if with_tools { tools.definitions() } else { &[] };
-    let request = ModelRequest {
-        system: "You are keel, a coding agent in a project folder.",
-        messages,
-        tools: definitions,
-        tool_choice: ToolChoice::Auto,
-    };
+    let request =
+        ModelRequest::new("You are keel, a coding agent in a project folder.", messages, definitions);
     runtime.block_on(async {
         let mut stream = model.stream(request, CancellationToken::new());
         while let Some(event) = stream.next().await {

@@ -1,7 +1,8 @@
 //! keel's benchmark. Prints figures; never fails on timing.
 //!
 //! `cargo build --release -p keel-cli && cargo run --release -p keel-bench` prints every
-//! section; name sections (`task`, `loop`, `many`, `stream`, `reopen`) to run only those.
+//! section; name sections (`task`, `loop`, `many`, `stream`, `reopen`, `shell`) to run
+//! only those.
 //! `many-real` (not in the default run) repeats `many` with real shell processes.
 //! See docs/performance.md for what each figure means and the latest results.
 
@@ -12,6 +13,7 @@ mod local;
 mod many;
 mod measure;
 mod sections;
+mod shellcost;
 mod stream;
 mod task;
 mod trajectory;
@@ -59,5 +61,8 @@ fn main() {
     }
     if wants("reopen") {
         sections::reopen();
+    }
+    if wants("shell") {
+        shellcost::shell_cost();
     }
 }

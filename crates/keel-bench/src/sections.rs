@@ -83,16 +83,16 @@ fn assistant_call(i: usize) -> EventKind {
     EventKind::AssistantMessage(AssistantMessage {
         content: vec![
             ContentBlock::Text { text: format!("Let me look at file {i}.") },
-            ContentBlock::ToolCall(ToolCall {
-                id: format!("call_{i}"),
-                name: "read_file".into(),
-                arguments: format!(r#"{{"path":"src/module_{i}.rs"}}"#),
-            }),
+            ContentBlock::ToolCall(ToolCall::new(
+                format!("call_{i}"),
+                "read_file",
+                format!(r#"{{"path":"src/module_{i}.rs"}}"#),
+            )),
         ],
         finish_reason: FinishReason::ToolUse,
         raw_finish_reason: Some("tool_calls".into()),
         usage: Usage { input_tokens: 1000 + i as u64, output_tokens: 40, ..Usage::default() },
-        interrupted: false,
+        ..AssistantMessage::default()
     })
 }
 

@@ -19,11 +19,17 @@ pub struct Cli {
     #[arg(short = 'p', long = "print", value_name = "TASK", conflicts_with = "task")]
     pub print: Option<String>,
 
-    /// Provider preset: deepseek, openai, openrouter, ollama, llamacpp, vllm, custom.
+    /// Provider preset: anthropic, openai, deepseek, openrouter, ollama, llamacpp, vllm, custom.
     #[arg(long, env = "KEEL_PROVIDER", hide_env_values = true)]
     pub provider: Option<String>,
 
-    /// Base URL of an OpenAI-compatible server (requests go to {base}/chat/completions).
+    /// The wire API: chat (Chat Completions), responses (OpenAI Responses) or anthropic
+    /// (Anthropic Messages). Default: the preset's (chat for a custom server).
+    #[arg(long, env = "KEEL_API", hide_env_values = true, value_name = "API")]
+    pub api: Option<String>,
+
+    /// Base URL of the server, /v1 included (requests go to {base}/chat/completions,
+    /// {base}/responses or {base}/messages).
     #[arg(long, env = "KEEL_BASE_URL", hide_env_values = true)]
     pub base_url: Option<String>,
 
@@ -68,6 +74,15 @@ pub struct Cli {
     /// Sampling seed (the embedded model; sent as `seed` to servers), for repeatable runs.
     #[arg(long, env = "KEEL_SEED", hide_env_values = true)]
     pub seed: Option<u64>,
+
+    /// Sandbox for shell commands: workspace-write (default where the kernel enforces it),
+    /// read-only, or off. `keel sandbox` shows what this system enforces.
+    #[arg(long, value_name = "MODE", env = "KEEL_SANDBOX", hide_env_values = true)]
+    pub sandbox: Option<String>,
+
+    /// Network for sandboxed shell commands: on (default under workspace-write) or off.
+    #[arg(long, value_name = "on|off", env = "KEEL_NETWORK", hide_env_values = true)]
+    pub network: Option<String>,
 
     /// Workspace folder (default: the current folder).
     #[arg(long, short = 'C', value_name = "DIR")]
@@ -115,6 +130,8 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<ModelsAction>,
     },
+    /// What the shell sandbox enforces on this system, policy by policy.
+    Sandbox,
     /// MCP servers: `keel mcp list` starts each configured one and shows its state and tools.
     Mcp {
         #[command(subcommand)]

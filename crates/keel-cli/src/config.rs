@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use keel_llm::openai::{OpenAiConfig, Preset, ReasoningReplay};
+use keel_llm::{Preset, ProviderConfig};
 use keel_tools::PermissionMode;
 use keel_tools::profile::ToolProfile;
 use serde::Deserialize;
 
 use crate::cli::Cli;
+use crate::provider::provider_config;
 
 /// One layer of settings (file top level, a profile, env, flags).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -17,6 +18,8 @@ use crate::cli::Cli;
 pub struct Layer {
     /// Provider preset or `custom`.
     pub provider: Option<String>,
+    /// The wire API: `chat`, `responses` or `anthropic` (default: the preset's).
+    pub api: Option<String>,
     /// Base URL.
     pub base_url: Option<String>,
     /// Model name.
@@ -41,6 +44,12 @@ pub struct Layer {
     pub text_tool_calls: Option<bool>,
     /// never | tool_turns | always.
     pub reasoning_replay: Option<String>,
+    /// Anthropic extended thinking: off | adaptive | a token budget.
+    pub thinking: Option<String>,
+    /// Responses `reasoning.effort`: minimal | low | medium | high.
+    pub reasoning_effort: Option<String>,
+    /// Responses `reasoning.summary`: auto | concise | detailed | none.
+    pub reasoning_summary: Option<String>,
     /// Use streaming (default true).
     pub stream: Option<bool>,
     /// Extra shell deny patterns (regular expressions).
@@ -62,14 +71,26 @@ pub struct Layer {
     pub environment: Option<bool>,
     /// The first step of a turn must call a tool (default on for the embedded model).
     pub tool_first: Option<bool>,
+    /// Every step must call a tool; the model finishes by calling `answer` (default on
+    /// for the embedded model).
+    pub always_call: Option<bool>,
     /// Constrain the embedded model's tool calls with a grammar (default on).
     pub grammar: Option<bool>,
+    /// Sandbox for shell commands: workspace-write, read-only or off.
+    pub sandbox: Option<String>,
+    /// Network for sandboxed shell commands: true or false.
+    pub network: Option<bool>,
+    /// A call repeated this many times in a row gets a note (default 3; 0 never).
+    pub loop_warn_at: Option<u32>,
+    /// A call repeated this many times in a row stops the turn (default 8; 0 never).
+    pub loop_stop_at: Option<u32>,
 }
 
 impl Layer {
-    fn over(self, base: Layer) -> Layer {
+    pub(crate) fn over(self, base: Layer) -> Layer {
         Layer {
             provider: self.provider.or(base.provider),
+            api: self.api.or(base.api),
             base_url: self.base_url.or(base.base_url),
             model: self.model.or(base.model),
             api_key: self.api_key.or(base.api_key),
@@ -82,6 +103,9 @@ impl Layer {
             seed: self.seed.or(base.seed),
             text_tool_calls: self.text_tool_calls.or(base.text_tool_calls),
             reasoning_replay: self.reasoning_replay.or(base.reasoning_replay),
+            thinking: self.thinking.or(base.thinking),
+            reasoning_effort: self.reasoning_effort.or(base.reasoning_effort),
+            reasoning_summary: self.reasoning_summary.or(base.reasoning_summary),
             stream: self.stream.or(base.stream),
             deny: self.deny.or(base.deny),
             allowed_roots: self.allowed_roots.or(base.allowed_roots),
@@ -92,7 +116,12 @@ impl Layer {
             finish_check: self.finish_check.or(base.finish_check),
             environment: self.environment.or(base.environment),
             tool_first: self.tool_first.or(base.tool_first),
+            always_call: self.always_call.or(base.always_call),
             grammar: self.grammar.or(base.grammar),
+            loop_warn_at: self.loop_warn_at.or(base.loop_warn_at),
+            sandbox: self.sandbox.or(base.sandbox),
+            network: self.network.or(base.network),
+            loop_stop_at: self.loop_stop_at.or(base.loop_stop_at),
         }
     }
 }
@@ -201,8 +230,8 @@ pub struct LocalSettings {
 /// Which model runs the agent.
 #[derive(Debug, Clone)]
 pub enum ModelSettings {
-    /// An OpenAI-compatible server.
-    Remote(Box<OpenAiConfig>),
+    /// A server, over the wire API its config names.
+    Remote(Box<ProviderConfig>),
     /// The embedded model.
     Local(LocalSettings),
 }
@@ -240,9 +269,19 @@ pub struct Settings {
     pub tool_first: bool,
     /// MCP servers by name.
     pub mcp_servers: BTreeMap<String, keel_mcp::ServerConfig>,
+    /// Every step must call a tool (with the `answer` tool to finish).
+    pub always_call: bool,
+    /// Loop detection: warn at, stop at (0: never).
+    pub loop_limits: (u32, u32),
+    /// The shell sandbox.
+    pub sandbox: keel_tools::sandbox::SandboxSettings,
+    /// The merged settings the model came from, to build another (`/model`).
+    pub layer: Layer,
+    /// The config file's profiles (`/model PROFILE`).
+    pub profiles: BTreeMap<String, Layer>,
 }
 
-fn env(name: &str) -> Option<String> {
+pub(crate) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
@@ -274,6 +313,7 @@ pub fn load_file() -> Result<FileConfig, ConfigError> {
 fn env_layer() -> Layer {
     Layer {
         provider: env("KEEL_PROVIDER"),
+        api: env("KEEL_API"),
         base_url: env("KEEL_BASE_URL"),
         model: env("KEEL_MODEL"),
         api_key: env("KEEL_API_KEY"),
@@ -283,17 +323,20 @@ fn env_layer() -> Layer {
     }
 }
 
-fn flag_layer(cli: &Cli) -> Layer {
-    Layer {
+fn flag_layer(cli: &Cli) -> Result<Layer, ConfigError> {
+    Ok(Layer {
         provider: cli.provider.clone(),
+        api: cli.api.clone(),
         base_url: cli.base_url.clone(),
         model: cli.model.clone(),
         max_steps: cli.max_steps,
         permission: cli.permission.clone(),
         seed: cli.seed,
         temperature: cli.temperature,
+        sandbox: cli.sandbox.clone(),
+        network: cli.network.as_deref().map(|text| parse_on_off("--network", text)).transpose()?,
         ..Layer::default()
-    }
+    })
 }
 
 /// The message shown when no model is configured.
@@ -301,11 +344,14 @@ pub fn missing_model_help() -> String {
     format!(
         "no model is configured. Pick one and run keel again:
 
-  DeepSeek     export DEEPSEEK_API_KEY=sk-...
-               keel --provider deepseek \"your task\"
+  Anthropic    export ANTHROPIC_API_KEY=sk-ant-...
+               keel --provider anthropic \"your task\"
 
   OpenAI       export OPENAI_API_KEY=sk-...
-               keel --provider openai --model gpt-4.1-mini \"your task\"
+               keel --provider openai \"your task\"
+
+  DeepSeek     export DEEPSEEK_API_KEY=sk-...
+               keel --provider deepseek \"your task\"
 
   llama.cpp    llama-server -m model.gguf --jinja --port 8080
                keel --provider llamacpp \"your task\"
@@ -313,12 +359,12 @@ pub fn missing_model_help() -> String {
   Ollama       ollama pull qwen2.5-coder:7b
                keel --provider ollama --model qwen2.5-coder:7b \"your task\"
 
-  Any OpenAI-compatible server:
-               keel --base-url http://host:port/v1 --model NAME \"your task\"
+  Any server:  keel --base-url http://host:port/v1 --model NAME \"your task\"
+               (--api chat, responses or anthropic: the API it speaks; chat by default)
 
 To make it stick, put it in {}:
-  provider = \"deepseek\"
-  model = \"deepseek-chat\"",
+  provider = \"anthropic\"
+  model = \"claude-sonnet-4-6\"",
         crate::paths::config_file().display()
     )
 }
@@ -327,22 +373,7 @@ To make it stick, put it in {}:
 /// permission mode (ask) versus print mode's (auto).
 pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
     let file = load_file()?;
-    let profile_name = cli.profile.clone().or_else(|| env("KEEL_PROFILE")).or(file.profile.clone());
-    let profile = match &profile_name {
-        Some(name) => match file.profiles.get(name) {
-            Some(layer) => layer.clone(),
-            None => {
-                let known: Vec<&str> = file.profiles.keys().map(String::as_str).collect();
-                return Err(ConfigError(format!(
-                    "profile `{name}` is not in {} (profiles: {})",
-                    crate::paths::config_file().display(),
-                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
-                )));
-            }
-        },
-        None => Layer::default(),
-    };
-    let layer = flag_layer(cli).over(env_layer()).over(profile).over(file.defaults.clone());
+    let (layer, profile_name) = layers(cli, &file)?;
     if cli.local || cli.local_model.is_some() {
         let local = LocalSettings {
             model: cli.local_model.clone().or_else(|| env("KEEL_LOCAL_MODEL")),
@@ -355,6 +386,7 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
         };
         let tool_first = layer.tool_first.unwrap_or(true);
         let mcp = with_mcp_files(file.mcp_servers, cli)?;
+        let always_call = layer.always_call.unwrap_or(true);
         let mut settings = settings_from(
             Layer { provider: Some("llamacpp".into()), ..layer },
             file.pricing,
@@ -363,97 +395,25 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
         )?;
         settings.model = ModelSettings::Local(local);
         settings.tool_first = tool_first;
+        settings.always_call = always_call;
         settings.mcp_servers = mcp;
         return Ok(settings);
     }
     let mcp = with_mcp_files(file.mcp_servers, cli)?;
     let mut settings = settings_from(layer, file.pricing, profile_name, interactive)?;
     settings.mcp_servers = mcp;
+    settings.profiles = file.profiles;
     Ok(settings)
 }
 
-fn settings_from(
+pub(crate) fn settings_from(
     layer: Layer,
     pricing: BTreeMap<String, Price>,
     profile: Option<String>,
     interactive: bool,
 ) -> Result<Settings, ConfigError> {
-    // No provider named: use the one whose key is in the environment.
-    let provider = layer.provider.clone().or_else(|| {
-        if layer.base_url.is_some() {
-            return None;
-        }
-        ["deepseek", "openai", "openrouter"]
-            .into_iter()
-            .find(|name| Preset::find(name).and_then(|p| p.api_key_env).and_then(env).is_some())
-            .map(str::to_owned)
-    });
-    let mut client = match provider.as_deref() {
-        Some("custom") | None => {
-            let Some(base_url) = layer.base_url.clone() else {
-                return Err(ConfigError(missing_model_help()));
-            };
-            let Some(model) = layer.model.clone() else {
-                return Err(ConfigError(format!(
-                    "a model name is needed for {base_url}: pass --model NAME or set KEEL_MODEL"
-                )));
-            };
-            let mut config = OpenAiConfig::new(base_url, model);
-            config.provider = "custom".into();
-            config
-        }
-        Some(name) => {
-            let Some(preset) = Preset::find(name) else {
-                let names: Vec<&str> = keel_llm::openai::PRESETS.iter().map(|p| p.name).collect();
-                return Err(ConfigError(format!(
-                    "unknown provider `{name}`; known: {}, custom",
-                    names.join(", ")
-                )));
-            };
-            let Some(mut config) = preset.config(layer.model.as_deref()) else {
-                return Err(ConfigError(format!(
-                    "provider `{name}` needs a model name: pass --model NAME or set KEEL_MODEL"
-                )));
-            };
-            if let Some(url) = &layer.base_url {
-                config.base_url = url.clone();
-            }
-            config
-        }
-    };
-    client.api_key = layer.api_key.clone().or_else(|| client.api_key_env.as_deref().and_then(env));
-    if client.api_key.is_none()
-        && let Some(var) = &client.api_key_env
-        && client.base_url == Preset::find(&client.provider).map(|p| p.base_url).unwrap_or_default()
-    {
-        return Err(ConfigError(format!(
-            "{var} is not set. Get a key from the provider, then:\n  export {var}=sk-...\n(or set KEEL_API_KEY)"
-        )));
-    }
-    if let Some(tokens) = layer.max_tokens {
-        client.max_tokens = tokens;
-    }
-    if let Some(retries) = layer.max_retries {
-        client.max_retries = retries;
-    }
-    if let Some(secs) = layer.idle_timeout_secs {
-        client.idle_timeout = std::time::Duration::from_secs(secs.max(1));
-    }
-    client.temperature = layer.temperature.or(client.temperature);
-    if let Some(seed) = layer.seed {
-        client.extra_body.insert("seed".into(), seed.into());
-    }
-    if let Some(text_calls) = layer.text_tool_calls {
-        client.text_tool_calls = text_calls;
-    }
-    if let Some(stream) = layer.stream {
-        client.stream = stream;
-    }
-    if let Some(replay) = &layer.reasoning_replay {
-        client.reasoning_replay = ReasoningReplay::parse(replay).ok_or_else(|| {
-            ConfigError(format!("reasoning_replay must be never, tool_turns or always (got `{replay}`)"))
-        })?;
-    }
+    let client = provider_config(&layer)?;
+    let sandbox = sandbox_settings(&layer)?;
     let permission = match &layer.permission {
         Some(text) => PermissionMode::parse(text).ok_or_else(|| {
             ConfigError(format!("--permission must be auto, ask or read-only (got `{text}`)"))
@@ -478,10 +438,10 @@ fn settings_from(
         model: ModelSettings::Remote(Box::new(client)),
         max_steps,
         permission,
-        deny: layer.deny.unwrap_or_default(),
-        allowed_roots: layer.allowed_roots.unwrap_or_default(),
+        deny: layer.deny.clone().unwrap_or_default(),
+        allowed_roots: layer.allowed_roots.clone().unwrap_or_default(),
         allow_hardlinks: layer.allow_hardlinks.unwrap_or(false),
-        env_passthrough: layer.env_passthrough.unwrap_or_default(),
+        env_passthrough: layer.env_passthrough.clone().unwrap_or_default(),
         pid_namespace: layer.pid_namespace.unwrap_or(true),
         pricing,
         profile,
@@ -492,7 +452,64 @@ fn settings_from(
         // its call for thousands of tokens); the embedded engine constrains it exactly.
         tool_first: layer.tool_first.unwrap_or(false),
         mcp_servers: BTreeMap::new(),
+        always_call: layer.always_call.unwrap_or(false),
+        loop_limits: (layer.loop_warn_at.unwrap_or(3), layer.loop_stop_at.unwrap_or(8)),
+        sandbox,
+        layer,
+        profiles: BTreeMap::new(),
     })
+}
+
+/// Flags over environment over the profile over the file's top level, and the profile's
+/// name.
+fn layers(cli: &Cli, file: &FileConfig) -> Result<(Layer, Option<String>), ConfigError> {
+    let profile_name = cli.profile.clone().or_else(|| env("KEEL_PROFILE")).or(file.profile.clone());
+    let profile = match &profile_name {
+        Some(name) => match file.profiles.get(name) {
+            Some(layer) => layer.clone(),
+            None => {
+                let known: Vec<&str> = file.profiles.keys().map(String::as_str).collect();
+                return Err(ConfigError(format!(
+                    "profile `{name}` is not in {} (profiles: {})",
+                    crate::paths::config_file().display(),
+                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                )));
+            }
+        },
+        None => Layer::default(),
+    };
+    let layer = flag_layer(cli)?.over(env_layer()).over(profile).over(file.defaults.clone());
+    Ok((layer, profile_name))
+}
+
+/// The sandbox settings alone (for `keel sandbox`, which needs no model).
+pub fn resolve_sandbox(cli: &Cli) -> Result<keel_tools::sandbox::SandboxSettings, ConfigError> {
+    let file = load_file()?;
+    sandbox_settings(&layers(cli, &file)?.0)
+}
+
+/// The sandbox settings: the chosen mode, or workspace-write where the system enforces it.
+fn sandbox_settings(layer: &Layer) -> Result<keel_tools::sandbox::SandboxSettings, ConfigError> {
+    use keel_tools::sandbox::{SandboxMode, SandboxSettings};
+    let mode = match &layer.sandbox {
+        Some(text) => Some(SandboxMode::parse(text).ok_or_else(|| {
+            ConfigError(format!("sandbox must be workspace-write, read-only or off (got `{text}`)"))
+        })?),
+        None => None,
+    };
+    Ok(SandboxSettings {
+        mode: mode.unwrap_or(SandboxMode::WorkspaceWrite),
+        network: layer.network,
+        auto: mode.is_none(),
+    })
+}
+
+fn parse_on_off(name: &str, text: &str) -> Result<bool, ConfigError> {
+    match text {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(ConfigError(format!("{name} must be on or off (got `{text}`)"))),
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,9 @@ const HELP: &str = "commands:
   /sessions        recent sessions of this folder
   /resume ID       switch to another session
   /fork            branch the current session and continue in the branch
-  /model NAME      switch the model (same provider)
+  /model NAME      switch the model (same server)
+  /model PROVIDER [NAME]  switch to a preset's model (its server, API and key)
+  /model PROFILE   switch to a profile of the config file
   /mcp             MCP servers: state and tools
   /usage           tokens and cost of this session
   /quit            leave (also Ctrl-D, or Ctrl-C twice at the prompt)
@@ -96,6 +98,29 @@ impl Repl {
         self.ctx.tools = tools;
     }
 
+    /// `/model ARG` (see [`Settings::switch_model`]): the next request goes to that
+    /// model. What only the old model can read (signed thinking, encrypted reasoning)
+    /// stays in the log and is not sent to the new one.
+    fn switch_model(&mut self, arg: &str) {
+        let switched = self.settings.switch_model(arg).and_then(|config| {
+            let client = setup::client(&config)?;
+            Ok((config, client))
+        });
+        match switched {
+            Ok((config, client)) => {
+                self.say(&format!(
+                    "model: {} ({}, {} API)",
+                    config.model,
+                    config.provider,
+                    config.api.as_str()
+                ));
+                self.ctx.model = Some(client);
+                self.settings.model = ModelSettings::Remote(Box::new(config));
+            }
+            Err(e) => self.say(&format!("cannot switch: {e}")),
+        }
+    }
+
     fn command(&mut self, line: &str) -> anyhow::Result<bool> {
         let mut parts = line.splitn(2, char::is_whitespace);
         let name = parts.next().unwrap_or_default();
@@ -151,19 +176,8 @@ impl Repl {
                 }
                 None => self.say("sessions are not saved (--no-session)"),
             },
-            ("/model", Some(model)) => match &self.settings.model {
-                ModelSettings::Remote(current) => {
-                    let mut client = (**current).clone();
-                    client.model = model.to_owned();
-                    match setup::client(client.clone()) {
-                        Ok(new) => {
-                            self.ctx.model = Some(Arc::new(new));
-                            self.settings.model = ModelSettings::Remote(Box::new(client));
-                            self.say(&format!("model: {model}"));
-                        }
-                        Err(e) => self.say(&format!("cannot switch: {e}")),
-                    }
-                }
+            ("/model", Some(arg)) => match &self.settings.model {
+                ModelSettings::Remote(_) => self.switch_model(arg),
                 ModelSettings::Local(_) => {
                     self.say("the local model is chosen at start (--local-model PATH)")
                 }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod config;
+mod doctor;
 mod input;
 mod interactive;
 mod local;
@@ -10,6 +11,7 @@ mod paths;
 mod pricing;
 mod print_mode;
 mod prompt;
+mod provider;
 mod render;
 mod sessions;
 mod setup;
@@ -58,6 +60,7 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
     match cli.command.take() {
         Some(cli::Command::Sessions { action }) => return sessions::run(action),
         Some(cli::Command::Models { action }) => return local::models_command(action).await,
+        Some(cli::Command::Sandbox) => return doctor::run(&cli).await,
         Some(cli::Command::Mcp { action: None | Some(cli::McpAction::List) }) => {
             return mcp::list_command(&cli).await;
         }

@@ -51,7 +51,7 @@ mod tests {
             input_tokens: 1_000_000,
             output_tokens: 1_000_000,
             cached_tokens: 500_000,
-            reasoning_tokens: 0,
+            ..Usage::default()
         };
         let dollars = cost(&BTreeMap::new(), "deepseek-chat", &usage).unwrap();
         assert!((dollars - (0.14 + 0.014 + 0.42)).abs() < 1e-9, "{dollars}");

@@ -22,7 +22,7 @@ use crate::{setup, signals};
 pub fn exit_code(reason: TurnEndReason) -> u8 {
     match reason {
         TurnEndReason::Completed => exit::OK,
-        TurnEndReason::MaxSteps => exit::STEP_LIMIT,
+        TurnEndReason::MaxSteps | TurnEndReason::Looping => exit::STEP_LIMIT,
         TurnEndReason::Aborted | TurnEndReason::Interrupted => exit::INTERRUPTED,
         TurnEndReason::Error | TurnEndReason::Blocked => exit::ERROR,
     }
@@ -142,8 +142,10 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
             }
         })),
         None => {
-            if matches!(outcome.reason, TurnEndReason::Completed | TurnEndReason::MaxSteps)
-                && !outcome.final_text.is_empty()
+            if matches!(
+                outcome.reason,
+                TurnEndReason::Completed | TurnEndReason::MaxSteps | TurnEndReason::Looping
+            ) && !outcome.final_text.is_empty()
             {
                 println!("{}", outcome.final_text.trim_end());
             }

@@ -11,6 +11,19 @@ use rustix::fs::{Mode, OFlags};
 /// Most bytes of one AGENTS.md that are included.
 const MAX_AGENTS_BYTES: usize = 32 * 1024;
 
+/// A worked example for small models, which imitate examples better than they follow
+/// rules: look, change, check, answer — one call per reply.
+const EXAMPLE: &str = r#"
+Begin each reply with one short sentence: what you learned and what you do next. Then the tool call.
+Example: for the task "Make app.py print Hi instead of Hello, and run it", your replies are, one at a time:
+1. I read app.py first. read_file {"path": "app.py"}
+2. Line 3 prints Hello; I change it to Hi. edit_file {"path": "app.py", "old_text": "print(\"Hello\")", "new_text": "print(\"Hi\")"}
+3. Now I run it to check. shell {"command": "python3 app.py"}"#;
+const EXAMPLE_ANSWER: &str = r#"
+4. It printed Hi, so the task is done. answer {"text": "app.py now prints Hi; I ran it to check."}"#;
+const EXAMPLE_REPLY: &str = "
+4. It printed Hi, so the task is done: app.py now prints Hi; I ran it to check.";
+
 /// The base system prompt for a tool profile. It names no folder (the environment block
 /// in the first message does), so it is the same in every project and its evaluation can
 /// be reused.
@@ -89,8 +102,18 @@ pub fn system_prompt(
     workspace: &Path,
     allowed_roots: &[PathBuf],
     profile: ToolProfile,
+    answer_tool: bool,
 ) -> (String, Vec<String>) {
     let mut prompt = base(profile).to_owned();
+    if answer_tool {
+        prompt.push_str(
+            "\nEvery reply is a tool call. When the task is done, call answer with your final answer.",
+        );
+    }
+    if profile == ToolProfile::Small {
+        prompt.push_str(EXAMPLE);
+        prompt.push_str(if answer_tool { EXAMPLE_ANSWER } else { EXAMPLE_REPLY });
+    }
     let mut notes = Vec::new();
     match user_instructions(&crate::paths::config_dir().join("AGENTS.md")) {
         Ok(Some(user)) => {
@@ -118,12 +141,12 @@ mod tests {
     #[test]
     fn workspace_agents_md_is_appended() {
         let dir = tempfile::tempdir().unwrap();
-        let (without, notes) = system_prompt(dir.path(), &[], ToolProfile::Full);
+        let (without, notes) = system_prompt(dir.path(), &[], ToolProfile::Full, false);
         assert!(without.contains("[exit code: N]"));
         assert!(without.len() < 1000, "keep the prompt short: {} bytes", without.len());
         assert!(notes.is_empty());
         std::fs::write(dir.path().join("AGENTS.md"), "Run `make test` before finishing.\n").unwrap();
-        let (with, _) = system_prompt(dir.path(), &[], ToolProfile::Full);
+        let (with, _) = system_prompt(dir.path(), &[], ToolProfile::Full, false);
         assert!(
             with.ends_with("# Project instructions (AGENTS.md)\nRun `make test` before finishing."),
             "{with}"
@@ -134,7 +157,7 @@ mod tests {
     fn prompt_within(workspace: &Path, roots: &[PathBuf]) -> (String, Vec<String>) {
         let (workspace, roots) = (workspace.to_path_buf(), roots.to_vec());
         let (send, receive) = std::sync::mpsc::channel();
-        std::thread::spawn(move || send.send(system_prompt(&workspace, &roots, ToolProfile::Full)));
+        std::thread::spawn(move || send.send(system_prompt(&workspace, &roots, ToolProfile::Full, false)));
         receive.recv_timeout(std::time::Duration::from_secs(5)).expect("reading AGENTS.md hung")
     }
 

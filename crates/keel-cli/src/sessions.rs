@@ -75,6 +75,7 @@ pub fn transcript(events: &[Event]) -> String {
                         ContentBlock::Thinking { text, .. } if !text.trim().is_empty() => {
                             out.push_str(&format!("  (thinking) {}\n", clip(text, 120)));
                         }
+                        ContentBlock::RedactedThinking { .. } => out.push_str("  (thinking, redacted)\n"),
                         ContentBlock::ToolCall(call) => {
                             out.push_str(&format!(
                                 "  → {} {}\n",
@@ -102,7 +103,7 @@ pub fn transcript(events: &[Event]) -> String {
                 let message = t.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
                 out.push_str(&format!("── {} · {tokens} tokens{message}\n", t.reason.as_str()));
             }
-            EventKind::ToolCall(_) | EventKind::StepStart(_) | EventKind::StepEnd(_) => {}
+            _ => {}
         }
     }
     out.trim_end().to_owned()

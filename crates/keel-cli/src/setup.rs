@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use keel_agent::{Agent, AgentConfig, FinishCheck, HookChain, Session, SessionContext};
-use keel_llm::ModelClient;
-use keel_llm::openai::{OpenAiClient, OpenAiConfig};
+use keel_llm::{ModelClient, ProviderConfig};
 use keel_session::{JsonlStore, SessionStore};
 use keel_tools::profile;
 use keel_tools::{PermissionPolicy, ToolsConfig};
@@ -28,9 +27,9 @@ pub fn workspace(cli: &Cli) -> Result<PathBuf, ConfigError> {
     Ok(canonical)
 }
 
-/// A client for `config`.
-pub fn client(config: OpenAiConfig) -> Result<OpenAiClient, ConfigError> {
-    OpenAiClient::new(config).map_err(|e| ConfigError(e.message))
+/// A client for `config`, over the wire API it names.
+pub fn client(config: &ProviderConfig) -> Result<Arc<dyn ModelClient>, ConfigError> {
+    config.client().map_err(|e| ConfigError(e.message))
 }
 
 /// The permission policy for the settings.
@@ -44,7 +43,7 @@ pub fn policy(settings: &Settings) -> Result<PermissionPolicy, ConfigError> {
 /// and downloaded first if needed, with progress on stderr when `progress`).
 pub async fn model(settings: &Settings, progress: bool) -> Result<Arc<dyn ModelClient>, ConfigError> {
     match &settings.model {
-        ModelSettings::Remote(config) => Ok(Arc::new(client((**config).clone())?)),
+        ModelSettings::Remote(config) => client(config),
         ModelSettings::Local(local) => crate::local::load(local, progress).await,
     }
 }
@@ -67,22 +66,33 @@ pub fn agent(
         allow_hardlinks: settings.allow_hardlinks,
         env_passthrough: settings.env_passthrough.clone(),
         launcher,
+        sandbox: settings.sandbox.clone(),
         ..ToolsConfig::default()
     };
-    let (system_prompt, notes) =
-        crate::prompt::system_prompt(workspace, &settings.allowed_roots, settings.tool_profile);
+    let (system_prompt, notes) = crate::prompt::system_prompt(
+        workspace,
+        &settings.allowed_roots,
+        settings.tool_profile,
+        settings.always_call,
+    );
     let config = AgentConfig {
         system_prompt,
         max_steps: settings.max_steps,
         summary_on_step_limit: true,
         tool_first: settings.tool_first,
+        always_call: settings.always_call,
+        loop_warn_at: settings.loop_limits.0,
+        loop_stop_at: settings.loop_limits.1,
         ..AgentConfig::default()
     };
     let mut hooks = HookChain::new().with(policy);
     if settings.finish_check {
         hooks = hooks.with(FinishCheck::new()).with(keel_tools::changes::ChangeCheck);
     }
-    let tools = profile::tools(settings.tool_profile, Arc::new(tools_config));
+    let mut tools = profile::tools(settings.tool_profile, Arc::new(tools_config));
+    if settings.always_call {
+        tools.register(keel_tools::answer::Answer);
+    }
     (Agent::builder_shared(model).config(config).tools(tools).hooks(hooks).build(), notes)
 }
 

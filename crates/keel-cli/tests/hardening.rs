@@ -26,17 +26,6 @@ fn shell(command: &str) -> MockResponse {
     call("c1", "shell", &serde_json::json!({ "command": command }).to_string())
 }
 
-/// Whether this machine lets keel give commands a PID namespace (root, or a container
-/// that allows it), probed the way keel probes it.
-fn pid_namespaces() -> bool {
-    std::process::Command::new("unshare")
-        .args(["--pid", "--fork", "--kill-child", "--mount-proc", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// Waits until a process with `arg` among its arguments runs.
 async fn appears(arg: &str) {
     let started = std::time::Instant::now();

@@ -5,24 +5,14 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{gone, processes_with_arg};
+use common::{gone, pid_namespaces, processes_with_arg};
 use keel_agent::{ToolContext, ToolOutput};
 use keel_tools::ToolsConfig;
 use keel_tools::launch::Launcher;
 use serde_json::json;
-
-fn pid_namespaces() -> bool {
-    std::process::Command::new("unshare")
-        .args(["--pid", "--fork", "--kill-child", "--mount-proc", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 /// The modes this machine can run: without a namespace always, with one if allowed.
 fn modes() -> Vec<bool> {

@@ -88,11 +88,11 @@ async fn mcp_list_shows_each_server_its_state_and_tools() {
     assert_eq!(lines[0], format!("broken · stdio: {} --fail-start --marker list-2", server_binary()));
     assert_eq!(lines[1], "  failed: exited with status 1: keel-test-mcp: failing at start on purpose");
     assert_eq!(lines[2], format!("local · stdio: {} --marker list-1", server_binary()));
-    assert_eq!(lines[3], "  ready · 10 tools");
+    assert_eq!(lines[3], "  ready · 11 tools");
     assert_eq!(lines[4], "    mcp__local__echo        Returns its text. (read-only)");
     assert_eq!(lines[5], "    mcp__local__sleep       Sleeps, then says so.");
-    assert_eq!(lines[14], format!("web · http: {}", http.url()));
-    assert_eq!(lines[15..], ["  ready · 1 tool", "    mcp__web__echo  Returns its text. (read-only)"]);
+    assert_eq!(lines[15], format!("web · http: {}", http.url()));
+    assert_eq!(lines[16..], ["  ready · 1 tool", "    mcp__web__echo  Returns its text. (read-only)"]);
     for marker in ["list-1", "list-2"] {
         assert!(gone(marker, 5).await, "{marker} outlived `keel mcp list`");
     }
@@ -126,9 +126,9 @@ async fn print_mode_calls_mcp_tools_and_the_server_ends_with_the_session() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(text(&out.stdout), "The server said hello.\n");
-    assert!(stderr.contains("mcp: test ready (10 tools)"), "{stderr}");
+    assert!(stderr.contains("mcp: test ready (11 tools)"), "{stderr}");
     // `a.test` sanitizes to `a_test`: no clash; its tools are offered too.
-    assert!(stderr.contains("mcp: a.test ready (10 tools)"), "{stderr}");
+    assert!(stderr.contains("mcp: a.test ready (11 tools)"), "{stderr}");
     assert_eq!(
         results(&env),
         [
@@ -417,15 +417,15 @@ async fn a_late_server_joins_at_a_later_turn_in_interactive_mode() {
             })
             .collect()
     };
-    assert_eq!(offered(0).len(), 10, "{:?}", offered(0));
+    assert_eq!(offered(0).len(), 11, "{:?}", offered(0));
     assert!(offered(0).iter().all(|n| n.starts_with("mcp__fast__")), "{:?}", offered(0));
-    assert_eq!(offered(1).len(), 20, "{:?}", offered(1));
+    assert_eq!(offered(1).len(), 22, "{:?}", offered(1));
     assert!(offered(1).contains(&"mcp__slow__echo".to_owned()), "{:?}", offered(1));
     assert!(
         screen.contains("mcp: slow starting (past its startup timeout; its tools join when it is ready)"),
         "{screen}"
     );
-    assert!(screen.contains("mcp: slow ready (10 tools)"), "{screen}");
+    assert!(screen.contains("mcp: slow ready (11 tools)"), "{screen}");
     assert!(screen.contains("    mcp__slow__echo"), "/mcp lists the tools: {screen}");
     for marker in ["late-1", "late-2"] {
         assert!(gone(marker, 5).await, "{marker} outlived keel");
@@ -482,4 +482,49 @@ async fn ask_mode_asks_for_tools_not_marked_read_only() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// A stdio server with `sandbox = "workspace-write"` writes its own folder and nothing
+/// outside it. Skipped where the kernel enforces no Landlock rules.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandboxed_server_writes_only_its_folder() {
+    let probe =
+        std::process::Command::new(env!("CARGO_BIN_EXE_keel")).args(["__exec", "--probe"]).output().unwrap();
+    let support = keel_tools::sandbox::Support::parse(&String::from_utf8_lossy(&probe.stdout));
+    if !support.landlock() {
+        eprintln!("skipped: this kernel enforces no Landlock rules ({})", support.landlock);
+        return;
+    }
+    let env = Env::new();
+    let inside = env.workspace().join("inside.txt");
+    let outside = env.root.path().join("outside.txt");
+    let extra = format!("cwd = {:?}\nsandbox = \"workspace-write\"", env.workspace().display().to_string());
+    configure(&env, &stdio_table("test", &[], &extra));
+    let server = MockServer::start().await;
+    let write = |path: &std::path::Path| serde_json::json!({"path": path, "text": "x"}).to_string();
+    let (a, b) = (write(&inside), write(&outside));
+    server.push(calls(&[("mcp__test__write", a.as_str()), ("mcp__test__write", b.as_str())]));
+    server.push(answer("done"));
+    let mut keel = env.keel(&server.base_url());
+    keel.arg("write two files");
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let results = results(&env);
+    assert!(!results[0].2, "{results:?}");
+    assert!(results[1].2 && results[1].1.contains("ermission denied"), "{results:?}");
+    assert!(inside.exists());
+    assert!(!outside.exists());
+}
+
+/// An unknown sandbox mode is a configuration error naming the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_sandbox_mode_is_refused() {
+    let env = Env::new();
+    configure(&env, &stdio_table("test", &[], "sandbox = \"strict\""));
+    let mut keel = env.keel_unconfigured();
+    keel.args(["mcp", "list"]);
+    let out = output(keel).await;
+    let stderr = text(&out.stderr);
+    let stdout = text(&out.stdout);
+    assert!((stderr.clone() + &stdout).contains("unknown sandbox `strict`"), "{stdout}\n{stderr}");
 }

@@ -32,12 +32,12 @@ impl MessageBuilder {
         }
     }
 
-    /// Appends reasoning text.
+    /// Appends reasoning text. A signed block is closed: text after it starts another.
     pub fn push_thinking(&mut self, delta: &str) {
         if delta.is_empty() {
             return;
         }
-        if let Some(ContentBlock::Thinking { text, .. }) = self.content.last_mut() {
+        if let Some(ContentBlock::Thinking { text, signature: None }) = self.content.last_mut() {
             text.push_str(delta);
         } else {
             self.content.push(ContentBlock::Thinking { text: delta.to_owned(), signature: None });
@@ -68,11 +68,7 @@ impl MessageBuilder {
         let position = match self.calls.iter().rev().find(|(i, _)| *i == index) {
             Some(&(_, position)) => position,
             None => {
-                self.content.push(ContentBlock::ToolCall(ToolCall {
-                    id: String::new(),
-                    name: String::new(),
-                    arguments: String::new(),
-                }));
+                self.content.push(ContentBlock::ToolCall(ToolCall::new("", "", "")));
                 let position = self.content.len() - 1;
                 self.calls.push((index, position));
                 position
@@ -131,7 +127,14 @@ impl MessageBuilder {
                 call.id = format!("call_{n}");
             }
         }
-        AssistantMessage { content, finish_reason, raw_finish_reason, usage, interrupted: false }
+        AssistantMessage {
+            content,
+            finish_reason,
+            raw_finish_reason,
+            usage,
+            interrupted: false,
+            origin: None,
+        }
     }
 
     /// What arrived before an interruption: text and reasoning only (an unfinished tool
@@ -145,6 +148,7 @@ impl MessageBuilder {
             raw_finish_reason: None,
             usage: Usage::default(),
             interrupted: true,
+            origin: None,
         }
     }
 }
@@ -168,16 +172,8 @@ mod tests {
             message.content,
             vec![
                 ContentBlock::Text { text: "Let me look.".into() },
-                ContentBlock::ToolCall(ToolCall {
-                    id: "a".into(),
-                    name: "read_file".into(),
-                    arguments: "{\"path\":\"x\"}".into()
-                }),
-                ContentBlock::ToolCall(ToolCall {
-                    id: "b".into(),
-                    name: "grep".into(),
-                    arguments: "{\"pattern\":\"y\"}".into()
-                }),
+                ContentBlock::ToolCall(ToolCall::new("a", "read_file", "{\"path\":\"x\"}")),
+                ContentBlock::ToolCall(ToolCall::new("b", "grep", "{\"pattern\":\"y\"}")),
             ]
         );
     }
@@ -200,6 +196,7 @@ mod tests {
                 raw_finish_reason: None,
                 usage: Usage::default(),
                 interrupted: true,
+                origin: None,
             }
         );
     }
@@ -212,7 +209,7 @@ mod tests {
         let message = builder.finish(FinishReason::Stop, None, Usage::default());
         assert_eq!(
             message.tool_calls().cloned().collect::<Vec<_>>(),
-            vec![ToolCall { id: "call_0".into(), name: "ls".into(), arguments: "{}".into() }]
+            vec![ToolCall::new("call_0", "ls", "{}")]
         );
     }
 }

@@ -48,8 +48,9 @@ pub enum ToolChoice {
 }
 
 /// Everything a model needs for one request. Borrowed from the session, so building a
-/// request copies nothing.
+/// request copies nothing. Built with [`ModelRequest::new`] (fields keep being added).
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ModelRequest<'a> {
     /// The system prompt.
     pub system: &'a str,
@@ -59,10 +60,34 @@ pub struct ModelRequest<'a> {
     pub tools: &'a [ToolDefinition],
     /// Whether tools may be called.
     pub tool_choice: ToolChoice,
+    /// A stable key for the conversation (the session id): providers that route
+    /// requests to a prompt cache by key (OpenAI Responses `prompt_cache_key`) send it.
+    pub cache_key: Option<&'a str>,
+}
+
+impl<'a> ModelRequest<'a> {
+    /// A request with `system`, `messages` and `tools`, the model choosing whether to
+    /// call tools, and no cache key.
+    pub fn new(system: &'a str, messages: &'a [Message], tools: &'a [ToolDefinition]) -> Self {
+        ModelRequest { system, messages, tools, tool_choice: ToolChoice::Auto, cache_key: None }
+    }
+
+    /// Sets whether tools may be called.
+    pub fn tool_choice(mut self, tool_choice: ToolChoice) -> Self {
+        self.tool_choice = tool_choice;
+        self
+    }
+
+    /// Sets the conversation's cache key.
+    pub fn cache_key(mut self, key: &'a str) -> Self {
+        self.cache_key = Some(key);
+        self
+    }
 }
 
 /// One item of a model's streamed reply.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ModelEvent {
     /// A piece of answer text.
     TextDelta(String),
@@ -97,8 +122,9 @@ pub enum ModelEvent {
 /// A boxed stream of model events.
 pub type ModelStream<'a> = Pin<Box<dyn Stream<Item = Result<ModelEvent, ModelError>> + Send + 'a>>;
 
-/// Identifies a model for the session's `request/header`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Identifies a model: for the session's `request/header`, and as the origin of an
+/// assistant message.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ModelInfo {
     /// Provider name, e.g. `deepseek`, `openai`, `scripted`.
     pub provider: String,

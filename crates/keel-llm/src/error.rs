@@ -4,6 +4,7 @@ use std::time::Duration;
 
 /// What went wrong talking to a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ModelErrorKind {
     /// Credentials missing or rejected (401/403). Not retried.
     Auth,

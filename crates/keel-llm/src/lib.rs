@@ -3,21 +3,33 @@
 //! The agent loop (`keel-agent`) only sees the types here: [`Message`] for the
 //! conversation, [`ModelRequest`] for what is sent, and a stream of [`ModelEvent`]s for
 //! what comes back.
+//!
+//! With the `http` feature (default), three wire APIs over one transport: [`openai`]
+//! (Chat Completions), [`anthropic`] (Messages) and [`responses`] (OpenAI Responses); a
+//! [`ProviderConfig`] (from a [`Preset`] or by hand) makes the client for its [`Api`].
 
+#[cfg(feature = "http")]
+pub mod anthropic;
 mod assemble;
 mod client;
+#[cfg(feature = "http")]
+mod config;
 mod error;
 pub mod lenient;
 mod message;
 #[cfg(feature = "http")]
 pub mod openai;
 #[cfg(feature = "http")]
-mod retry;
+pub mod responses;
 pub mod sse;
 pub mod text_calls;
+#[cfg(feature = "http")]
+mod transport;
 
 pub use assemble::MessageBuilder;
 pub use client::{ModelClient, ModelEvent, ModelInfo, ModelRequest, ModelStream, ToolChoice, ToolDefinition};
+#[cfg(feature = "http")]
+pub use config::{Api, MaxTokensField, PRESETS, Preset, ProviderConfig, ReasoningReplay, Thinking};
 pub use error::{ModelError, ModelErrorKind};
 pub use message::{
     AssistantMessage, ContentBlock, FinishReason, Message, ToolCall, ToolResultMessage, Usage, UserMessage,

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::client::ModelInfo;
+
 /// One message of the conversation, as a model sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
@@ -41,6 +43,12 @@ pub struct AssistantMessage {
     /// True when the stream was cut (abort, error) and this message is partial.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// The provider and model that wrote it, when a provider said so (format 2). What
+    /// only that model can read (thinking signatures, redacted thinking, encrypted
+    /// reasoning items) is sent back to it alone; every encoder compares this with
+    /// itself before replaying such blocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<ModelInfo>,
 }
 
 impl AssistantMessage {
@@ -72,11 +80,21 @@ impl AssistantMessage {
     pub fn is_empty(&self) -> bool {
         self.content.iter().all(ContentBlock::is_empty)
     }
+
+    /// True when this message was written by `model` (same provider and model name), so
+    /// its signed or encrypted blocks may be sent back to it.
+    pub fn is_from(&self, model: &ModelInfo) -> bool {
+        self.origin.as_ref() == Some(model)
+    }
 }
 
 /// One piece of assistant output.
+///
+/// New kinds of block arrive with new provider features, so matches outside this crate
+/// need a wildcard arm; an encoder that does not know a block leaves it out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ContentBlock {
     /// Visible answer text.
     Text {
@@ -84,6 +102,9 @@ pub enum ContentBlock {
         text: String,
     },
     /// Reasoning ("thinking") text, with the provider's signature when it gives one.
+    /// A signed block is valid only for the model that wrote it (see
+    /// [`AssistantMessage::origin`]); one without a signature (an aborted stream, a
+    /// provider that signs nothing) is never sent back as signed thinking.
     Thinking {
         /// The reasoning text.
         text: String,
@@ -91,8 +112,23 @@ pub enum ContentBlock {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
     },
+    /// Reasoning the provider encrypted (Anthropic's `redacted_thinking`): nothing to
+    /// show, returned verbatim to the model that wrote it.
+    RedactedThinking {
+        /// The encrypted data, byte for byte as received.
+        data: String,
+    },
     /// A request to run a tool.
     ToolCall(ToolCall),
+    /// An output item keel does not interpret but must keep, such as an OpenAI
+    /// Responses reasoning item with its `encrypted_content`: stored as received and
+    /// sent back only by the API named in `api`, to the model that wrote it.
+    ProviderItem {
+        /// The wire API the item belongs to (`responses`).
+        api: String,
+        /// The item as the provider sent it.
+        item: serde_json::Value,
+    },
 }
 
 impl ContentBlock {
@@ -100,7 +136,8 @@ impl ContentBlock {
         match self {
             ContentBlock::Text { text } => text.is_empty(),
             ContentBlock::Thinking { text, signature } => text.is_empty() && signature.is_none(),
-            ContentBlock::ToolCall(_) => false,
+            ContentBlock::RedactedThinking { data } => data.is_empty(),
+            ContentBlock::ToolCall(_) | ContentBlock::ProviderItem { .. } => false,
         }
     }
 }
@@ -115,6 +152,33 @@ pub struct ToolCall {
     pub name: String,
     /// Raw JSON argument text (may be invalid JSON).
     pub arguments: String,
+    /// The provider's own id of the output item that carried the call, when it differs
+    /// from the call id (OpenAI Responses: `fc_…`, beside the `call_…` results cite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+}
+
+impl ToolCall {
+    /// A call with `id`, `name` and raw `arguments`, and no provider item id.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+        ToolCall { id: id.into(), name: name.into(), arguments: arguments.into(), item_id: None }
+    }
+
+    /// The arguments as the text of one JSON object, for sending the call back: the
+    /// arguments themselves when they are one, `{}` when empty, otherwise
+    /// `{"invalid_arguments": "<raw>"}`, so strict servers (which parse arguments to
+    /// render a chat template) accept the history and the model still sees what it
+    /// wrote. A deterministic rendering of the log.
+    pub fn object_arguments(&self) -> std::borrow::Cow<'_, str> {
+        let trimmed = self.arguments.trim();
+        if trimmed.is_empty() {
+            return std::borrow::Cow::Borrowed("{}");
+        }
+        if trimmed.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok() {
+            return std::borrow::Cow::Borrowed(&self.arguments);
+        }
+        std::borrow::Cow::Owned(serde_json::json!({ "invalid_arguments": self.arguments }).to_string())
+    }
 }
 
 /// The result of a tool call, as sent back to the model.
@@ -135,6 +199,7 @@ pub struct ToolResultMessage {
 /// beside it. Control flow never depends on this: tool calls present are always run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum FinishReason {
     /// Natural end of the reply.
     #[default]
@@ -168,8 +233,10 @@ impl FinishReason {
 
 /// Token counts for one request, or summed over many.
 ///
-/// `input_tokens` counts the whole prompt, cached tokens included; `cached_tokens` is the
-/// part of it served from a provider cache. `reasoning_tokens` is part of `output_tokens`.
+/// `input_tokens` counts the whole prompt, cached tokens and tokens written to the cache
+/// included; `cached_tokens` is the part of it read from a provider cache and
+/// `cache_write_tokens` the part written to one (Anthropic bills writes apart).
+/// `reasoning_tokens` is part of `output_tokens`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Prompt tokens, cached ones included.
@@ -184,6 +251,9 @@ pub struct Usage {
     /// Generated tokens spent on reasoning.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u64,
+    /// Prompt tokens written to a provider cache (format 2).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
 }
 
 fn is_zero(value: &u64) -> bool {
@@ -203,6 +273,7 @@ impl std::ops::AddAssign for Usage {
         self.output_tokens += other.output_tokens;
         self.cached_tokens += other.cached_tokens;
         self.reasoning_tokens += other.reasoning_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
     }
 }
 
@@ -225,16 +296,13 @@ mod tests {
             content: vec![
                 ContentBlock::Thinking { text: "hmm".into(), signature: None },
                 ContentBlock::Text { text: "ok".into() },
-                ContentBlock::ToolCall(ToolCall {
-                    id: "c1".into(),
-                    name: "read_file".into(),
-                    arguments: r#"{"path":"a"}"#.into(),
-                }),
+                ContentBlock::ToolCall(ToolCall::new("c1", "read_file", r#"{"path":"a"}"#)),
             ],
             finish_reason: FinishReason::ToolUse,
             raw_finish_reason: Some("tool_calls".into()),
             usage: Usage { input_tokens: 10, output_tokens: 2, ..Usage::default() },
             interrupted: false,
+            origin: None,
         };
         let json = serde_json::to_string(&message).unwrap();
         assert_eq!(
@@ -252,8 +320,57 @@ mod tests {
     }
 
     #[test]
+    fn format_2_blocks_round_trip_byte_for_byte() {
+        let message = AssistantMessage {
+            content: vec![
+                ContentBlock::Thinking {
+                    text: "plan \u{e9}".into(),
+                    signature: Some("EqQBCkYIARgCIkB+/=".into()),
+                },
+                ContentBlock::RedactedThinking { data: "EmwKAhgBEgy3va3pzix/LafPsn4a".into() },
+                ContentBlock::ProviderItem {
+                    api: "responses".into(),
+                    item: serde_json::json!({"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "gAAA=="}),
+                },
+                ContentBlock::ToolCall(ToolCall {
+                    item_id: Some("fc_1".into()),
+                    ..ToolCall::new("call_1", "ls", "{}")
+                }),
+            ],
+            finish_reason: FinishReason::ToolUse,
+            usage: Usage { input_tokens: 30, cached_tokens: 10, cache_write_tokens: 20, ..Usage::default() },
+            origin: Some(ModelInfo { provider: "anthropic".into(), model: "claude".into() }),
+            ..AssistantMessage::default()
+        };
+        let json = serde_json::to_string(&message).unwrap();
+        assert_eq!(
+            json,
+            r#"{"content":[{"type":"thinking","text":"plan é","signature":"EqQBCkYIARgCIkB+/="},{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix/LafPsn4a"},{"type":"provider_item","api":"responses","item":{"id":"rs_1","type":"reasoning","summary":[],"encrypted_content":"gAAA=="}},{"type":"tool_call","id":"call_1","name":"ls","arguments":"{}","item_id":"fc_1"}],"finish_reason":"tool_use","usage":{"input_tokens":30,"output_tokens":0,"cached_tokens":10,"cache_write_tokens":20},"origin":{"provider":"anthropic","model":"claude"}}"#
+        );
+        let back: AssistantMessage = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, message);
+        assert!(back.is_from(&ModelInfo { provider: "anthropic".into(), model: "claude".into() }));
+        assert!(!back.is_from(&ModelInfo { provider: "anthropic".into(), model: "other".into() }));
+    }
+
+    #[test]
     fn usage_sums() {
-        let a = Usage { input_tokens: 1, output_tokens: 2, cached_tokens: 3, reasoning_tokens: 4 };
-        assert_eq!(a + a, Usage { input_tokens: 2, output_tokens: 4, cached_tokens: 6, reasoning_tokens: 8 });
+        let a = Usage {
+            input_tokens: 1,
+            output_tokens: 2,
+            cached_tokens: 3,
+            reasoning_tokens: 4,
+            cache_write_tokens: 5,
+        };
+        assert_eq!(
+            a + a,
+            Usage {
+                input_tokens: 2,
+                output_tokens: 4,
+                cached_tokens: 6,
+                reasoning_tokens: 8,
+                cache_write_tokens: 10
+            }
+        );
     }
 }

@@ -22,10 +22,21 @@
 use serde_json::Value;
 
 use crate::lenient;
-use crate::message::{ContentBlock, ToolCall};
+use crate::message::{AssistantMessage, ContentBlock, FinishReason, ToolCall};
 
 /// Tags whose body is read as calls.
 const TAGS: [&str; 4] = ["tool_call", "tools", "function_call", "tool_response"];
+
+/// Rewrites a finished message whose text holds tool calls for `tools` (see
+/// [`extract_text_tool_calls`]); a natural stop becomes `tool_use` when calls were
+/// found. Returns true when calls were extracted. The same for every wire API.
+pub fn apply_text_tool_calls(message: &mut AssistantMessage, tools: &[&str]) -> bool {
+    let found = extract_text_tool_calls(&mut message.content, tools);
+    if found && message.finish_reason == FinishReason::Stop {
+        message.finish_reason = FinishReason::ToolUse;
+    }
+    found
+}
 
 /// Rewrites `content` when its text holds tool calls (see the module docs) for `tools`.
 /// Returns true when calls were extracted. Reasoning blocks are kept.
@@ -232,7 +243,7 @@ fn call_from(value: &Value, tools: &[&str]) -> Option<ToolCall> {
         },
         Some(other) => other.to_string(),
     };
-    Some(ToolCall { id: String::new(), name: name.to_owned(), arguments })
+    Some(ToolCall::new(String::new(), name, arguments))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use keel_llm::openai::{OpenAiClient, OpenAiConfig, ReasoningReplay};
 use keel_llm::{
     AssistantMessage, CancellationToken, ContentBlock, FinishReason, Message, ModelClient, ModelError,
-    ModelErrorKind, ModelEvent, ModelRequest, ToolCall, ToolChoice, ToolDefinition, Usage, UserMessage,
+    ModelErrorKind, ModelEvent, ModelInfo, ModelRequest, ToolCall, ToolDefinition, Usage, UserMessage,
 };
 use keel_testkit::{ChatStream, MockResponse, MockServer, chat};
 use pretty_assertions::assert_eq;
@@ -48,8 +48,7 @@ struct Outcome {
 
 async fn run(client: &OpenAiClient, messages: &[Message]) -> Outcome {
     let tools = tools();
-    let request =
-        ModelRequest { system: "You are terse.", messages, tools: &tools, tool_choice: ToolChoice::Auto };
+    let request = ModelRequest::new("You are terse.", messages, &tools);
     let mut stream = client.stream(request, CancellationToken::new());
     let mut events = Vec::new();
     while let Some(item) = stream.next().await {
@@ -67,7 +66,7 @@ fn user(text: &str) -> Vec<Message> {
 }
 
 fn call(id: &str, name: &str, args: &str) -> ContentBlock {
-    ContentBlock::ToolCall(ToolCall { id: id.into(), name: name.into(), arguments: args.into() })
+    ContentBlock::ToolCall(ToolCall::new(id, name, args))
 }
 
 async fn through_splits(name: &str, configure: impl Fn(&mut OpenAiConfig)) -> AssistantMessage {
@@ -100,8 +99,9 @@ async fn openai_parallel_tool_calls() {
             ],
             finish_reason: FinishReason::ToolUse,
             raw_finish_reason: Some("tool_calls".into()),
-            usage: Usage { input_tokens: 182, output_tokens: 51, cached_tokens: 128, reasoning_tokens: 0 },
+            usage: Usage { input_tokens: 182, output_tokens: 51, cached_tokens: 128, ..Usage::default() },
             interrupted: false,
+            origin: Some(ModelInfo { provider: "custom".into(), model: "test-model".into() }),
         }
     );
 }
@@ -121,7 +121,13 @@ async fn deepseek_reasoning_then_tool_call() {
     );
     assert_eq!(
         message.usage,
-        Usage { input_tokens: 410, output_tokens: 38, cached_tokens: 384, reasoning_tokens: 17 }
+        Usage {
+            input_tokens: 410,
+            output_tokens: 38,
+            cached_tokens: 384,
+            reasoning_tokens: 17,
+            ..Usage::default()
+        }
     );
 }
 
@@ -320,8 +326,7 @@ async fn dropping_the_stream_closes_the_connection_at_once() {
     let client = OpenAiClient::new(config(&server)).unwrap();
     let tools = tools();
     let messages = user("go");
-    let request =
-        ModelRequest { system: "", messages: &messages, tools: &tools, tool_choice: ToolChoice::Auto };
+    let request = ModelRequest::new("", &messages, &tools);
     let mut stream = client.stream(request, CancellationToken::new());
     // The first delta arrives, then the server goes silent.
     let first = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.unwrap();

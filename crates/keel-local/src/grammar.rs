@@ -123,10 +123,16 @@ fn opening_of(text: &str) -> Opening {
 /// Deepest schema nesting turned into rules; deeper parts accept any JSON value.
 const MAX_DEPTH: usize = 12;
 
-/// The grammar (root rule `root`) for one to `max_calls` calls to `tools` in `style`;
-/// after the last one only the end of the reply is allowed. `None` when there are no
-/// tools.
-pub fn tool_calls(tools: &[ToolDefinition], style: CallStyle, max_calls: usize) -> Option<String> {
+/// The grammar (root rule `root`) for one to `max_calls` calls to `tools` in `style`,
+/// after an optional short thought (up to `thought` characters of text, without `<`;
+/// 0 for none); after the last call only the end of the reply is allowed. `None` when
+/// there are no tools.
+pub fn tool_calls(
+    tools: &[ToolDefinition],
+    style: CallStyle,
+    max_calls: usize,
+    thought: usize,
+) -> Option<String> {
     if tools.is_empty() {
         return None;
     }
@@ -156,7 +162,14 @@ pub fn tool_calls(tools: &[ToolDefinition], style: CallStyle, max_calls: usize) 
         CallStyle::Bare => "call",
     };
     let more = max_calls.max(1) - 1;
-    let root = if more == 0 { format!("{one} ws") } else { format!("{one} (ws {one}){{0,{more}}} ws") };
+    let calls = if more == 0 { format!("{one} ws") } else { format!("{one} (ws {one}){{0,{more}}} ws") };
+    let root = if thought > 0 {
+        // A thought starts with a letter (not a call's `<` or `{`) and holds no `<`.
+        builder.add("thought", format!("[a-zA-Z] [^<{{]{{0,{}}} ws", thought.saturating_sub(1)));
+        format!("thought? {calls}")
+    } else {
+        calls
+    };
     builder.add("root", root);
     Some(builder.finish())
 }

@@ -104,12 +104,11 @@ mod with_llama {
             let model = LocalModel::load(config).unwrap();
             let message = runtime.block_on(async {
                 use futures::StreamExt;
-                let request = keel_llm::ModelRequest {
-                    system: "You are a helpful assistant.",
-                    messages: &messages,
-                    tools: tools.definitions(),
-                    tool_choice: keel_llm::ToolChoice::Auto,
-                };
+                let request = keel_llm::ModelRequest::new(
+                    "You are a helpful assistant.",
+                    &messages,
+                    tools.definitions(),
+                );
                 let mut stream = keel_llm::ModelClient::stream(&model, request, CancellationToken::new());
                 let mut last = None;
                 while let Some(event) = stream.next().await {
@@ -144,12 +143,7 @@ mod with_llama {
         let started = std::time::Instant::now();
         runtime.block_on(async {
             use futures::StreamExt;
-            let request = keel_llm::ModelRequest {
-                system: "",
-                messages: &messages,
-                tools: &[],
-                tool_choice: keel_llm::ToolChoice::Auto,
-            };
+            let request = keel_llm::ModelRequest::new("", &messages, &[]);
             let mut stream = keel_llm::ModelClient::stream(&model, request, cancel.clone());
             let mut deltas = 0;
             while let Some(event) = stream.next().await {
@@ -165,12 +159,7 @@ mod with_llama {
         // The worker notices at the next token and is free for the next request.
         let again = runtime.block_on(async {
             use futures::StreamExt;
-            let request = keel_llm::ModelRequest {
-                system: "",
-                messages: &messages,
-                tools: &[],
-                tool_choice: keel_llm::ToolChoice::Auto,
-            };
+            let request = keel_llm::ModelRequest::new("", &messages, &[]);
             keel_llm::ModelClient::stream(&model, request, CancellationToken::new()).next().await
         });
         assert!(again.is_some());
@@ -190,12 +179,7 @@ mod with_llama {
             let messages = vec![Message::User(keel_llm::UserMessage { content: question.into() })];
             runtime.block_on(async {
                 use futures::StreamExt;
-                let request = keel_llm::ModelRequest {
-                    system: &system,
-                    messages: &messages,
-                    tools: &[],
-                    tool_choice: keel_llm::ToolChoice::Auto,
-                };
+                let request = keel_llm::ModelRequest::new(&system, &messages, &[]);
                 let mut stream = keel_llm::ModelClient::stream(model, request, CancellationToken::new());
                 while stream.next().await.is_some() {}
             });

@@ -20,11 +20,7 @@ fn qwen_template_matches_python_jinja_with_tools_calls_and_results() {
     let messages = vec![
         Message::User(UserMessage { content: "Read a.txt".into() }),
         Message::Assistant(AssistantMessage {
-            content: vec![ContentBlock::ToolCall(ToolCall {
-                id: "c1".into(),
-                name: "read_file".into(),
-                arguments: r#"{"path": "a.txt"}"#.into(),
-            })],
+            content: vec![ContentBlock::ToolCall(ToolCall::new("c1", "read_file", r#"{"path": "a.txt"}"#))],
             ..AssistantMessage::default()
         }),
         Message::ToolResult(ToolResultMessage {

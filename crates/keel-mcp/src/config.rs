@@ -73,6 +73,11 @@ pub struct ServerConfig {
     /// transport follows from `command` or `url` anyway).
     #[serde(rename = "type")]
     pub transport_type: Option<String>,
+    /// A stdio server's sandbox, as for shell commands: `read-only`, `workspace-write`
+    /// (its `cwd` writable, or keel's folder) or `off` (default).
+    pub sandbox: Option<String>,
+    /// Network access under the sandbox (default: the mode's, off for `read-only`).
+    pub network: Option<bool>,
 }
 
 impl ServerConfig {
@@ -121,6 +126,14 @@ impl ServerConfig {
                 {
                     return bad("`args`, `env`, `env_vars` and `cwd` need a `command`".into());
                 }
+            }
+        }
+        if let Some(mode) = &self.sandbox {
+            if keel_tools::sandbox::SandboxMode::parse(mode).is_none() {
+                return bad(format!("unknown sandbox `{mode}` (read-only, workspace-write or off)"));
+            }
+            if self.command.is_none() {
+                return bad("`sandbox` applies to stdio servers (a `command`)".into());
             }
         }
         match self.transport_type.as_deref() {

@@ -5,12 +5,13 @@
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keel_tools::launch;
+use keel_tools::sandbox::{Policy, SandboxMode, SandboxSettings};
 use keel_tools::shell::is_secret;
 use rustix::process::{Pid, Signal};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -120,6 +121,26 @@ fn environment(command: &mut Command, config: &ServerConfig) {
     command.envs(&config.env);
 }
 
+/// The sandbox policy of a stdio server: its folder (`cwd`, else keel's) writable under
+/// `workspace-write`, a private temporary folder (which stays until keel ends: the
+/// server may keep files there for its whole life), package caches as for shell commands.
+fn sandbox_policy(server: &str, config: &ServerConfig) -> std::io::Result<Option<(Policy, PathBuf)>> {
+    let Some(mode) = config.sandbox.as_deref().and_then(SandboxMode::parse) else {
+        return Ok(None);
+    };
+    if mode == SandboxMode::Off {
+        return Ok(None);
+    }
+    let folder = match &config.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()?,
+    };
+    let tmp = std::env::temp_dir().join(format!("keel-mcp-{}-{server}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    let settings = SandboxSettings { mode, network: config.network, auto: false };
+    Ok(Policy::resolve(&settings, &folder, &tmp, None, &[]).map(|policy| (policy, tmp)))
+}
+
 impl StdioProcess {
     /// Starts `config.command` (through `launcher`, the program implementing
     /// [`keel_tools::launch`], when given) with piped stdin, stdout and stderr.
@@ -130,13 +151,19 @@ impl StdioProcess {
         groups: &Arc<Groups>,
     ) -> std::io::Result<(StdioProcess, ChildStdout, ChildStdin)> {
         let program = config.command.clone().unwrap_or_default();
+        let sandbox = sandbox_policy(server, config)?;
         let mut command = match launcher {
             Some(launcher) => {
                 let mut line: Vec<OsString> = vec![program.into()];
                 line.extend(config.args.iter().map(OsString::from));
                 let mut command = Command::new(launcher);
-                command.args(launch::stdio_args(&line));
+                command.args(launch::stdio_args(&line, sandbox.as_ref().map(|(policy, _)| policy)));
                 command
+            }
+            None if sandbox.is_some() => {
+                return Err(std::io::Error::other(
+                    "a sandboxed server needs keel's launcher (the keel binary); set sandbox = \"off\" for this server",
+                ));
             }
             None => {
                 let mut command = Command::new(program);
@@ -148,6 +175,9 @@ impl StdioProcess {
             command.current_dir(dir);
         }
         environment(&mut command, config);
+        if let Some((_, tmp)) = &sandbox {
+            command.env("TMPDIR", tmp);
+        }
         command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

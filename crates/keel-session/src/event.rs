@@ -7,8 +7,15 @@ use keel_llm::{AssistantMessage, ToolDefinition, Usage};
 
 use crate::error::SessionError;
 
-/// Version of the log format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the log format this build writes, and the newest it reads.
+///
+/// - 1: the first format.
+/// - 2: assistant messages may carry `origin` (the provider and model that wrote them),
+///   `redacted_thinking` and `provider_item` blocks, tool calls an `item_id`, usage
+///   `cache_write_tokens`. Every addition is optional, so a version 1 log loads as it is
+///   and derives the same messages; a keel that reads only version 1 refuses a version 2
+///   log by its header instead of failing on a line it does not know.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// One entry of the session log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,8 +29,11 @@ pub struct Event {
 }
 
 /// Everything that can happen in a session, tagged `type` with a `data` payload on disk.
+/// New kinds come with new features (a format version each), so matches outside this
+/// crate need a wildcard arm.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data")]
+#[non_exhaustive]
 pub enum EventKind {
     /// First line of every log.
     #[serde(rename = "session/header")]
@@ -55,6 +65,15 @@ pub enum EventKind {
     /// The one result of a tool call.
     #[serde(rename = "tool/result")]
     ToolResult(ToolResultData),
+    /// Old tool results replaced by stubs to save context.
+    #[serde(rename = "context/pruned")]
+    ContextPruned(crate::context::Pruned),
+    /// A compaction begins (the summary request follows).
+    #[serde(rename = "compaction/start")]
+    CompactionStart(crate::context::CompactionStart),
+    /// A compaction ends: the older part is replaced by the summary (or nothing changed).
+    #[serde(rename = "compaction/end")]
+    CompactionEnd(crate::context::CompactionEnd),
 }
 
 impl EventKind {
@@ -71,6 +90,9 @@ impl EventKind {
             EventKind::AssistantMessage(_) => "assistant/message",
             EventKind::ToolCall(_) => "tool/call",
             EventKind::ToolResult(_) => "tool/result",
+            EventKind::ContextPruned(_) => "context/pruned",
+            EventKind::CompactionStart(_) => "compaction/start",
+            EventKind::CompactionEnd(_) => "compaction/end",
         }
     }
 }
@@ -149,6 +171,8 @@ pub enum TurnEndReason {
     Error,
     /// The step limit was reached.
     MaxSteps,
+    /// The model kept repeating the same calls and was stopped.
+    Looping,
     /// keel stopped mid-turn (crash, kill); closed by repair.
     Interrupted,
 }
@@ -162,6 +186,7 @@ impl TurnEndReason {
             TurnEndReason::Blocked => "blocked",
             TurnEndReason::Error => "error",
             TurnEndReason::MaxSteps => "max_steps",
+            TurnEndReason::Looping => "looping",
             TurnEndReason::Interrupted => "interrupted",
         }
     }
@@ -197,6 +222,7 @@ pub struct UserInput {
 /// How a user message entered the session.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum InputSource {
     /// The input that started the turn.
     #[default]
@@ -309,6 +335,9 @@ impl Event {
             "assistant/message" => EventKind::AssistantMessage(decode(data)?),
             "tool/call" => EventKind::ToolCall(decode(data)?),
             "tool/result" => EventKind::ToolResult(decode(data)?),
+            "context/pruned" => EventKind::ContextPruned(decode(data)?),
+            "compaction/start" => EventKind::CompactionStart(decode(data)?),
+            "compaction/end" => EventKind::CompactionEnd(decode(data)?),
             other => {
                 return Err(SessionError::corrupt_msg(format!(
                     "unknown event type `{other}` (written by a newer keel?)"

@@ -8,15 +8,21 @@
 //! - [`Session::repair`]: deterministic closing of an interrupted turn.
 //! - [`SessionStore`] with [`JsonlStore`]: create, open, list, fork.
 
+pub mod context;
 mod error;
 mod event;
+mod history;
 mod jsonl;
 mod projection;
 mod repair;
 mod session;
 mod store;
 pub mod time;
+mod validate;
 
+pub use context::{
+    CompactionEnd, CompactionOutcome, CompactionReason, CompactionStart, Pruned, PrunedResult,
+};
 pub use error::{SessionError, SessionErrorKind};
 pub use event::{
     Event, EventKind, FORMAT_VERSION, InputSource, ParentRef, RequestHeader, SessionHeader, StepEnd,
@@ -27,6 +33,7 @@ pub use projection::{OpenTurn, PendingCall, Projection, derive_messages};
 pub use repair::{INTERRUPTED_CODE, NOT_STARTED, OUTCOME_UNKNOWN, RepairReport};
 pub use session::{EventWriter, MemoryWriter, NullWriter, Session, SyncJob};
 pub use store::{SessionStore, SessionSummary};
+pub use validate::{InvalidHistory, validate};
 
 /// A new session id: creation time (UTC, to the second) and 24 random bits, e.g.
 /// `20261130-051926-3fa9c1`. Sorts by creation time.

@@ -8,7 +8,10 @@
 //! input, a new turn) while calls wait for results. An event that breaks these is refused
 //! and changes nothing, whether it comes from a file being loaded or from a live append.
 
-use keel_llm::{Message, ToolResultMessage, Usage, UserMessage};
+use keel_llm::{Message, ToolResultMessage, Usage};
+
+use crate::context::CompactionOutcome;
+use crate::history::History;
 
 use crate::error::{SessionError, SessionErrorKind};
 use crate::event::{
@@ -44,8 +47,10 @@ pub struct OpenTurn {
 pub struct Projection {
     header: Option<SessionHeader>,
     request_header: Option<RequestHeader>,
-    messages: Vec<Message>,
+    history: History,
     pending: Vec<PendingCall>,
+    /// Seq of a `compaction/start` without its end.
+    open_compaction: Option<u64>,
     open_turn: Option<OpenTurn>,
     last_seq: Option<u64>,
     turns: u32,
@@ -53,6 +58,9 @@ pub struct Projection {
     usage: Usage,
     first_prompt: Option<String>,
     call_ids: std::collections::HashSet<String>,
+    /// Index of the first message of the current task: after the last turn that ended
+    /// other than by a crash (loop detection counts from here).
+    task_start: usize,
 }
 
 impl Projection {
@@ -95,7 +103,26 @@ impl Projection {
                 "tool/result for `{}`, which no unanswered reply asked for (an orphan result)",
                 result.call_id
             )),
-            EventKind::AssistantMessage(_) | EventKind::UserMessage(_) | EventKind::TurnStart(_)
+            EventKind::CompactionStart(_) if self.open_compaction.is_some() => {
+                refuse("compaction/start while a compaction is open".into())
+            }
+            EventKind::CompactionEnd(_) if self.open_compaction.is_none() => {
+                refuse("compaction/end without compaction/start".into())
+            }
+            EventKind::CompactionEnd(end) if end.outcome != CompactionOutcome::Aborted => {
+                match self.history.index_at(end.first_kept_seq) {
+                    Some(index) if !self.history.is_boundary(index) => refuse(format!(
+                        "compaction/end keeps from seq {}, which would part a tool result from its call",
+                        end.first_kept_seq
+                    )),
+                    _ => Ok(()),
+                }
+            }
+            EventKind::AssistantMessage(_)
+            | EventKind::UserMessage(_)
+            | EventKind::TurnStart(_)
+            | EventKind::CompactionStart(_)
+            | EventKind::ContextPruned(_)
                 if !self.pending.is_empty() =>
             {
                 let ids: Vec<&str> = self.pending.iter().map(|p| p.call_id.as_str()).collect();
@@ -127,6 +154,9 @@ impl Projection {
             EventKind::TurnEnd(end) => {
                 self.open_turn = None;
                 self.last_turn_end = Some(end.reason);
+                if end.reason != TurnEndReason::Interrupted {
+                    self.task_start = self.history.len();
+                }
             }
             EventKind::StepStart(start) => {
                 if let Some(turn) = &mut self.open_turn {
@@ -144,15 +174,8 @@ impl Projection {
                     self.first_prompt = Some(input.text.clone());
                 }
                 // Consecutive user input (context then prompt, a prompt then steering, a
-                // prompt after a crash mid-request) is one message: providers and chat
-                // templates that want turns to alternate get them.
-                match self.messages.last_mut() {
-                    Some(Message::User(previous)) => {
-                        previous.content.push_str("\n\n");
-                        previous.content.push_str(&input.text);
-                    }
-                    _ => self.messages.push(Message::User(UserMessage { content: input.text })),
-                }
+                // prompt after a crash mid-request) is one message.
+                self.history.push_user(seq, &input.text);
             }
             EventKind::AssistantMessage(message) => {
                 self.usage += message.usage;
@@ -168,7 +191,7 @@ impl Projection {
                 // An aborted request that produced nothing is logged but not sent back:
                 // providers reject empty assistant messages.
                 if !message.is_empty() {
-                    self.messages.push(Message::Assistant(message));
+                    self.history.push_assistant(seq, message);
                 }
             }
             EventKind::ToolCall(call) => {
@@ -180,19 +203,44 @@ impl Projection {
                 if let Some(index) = self.pending.iter().position(|p| p.call_id == result.call_id) {
                     self.pending.remove(index);
                 }
-                self.messages.push(Message::ToolResult(ToolResultMessage {
-                    call_id: result.call_id,
-                    name: result.name,
-                    content: result.content,
-                    is_error: result.is_error,
-                }));
+                self.history.push_result(
+                    seq,
+                    ToolResultMessage {
+                        call_id: result.call_id,
+                        name: result.name,
+                        content: result.content,
+                        is_error: result.is_error,
+                    },
+                );
+            }
+            EventKind::ContextPruned(pruned) => {
+                for result in &pruned.results {
+                    self.history.prune(&result.call_id, &result.stub);
+                }
+            }
+            EventKind::CompactionStart(_) => self.open_compaction = Some(seq),
+            EventKind::CompactionEnd(end) => {
+                self.open_compaction = None;
+                self.usage += end.usage;
+                if end.outcome != CompactionOutcome::Aborted {
+                    // Nothing at or after the first kept seq: the summary replaces all.
+                    let index = self.history.index_at(end.first_kept_seq).unwrap_or(self.history.len());
+                    let dropped = self.history.compact(index, seq, &end.summary);
+                    // Loop detection's task starts after the summary at the latest.
+                    self.task_start = self.task_start.saturating_sub(dropped).max(1).min(self.history.len());
+                }
             }
         }
     }
 
     /// The model-visible conversation, in log order.
     pub fn messages(&self) -> &[Message] {
-        &self.messages
+        self.history.messages()
+    }
+
+    /// The seq of a `compaction/start` not yet ended (a crash mid-compaction).
+    pub fn open_compaction(&self) -> Option<u64> {
+        self.open_compaction
     }
 
     /// The session header, once seen.
@@ -235,6 +283,12 @@ impl Projection {
         self.usage
     }
 
+    /// Index in [`Projection::messages`] where the current task begins: after the last
+    /// turn that ended other than by a crash, so a resumed task keeps its history.
+    pub fn task_start(&self) -> usize {
+        self.task_start.min(self.history.len())
+    }
+
     /// Every tool-call id used in the session so far.
     pub fn call_ids(&self) -> &std::collections::HashSet<String> {
         &self.call_ids
@@ -248,7 +302,7 @@ impl Projection {
     /// True when the log ends mid-turn or with unanswered calls: repair is needed
     /// before the next request.
     pub fn needs_repair(&self) -> bool {
-        self.open_turn.is_some() || !self.pending.is_empty()
+        self.open_turn.is_some() || !self.pending.is_empty() || self.open_compaction.is_some()
     }
 }
 
@@ -266,5 +320,5 @@ pub fn derive_messages<'a, I: IntoIterator<Item = &'a Event>>(
             .apply(event.clone())
             .map_err(|e| SessionError { message: format!("event {seq}: {}", e.message), ..e })?;
     }
-    Ok(projection.messages)
+    Ok(projection.history.messages().to_vec())
 }

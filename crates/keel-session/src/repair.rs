@@ -29,6 +29,8 @@ pub struct RepairReport {
     pub closed_step: bool,
     /// Whether an open turn was closed.
     pub closed_turn: bool,
+    /// Whether a compaction cut short was closed (as aborted: nothing changed).
+    pub closed_compaction: bool,
 }
 
 impl RepairReport {
@@ -42,6 +44,20 @@ impl RepairReport {
 pub fn closers(projection: &Projection) -> (Vec<EventKind>, RepairReport) {
     let mut events = Vec::new();
     let mut report = RepairReport::default();
+    // A compaction cut short changed nothing: the log reads as if it never ran.
+    if projection.open_compaction().is_some() {
+        report.closed_compaction = true;
+        events.push(EventKind::CompactionEnd(crate::context::CompactionEnd {
+            outcome: crate::context::CompactionOutcome::Aborted,
+            summary: String::new(),
+            first_kept_seq: 0,
+            tokens_before: 0,
+            tokens_after: 0,
+            files_read: Vec::new(),
+            files_changed: Vec::new(),
+            usage: keel_llm::Usage::default(),
+        }));
+    }
     for call in projection.pending_calls() {
         let (content, source_seq) = match call.started_seq {
             Some(seq) => {

@@ -81,6 +81,13 @@ pub fn tools() -> Value {
             true
         ),
         tool("pid", "The server's process id.", json!({}), &[], true),
+        tool(
+            "write",
+            "Writes text to a file.",
+            json!({"path": {"type": "string"}, "text": {"type": "string"}}),
+            &["path", "text"],
+            false
+        ),
         tool("grow", "Adds a tool.", json!({}), &[], false),
     ]);
     if GROWN.load(std::sync::atomic::Ordering::Relaxed)
@@ -123,6 +130,15 @@ fn call(params: &Value) -> Result<(Value, Duration), Action> {
             text(std::env::var(name).unwrap_or_else(|_| "(unset)".to_owned()))
         }
         "pid" => text(std::process::id().to_string()),
+        "write" => {
+            let path = args["path"].as_str().unwrap_or_default();
+            match std::fs::write(path, args["text"].as_str().unwrap_or_default()) {
+                Ok(()) => text(format!("wrote {path}")),
+                Err(e) => {
+                    json!({"content": [{"type": "text", "text": format!("cannot write {path}: {e}")}], "isError": true})
+                }
+            }
+        }
         "extra" => text("the extra tool"),
         other => {
             json!({"content": [{"type": "text", "text": format!("unknown tool {other}")}], "isError": true})

@@ -21,6 +21,8 @@ pub struct RecordedRequest {
     pub tools: Vec<ToolDefinition>,
     /// The tool choice.
     pub tool_choice: ToolChoice,
+    /// The conversation's cache key.
+    pub cache_key: Option<String>,
 }
 
 /// How to stop after streaming the deltas.
@@ -40,6 +42,7 @@ pub struct ReplyBuilder {
     delay: Duration,
     chunk: usize,
     ending: Ending,
+    origin: Option<ModelInfo>,
 }
 
 /// Starts a scripted reply.
@@ -50,6 +53,7 @@ pub fn reply() -> ReplyBuilder {
         usage: Usage { input_tokens: 100, output_tokens: 10, ..Usage::default() },
         delay: Duration::ZERO,
         chunk: 16,
+        origin: None,
         ending: Ending::Complete,
     }
 }
@@ -75,11 +79,19 @@ impl ReplyBuilder {
 
     /// Adds a tool call with a given id.
     pub fn call_id(mut self, id: &str, name: &str, arguments: &str) -> Self {
-        self.content.push(ContentBlock::ToolCall(ToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        }));
+        self.content.push(ContentBlock::ToolCall(ToolCall::new(id, name, arguments)));
+        self
+    }
+
+    /// Adds any content block as it is (signed thinking, provider items, …).
+    pub fn block(mut self, block: ContentBlock) -> Self {
+        self.content.push(block);
+        self
+    }
+
+    /// Marks the message as written by `origin` (providers stamp their messages).
+    pub fn origin(mut self, provider: &str, model: &str) -> Self {
+        self.origin = Some(ModelInfo { provider: provider.into(), model: model.into() });
         self
     }
 
@@ -130,6 +142,7 @@ impl ReplyBuilder {
             raw_finish_reason: None,
             usage: self.usage,
             interrupted: false,
+            origin: self.origin.clone(),
         }
     }
 
@@ -165,6 +178,7 @@ impl ReplyBuilder {
                     }
                     index += 1;
                 }
+                _ => {}
             }
         }
         out
@@ -250,6 +264,7 @@ impl ModelClient for ScriptedModel {
                     messages: request.messages.to_vec(),
                     tools: request.tools.to_vec(),
                     tool_choice: request.tool_choice,
+                    cache_key: request.cache_key.map(str::to_owned),
                 });
             }
             state.script.pop_front()

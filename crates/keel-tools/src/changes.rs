@@ -1,9 +1,11 @@
 //! "Nothing changed": a turn-stopping rule. A task that asks for a change (it says fix,
 //! add, rename, …, and is not a question) is not done while no file in the project has
 //! changed; small models often end such a turn by saying they made a change they never
-//! made. [`ChangeCheck`] takes a snapshot of the project's files (sizes and modification
-//! times; git's index and HEAD included) when the turn starts, compares when it would
-//! end, and asks once to make the change.
+//! made. [`ChangeCheck`] takes a snapshot of the project's files (a hash of each small
+//! file's content, size and modification time of bigger ones; git's index, HEAD and
+//! reflog included) when the turn starts, compares when it would end, and asks once to
+//! make the change. Content, not times: `sed -i` that replaces nothing still rewrites
+//! the file.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -51,7 +53,30 @@ const CHANGE_WORDS: &[&str] = &[
     "write",
 ];
 
-type Snapshot = HashMap<PathBuf, (u64, Option<SystemTime>)>;
+/// Files up to this size are compared by content.
+const HASHED_BYTES: u64 = 1024 * 1024;
+
+/// Per file: its size, and a hash of its content (small files) or its modification time.
+type Snapshot = HashMap<PathBuf, (u64, Stamp)>;
+
+/// What tells one version of a file from another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stamp {
+    Content(u64),
+    Modified(Option<SystemTime>),
+}
+
+fn stamp(path: &Path, meta: &std::fs::Metadata) -> Stamp {
+    use std::hash::{Hash, Hasher};
+    if meta.len() <= HASHED_BYTES
+        && let Ok(bytes) = std::fs::read(path)
+    {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        bytes.hash(&mut hasher);
+        return Stamp::Content(hasher.finish());
+    }
+    Stamp::Modified(meta.modified().ok())
+}
 
 /// The turn's starting snapshot, kept in the session's tool state.
 #[derive(Default)]
@@ -81,7 +106,8 @@ fn snapshot(workspace: &Path) -> Option<Snapshot> {
     for entry in walker.flatten() {
         if entry.file_type().is_some_and(|t| t.is_file()) {
             let meta = entry.metadata().ok()?;
-            files.insert(entry.into_path(), (meta.len(), meta.modified().ok()));
+            let stamp = stamp(entry.path(), &meta);
+            files.insert(entry.into_path(), (meta.len(), stamp));
             if files.len() > MAX_FILES {
                 return None;
             }
@@ -90,7 +116,7 @@ fn snapshot(workspace: &Path) -> Option<Snapshot> {
     for name in ["index", "HEAD", "logs/HEAD"] {
         let path = workspace.join(".git").join(name);
         if let Ok(meta) = std::fs::metadata(&path) {
-            files.insert(path, (meta.len(), meta.modified().ok()));
+            files.insert(path, (meta.len(), Stamp::Modified(meta.modified().ok())));
         }
     }
     Some(files)
@@ -173,7 +199,10 @@ mod tests {
         let before = snapshot(dir.path()).unwrap();
         std::fs::write(dir.path().join("x.log"), "ignored").unwrap();
         assert_eq!(snapshot(dir.path()).unwrap(), before);
-        std::fs::write(dir.path().join("a.txt"), "22").unwrap();
+        // Rewritten with the same content (as `sed -i` that matched nothing does): no change.
+        std::fs::write(dir.path().join("a.txt"), "1").unwrap();
+        assert_eq!(snapshot(dir.path()).unwrap(), before);
+        std::fs::write(dir.path().join("a.txt"), "2").unwrap();
         assert_ne!(snapshot(dir.path()).unwrap(), before);
         let before = snapshot(dir.path()).unwrap();
         std::fs::create_dir_all(dir.path().join(".git/logs")).unwrap();

@@ -55,6 +55,8 @@ use std::process::{Command, Stdio};
 
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
+use crate::sandbox::{self, Policy};
+
 /// The hidden subcommand of the launcher program: `PROGRAM __exec …`.
 pub const SUBCOMMAND: &str = "__exec";
 
@@ -94,28 +96,51 @@ pub async fn pid_namespace_available() -> bool {
         .await
 }
 
-/// The arguments after `program` that launch `bash -c command`.
-pub(crate) fn launcher_args(command: &str, pid_namespace: bool) -> Vec<OsString> {
+/// What the system enforces of the sandbox, from `program __exec --probe` (probed once).
+pub async fn sandbox_support(program: &std::path::Path) -> sandbox::Support {
+    static PROBE: tokio::sync::OnceCell<sandbox::Support> = tokio::sync::OnceCell::const_new();
+    PROBE
+        .get_or_init(|| async {
+            let probe = tokio::process::Command::new(program)
+                .args([SUBCOMMAND, "--probe"])
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .output();
+            let text = match tokio::time::timeout(std::time::Duration::from_secs(5), probe).await {
+                Ok(Ok(output)) => String::from_utf8_lossy(&output.stdout).into_owned(),
+                _ => String::new(),
+            };
+            sandbox::Support::parse(&text)
+        })
+        .await
+        .clone()
+}
+
+/// The arguments after `program` that launch `bash -c command`, confined by `sandbox`.
+pub(crate) fn launcher_args(command: &str, pid_namespace: bool, sandbox: Option<&Policy>) -> Vec<OsString> {
     let mut args: Vec<OsString> =
         vec![SUBCOMMAND.into(), "--parent".into(), std::process::id().to_string().into()];
     if pid_namespace {
         args.push("--pid-ns".into());
+    }
+    if let Some(policy) = sandbox {
+        args.extend(policy.to_args());
     }
     args.extend(["--".into(), "bash".into(), "-c".into(), command.into()]);
     args
 }
 
 /// The arguments after the launcher program that run `command` (a program and its
-/// arguments) in stdio mode: its stdin and stdout are the launcher's, it dies with this
-/// process, nothing is reported on fd 0.
-pub fn stdio_args(command: &[OsString]) -> Vec<OsString> {
-    let mut args: Vec<OsString> = vec![
-        SUBCOMMAND.into(),
-        "--parent".into(),
-        std::process::id().to_string().into(),
-        "--stdio".into(),
-        "--".into(),
-    ];
+/// arguments) in stdio mode, confined by `sandbox`: its stdin and stdout are the
+/// launcher's, it dies with this process, nothing is reported on fd 0.
+pub fn stdio_args(command: &[OsString], sandbox: Option<&Policy>) -> Vec<OsString> {
+    let mut args: Vec<OsString> =
+        vec![SUBCOMMAND.into(), "--parent".into(), std::process::id().to_string().into(), "--stdio".into()];
+    if let Some(policy) = sandbox {
+        args.extend(policy.to_args());
+    }
+    args.push("--".into());
     args.extend(command.iter().cloned());
     args
 }
@@ -137,7 +162,16 @@ enum Role {
     Init,
 }
 
-fn parse(args: &[OsString]) -> Option<(Role, Vec<OsString>)> {
+/// A parsed launcher invocation.
+#[derive(Debug, PartialEq, Eq)]
+struct Invocation {
+    role: Role,
+    /// The sandbox to enter before the command starts.
+    sandbox: Option<Policy>,
+    command: Vec<OsString>,
+}
+
+fn parse(args: &[OsString]) -> Option<Invocation> {
     let split = args.iter().position(|a| a == "--")?;
     let (flags, command) = (&args[..split], args[split + 1..].to_vec());
     if command.is_empty() {
@@ -147,6 +181,7 @@ fn parse(args: &[OsString]) -> Option<(Role, Vec<OsString>)> {
     let mut pid_namespace = false;
     let mut stdio = false;
     let mut init = false;
+    let mut sandbox = None;
     let mut flags = flags.iter();
     while let Some(flag) = flags.next() {
         match flag.to_str()? {
@@ -154,22 +189,27 @@ fn parse(args: &[OsString]) -> Option<(Role, Vec<OsString>)> {
             "--pid-ns" => pid_namespace = true,
             "--stdio" => stdio = true,
             "--init" => init = true,
+            other if Policy::parse_flag(&mut sandbox, other, &mut flags)? => {}
             _ => return None,
         }
     }
-    match (init, parent) {
-        (true, None) if !stdio => Some((Role::Init, command)),
-        (false, Some(parent)) => Some((Role::Launcher { parent, pid_namespace, stdio }, command)),
-        _ => None,
-    }
+    let role = match (init, parent) {
+        (true, None) if !stdio => Role::Init,
+        (false, Some(parent)) => Role::Launcher { parent, pid_namespace, stdio },
+        _ => return None,
+    };
+    Some(Invocation { role, sandbox, command })
 }
 
 /// The launcher's entry point: `args` are what follows [`SUBCOMMAND`]. Returns the exit
 /// code (bash's, or 128 + the signal that ended it).
 pub fn main(args: &[OsString]) -> i32 {
-    let Some((role, command)) = parse(args) else {
+    if args.len() == 1 && args[0] == "--probe" {
+        return probe();
+    }
+    let Some(Invocation { role, sandbox, command }) = parse(args) else {
         eprintln!(
-            "keel {SUBCOMMAND}: internal launcher; usage: --parent PID [--pid-ns] [--stdio] -- PROGRAM ARGS…"
+            "keel {SUBCOMMAND}: internal launcher; usage: --parent PID [--pid-ns] [--stdio] [--sandbox MODE …] -- PROGRAM ARGS…"
         );
         return 2;
     };
@@ -178,7 +218,7 @@ pub fn main(args: &[OsString]) -> i32 {
         return 2;
     }
     match role {
-        Role::Init => supervise(&command, None, false),
+        Role::Init => supervise(&command, None, sandbox.as_ref(), false),
         Role::Launcher { parent, pid_namespace, stdio } => {
             let death = if pid_namespace { Signal::KILL } else { Signal::TERM };
             let _ = rustix::process::set_parent_process_death_signal(Some(death));
@@ -187,19 +227,19 @@ pub fn main(args: &[OsString]) -> i32 {
                 return 128 + Signal::KILL.as_raw();
             }
             if pid_namespace {
-                let error = enter_pid_namespace(&command);
+                let error = enter_pid_namespace(&command, sandbox.as_ref());
                 eprintln!("keel: cannot enter a PID namespace ({error}); running the command without one");
                 let _ = rustix::process::set_parent_process_death_signal(Some(Signal::TERM));
             }
             let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
-            supervise(&command, Some(parent), stdio)
+            supervise(&command, Some(parent), sandbox.as_ref(), stdio)
         }
     }
 }
 
 /// Replaces this process with `unshare`, which runs `<this program> __exec --init --
 /// command` as PID 1 of a new PID namespace. Returns only on failure.
-fn enter_pid_namespace(command: &[OsString]) -> std::io::Error {
+fn enter_pid_namespace(command: &[OsString], sandbox: Option<&Policy>) -> std::io::Error {
     let program = match std::env::current_exe() {
         // Replaced or deleted since keel started: the path no longer names this program.
         Ok(program) if !program.exists() => {
@@ -212,7 +252,9 @@ fn enter_pid_namespace(command: &[OsString]) -> std::io::Error {
         .args(UNSHARE)
         .arg("--")
         .arg(program)
-        .args([SUBCOMMAND, "--init", "--"])
+        .args([SUBCOMMAND, "--init"])
+        .args(sandbox.map(Policy::to_args).unwrap_or_default())
+        .arg("--")
         .args(command)
         .exec()
 }
@@ -226,9 +268,24 @@ fn enter_pid_namespace(command: &[OsString]) -> std::io::Error {
 ///
 /// With `stdio` the child gets this process's stdin instead of `/dev/null`, nothing is
 /// reported, and the launcher lets go of its stdin too.
-fn supervise(command: &[OsString], parent: Option<Pid>, stdio: bool) -> i32 {
+fn supervise(command: &[OsString], parent: Option<Pid>, sandbox: Option<&Policy>, stdio: bool) -> i32 {
     if let Err(e) = handle_signals(parent) {
         eprintln!("keel: cannot handle signals in the launcher: {e}");
+    }
+    // The sandbox, if any, holds this process and so everything it starts; a sandbox that
+    // cannot be enforced runs nothing.
+    if let Some(policy) = sandbox
+        && let Err(reason) = sandbox::enforce(policy)
+    {
+        eprintln!(
+            "keel: the {} sandbox cannot be enforced on this system ({reason}), so the command was not run. \
+             Run `keel sandbox` for details; set sandbox = \"off\" in the config (or --sandbox off) to run commands unconfined.",
+            policy.mode.as_str()
+        );
+        if !stdio {
+            report_raw(sandbox::REFUSED << 8);
+        }
+        return sandbox::REFUSED;
     }
     let output = rustix::fs::fstat(std::io::stdout().as_fd()).ok().map(|s| (s.st_dev, s.st_ino));
     let input = if stdio { Stdio::inherit() } else { Stdio::null() };
@@ -268,6 +325,16 @@ fn supervise(command: &[OsString], parent: Option<Pid>, stdio: bool) -> i32 {
         }
     }
     code
+}
+
+/// `--probe`: confines this (throwaway) process as far as the system allows and prints
+/// what was enforced (see [`sandbox::probe`]).
+fn probe() -> i32 {
+    #[cfg(target_os = "linux")]
+    print!("{}", sandbox::probe());
+    #[cfg(not(target_os = "linux"))]
+    println!("landlock: none (not Linux)\nseccomp: none (not Linux)");
+    0
 }
 
 /// Points this process's stdout and stderr (and with `input`, its stdin) at `/dev/null`.
@@ -392,16 +459,38 @@ mod tests {
 
     #[test]
     fn the_protocol_round_trips() {
-        let launched = launcher_args("echo hi", true);
-        let (role, command) = parse(&launched[1..]).unwrap();
-        let parent = Pid::from_raw(std::process::id() as i32).unwrap();
-        assert_eq!(role, Role::Launcher { parent, pid_namespace: true, stdio: false });
-        assert_eq!(command, args(&["bash", "-c", "echo hi"]));
-        let launched = stdio_args(&args(&["npx", "-y", "server"]));
-        let (role, command) = parse(&launched[1..]).unwrap();
-        assert_eq!(role, Role::Launcher { parent, pid_namespace: false, stdio: true });
-        assert_eq!(command, args(&["npx", "-y", "server"]));
-        assert_eq!(parse(&args(&["--init", "--", "bash"])).unwrap().0, Role::Init);
+        let launched = launcher_args("echo hi", true, None);
+        let invocation = parse(&launched[1..]).unwrap();
+        assert_eq!(
+            invocation.role,
+            Role::Launcher {
+                parent: Pid::from_raw(std::process::id() as i32).unwrap(),
+                pid_namespace: true,
+                stdio: false
+            }
+        );
+        assert_eq!(invocation.command, args(&["bash", "-c", "echo hi"]));
+        assert_eq!(invocation.sandbox, None);
+        assert_eq!(parse(&args(&["--init", "--", "bash"])).unwrap().role, Role::Init);
+        let policy = Policy {
+            mode: crate::sandbox::SandboxMode::WorkspaceWrite,
+            network: false,
+            writable: vec!["/w".into(), "/t".into()],
+        };
+        let launched = launcher_args("ls", false, Some(&policy));
+        assert_eq!(parse(&launched[1..]).unwrap().sandbox, Some(policy.clone()));
+        let launched = stdio_args(&args(&["npx", "-y", "server"]), Some(&policy));
+        let invocation = parse(&launched[1..]).unwrap();
+        assert_eq!(
+            invocation.role,
+            Role::Launcher {
+                parent: Pid::from_raw(std::process::id() as i32).unwrap(),
+                pid_namespace: false,
+                stdio: true
+            }
+        );
+        assert_eq!(invocation.command, args(&["npx", "-y", "server"]));
+        assert_eq!(invocation.sandbox, Some(policy));
         for bad in [
             &["--", "bash"][..],
             &["--init"],

@@ -9,6 +9,7 @@
 //!            ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "glob"]);
 //! ```
 
+pub mod answer;
 pub mod changes;
 pub mod edit;
 pub mod environment;
@@ -20,6 +21,7 @@ pub mod output;
 mod policy;
 pub mod profile;
 pub mod read;
+pub mod sandbox;
 mod seen;
 pub mod shell;
 mod suggest;
@@ -61,6 +63,8 @@ pub struct ToolsConfig {
     /// a PID namespace where possible (see [`launch`]); `None` runs `bash -c` directly.
     /// The `keel` binary sets itself here.
     pub launcher: Option<launch::Launcher>,
+    /// The sandbox shell commands run in (default off; needs `launcher`).
+    pub sandbox: sandbox::SandboxSettings,
 }
 
 impl Default for ToolsConfig {
@@ -75,6 +79,7 @@ impl Default for ToolsConfig {
             allow_hardlinks: false,
             env_passthrough: Vec::new(),
             launcher: None,
+            sandbox: sandbox::SandboxSettings::default(),
         }
     }
 }

@@ -17,6 +17,7 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Sleep;
 
 use crate::output::Capture;
+use crate::sandbox::call::Prepared;
 use crate::workspace::Roots;
 use crate::{ToolsConfig, launch};
 
@@ -171,13 +172,19 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
         .timeout_secs
         .unwrap_or(config.shell_timeout.as_secs())
         .clamp(1, config.shell_max_timeout.as_secs());
-    let mut running = spawn(config, &args.command, &workdir).await?;
-    let spill = crate::artifacts_dir(&ctx).join(format!("shell-{}.log", sanitize(&ctx.call_id)));
+    let artifacts = crate::artifacts_dir(&ctx);
+    let sandbox = Prepared::new(config, roots.root(), &artifacts, &sanitize(&ctx.call_id)).await?;
+    let mut running = spawn(config, &args.command, &workdir, sandbox.as_ref()).await?;
+    let spill = artifacts.join(format!("shell-{}.log", sanitize(&ctx.call_id)));
     let mut capture = Capture::new(config.output_limits, spill);
     let watched = watch(&mut running, &mut capture, config, timeout_secs, &ctx).await;
     // Anything left in the group (e.g. a detached background job) is stopped too.
     drop(running);
-    Ok(render(capture, watched))
+    let mut output = render(capture, watched);
+    if let Some(sandbox) = sandbox {
+        sandbox.finish(&mut output);
+    }
+    Ok(output)
 }
 
 /// A started command: the process keel waits on (bash, or the launcher), the guard of
@@ -196,18 +203,30 @@ async fn spawn(
     config: &ToolsConfig,
     command_line: &str,
     workdir: &std::path::Path,
+    sandbox: Option<&Prepared>,
 ) -> Result<Running, ToolError> {
     if let Some(launcher) = &config.launcher {
         let pid_namespace = launcher.pid_namespace && launch::pid_namespace_available().await;
-        match start(config, Some((launcher, pid_namespace)), command_line, workdir) {
+        match start(config, Some((launcher, pid_namespace)), command_line, workdir, sandbox) {
             Ok(running) => return Ok(running),
+            // A sandboxed command never runs without its launcher.
+            Err(e) if sandbox.is_some() => {
+                return Err(ToolError::new(
+                    "sandbox_unavailable",
+                    format!(
+                        "cannot start the sandbox launcher {}: {e}; the command was not run",
+                        launcher.program.display()
+                    ),
+                ));
+            }
             Err(e) => tracing::warn!(
                 "cannot start the launcher {}: {e}; running the command without it",
                 launcher.program.display()
             ),
         }
     }
-    start(config, None, command_line, workdir).map_err(|e| ToolError::msg(format!("cannot start bash: {e}")))
+    start(config, None, command_line, workdir, None)
+        .map_err(|e| ToolError::msg(format!("cannot start bash: {e}")))
 }
 
 fn start(
@@ -215,6 +234,7 @@ fn start(
     launcher: Option<(&launch::Launcher, bool)>,
     command_line: &str,
     workdir: &std::path::Path,
+    sandbox: Option<&Prepared>,
 ) -> std::io::Result<Running> {
     let (reader, writer) = std::io::pipe()?;
     let writer_err = writer.try_clone()?;
@@ -222,7 +242,7 @@ fn start(
     let mut command = match launcher {
         Some((launcher, pid_namespace)) => {
             let mut command = tokio::process::Command::new(&launcher.program);
-            command.args(launch::launcher_args(command_line, pid_namespace));
+            command.args(launch::launcher_args(command_line, pid_namespace, sandbox.map(|s| &s.policy)));
             // The launcher reports bash's wait status on its fd 0.
             let (status_reader, status_writer) = std::io::pipe()?;
             command.stdin(Stdio::from(OwnedFd::from(status_writer)));
@@ -246,6 +266,11 @@ fn start(
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("NO_COLOR", "1");
     scrub_environment(&mut command, &config.env_passthrough);
+    if let Some(sandbox) = sandbox {
+        for name in ["TMPDIR", "TMP", "TEMP"] {
+            command.env(name, &sandbox.tmp);
+        }
+    }
     let child = command.spawn()?;
     // Our copies of the pipes' write ends must close, or the reads never end.
     drop(command);

@@ -178,22 +178,9 @@ impl Tool for Finish {
 /// Asserts a provider-valid history: every call answered exactly once, in call order,
 /// before the next user or assistant message.
 pub fn assert_provider_valid(messages: &[Message]) {
-    let mut expected: Vec<String> = Vec::new();
-    for (i, message) in messages.iter().enumerate() {
-        match message {
-            Message::Assistant(a) => {
-                assert!(expected.is_empty(), "message {i}: calls {expected:?} unanswered");
-                assert!(!a.is_empty(), "message {i}: empty assistant message");
-                expected = a.tool_calls().map(|c| c.id.clone()).collect();
-            }
-            Message::User(_) => assert!(expected.is_empty(), "message {i}: calls {expected:?} unanswered"),
-            Message::ToolResult(r) => {
-                assert_eq!(expected.first(), Some(&r.call_id), "message {i}: result out of order");
-                expected.remove(0);
-            }
-        }
+    if let Err(e) = keel_session::validate(messages) {
+        panic!("not provider-valid: {e}\n{messages:#?}");
     }
-    assert!(expected.is_empty(), "calls {expected:?} unanswered at the end");
 }
 
 /// The tool results of a history, as (call id, content, is_error).
@@ -205,4 +192,25 @@ pub fn results(messages: &[Message]) -> Vec<(String, String, bool)> {
             _ => None,
         })
         .collect()
+}
+
+/// A hook that continues the first stopping turn once with `text`.
+pub struct OnceMore(std::sync::atomic::AtomicBool, &'static str);
+
+impl OnceMore {
+    /// Continues once with `text`.
+    pub fn new(text: &'static str) -> Self {
+        OnceMore(std::sync::atomic::AtomicBool::new(false), text)
+    }
+}
+
+impl keel_agent::Hooks for OnceMore {
+    fn turn_stopping<'a>(
+        &'a self,
+        _state: keel_agent::TurnStopping<'a>,
+    ) -> futures::future::BoxFuture<'a, Option<String>> {
+        let first = !self.0.swap(true, std::sync::atomic::Ordering::SeqCst);
+        let text = self.1;
+        Box::pin(async move { first.then(|| text.to_owned()) })
+    }
 }

@@ -51,7 +51,7 @@ impl Sink for JsonLines {
                 "type": "model/retry",
                 "data": {"attempt": attempt, "max_retries": max_retries, "delay_ms": delay.as_millis() as u64, "reason": reason}
             }),
-            AgentEvent::Model(ModelEvent::Completed(_)) => return,
+            AgentEvent::Model(_) => return,
             AgentEvent::ToolStarted { step, call } => json!({
                 "type": "tool/started",
                 "data": {"step": step, "call_id": call.id, "name": call.name}

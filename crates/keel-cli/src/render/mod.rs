@@ -179,6 +179,7 @@ impl Terminal {
             TurnEndReason::Completed => (self.paint("32", "✓"), "completed".to_owned()),
             TurnEndReason::Aborted => (self.paint("33", "■"), "aborted".to_owned()),
             TurnEndReason::MaxSteps => (self.paint("33", "■"), "step limit reached".to_owned()),
+            TurnEndReason::Looping => (self.paint("33", "■"), "stopped: repeating the same calls".to_owned()),
             other => (self.paint("31", "✗"), other.as_str().replace('_', " ")),
         };
         let mut parts = vec![
@@ -199,12 +200,13 @@ impl Terminal {
     }
 }
 
-/// `1,234 in (1,000 cached) · 56 out`.
+/// `1,234 in (1,000 cached, 200 to cache) · 56 out`.
 pub fn usage_text(usage: &Usage) -> String {
-    let cached = if usage.cached_tokens > 0 {
-        format!(" ({} cached)", thousands(usage.cached_tokens))
-    } else {
-        String::new()
+    let cached = match (usage.cached_tokens, usage.cache_write_tokens) {
+        (0, 0) => String::new(),
+        (read, 0) => format!(" ({} cached)", thousands(read)),
+        (0, written) => format!(" ({} to cache)", thousands(written)),
+        (read, written) => format!(" ({} cached, {} to cache)", thousands(read), thousands(written)),
     };
     format!("{} in{cached} · {} out", thousands(usage.input_tokens), thousands(usage.output_tokens))
 }

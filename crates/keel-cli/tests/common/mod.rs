@@ -108,3 +108,14 @@ pub async fn gone(arg: &str, seconds: u64) -> bool {
     }
     false
 }
+
+/// Whether this machine lets keel give commands a PID namespace (root, or a container
+/// that allows it), probed the way keel probes it.
+pub fn pid_namespaces() -> bool {
+    std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "--mount-proc", "true"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}

@@ -4,10 +4,12 @@ use crate::assemble::MessageBuilder;
 use crate::client::ModelEvent;
 use crate::error::{ModelError, ModelErrorKind};
 use crate::message::{AssistantMessage, FinishReason, Usage};
-use crate::text_calls::extract_text_tool_calls;
+use crate::sse::SseEvent;
+use crate::text_calls::apply_text_tool_calls;
+use crate::transport::errors::classify_error_object;
+use crate::transport::{CALL_COST, Events, OutputMeter};
 
-use super::errors::classify_error_object;
-use super::wire::{Chunk, Delta};
+use super::wire::{self, Chunk, Delta};
 
 /// Maps a provider finish reason to keel's.
 pub(crate) fn map_finish_reason(raw: &str) -> FinishReason {
@@ -49,9 +51,8 @@ pub(crate) struct Decoder {
     header: Option<Header>,
     /// Per call slot: whether its arguments so far are one closed object.
     scans: Vec<ObjectScan>,
-    /// Output bytes so far, and the most accepted.
-    output: u64,
-    max_output: u64,
+    /// Output so far against the bound.
+    meter: OutputMeter,
 }
 
 impl Default for Decoder {
@@ -75,18 +76,13 @@ impl Decoder {
             next_slot: 0,
             header: None,
             scans: Vec::new(),
-            output: 0,
-            max_output,
+            meter: OutputMeter::new(max_output),
         }
     }
 
     /// Counts `bytes` of output against the limit.
     fn charge(&mut self, bytes: usize) -> Result<(), ModelError> {
-        self.output = self.output.saturating_add(bytes as u64);
-        if self.output > self.max_output {
-            return Err(output_limit_error(self.max_output));
-        }
-        Ok(())
+        self.meter.charge(bytes)
     }
 
     /// Applies one chunk, pushing the deltas it carried to `out`.
@@ -239,11 +235,6 @@ impl Decoder {
         self.finish.is_some()
     }
 
-    /// True once usage arrived after the finish reason: nothing more is expected.
-    pub fn is_settled(&self) -> bool {
-        self.settled
-    }
-
     /// True when nothing at all arrived: no delta, no finish reason, no usage.
     pub fn is_blank(&self) -> bool {
         !self.emitted && self.finish.is_none() && self.usage.is_none()
@@ -257,11 +248,8 @@ impl Decoder {
             None => FinishReason::Stop,
         };
         let mut message = self.builder.finish(reason, self.finish, self.usage.unwrap_or_default());
-        if let Some(tools) = text_tools
-            && extract_text_tool_calls(&mut message.content, tools)
-            && message.finish_reason == FinishReason::Stop
-        {
-            message.finish_reason = FinishReason::ToolUse;
+        if let Some(tools) = text_tools {
+            apply_text_tool_calls(&mut message, tools);
         }
         if message.finish_reason == FinishReason::Stop
             && message.has_tool_calls()
@@ -272,10 +260,6 @@ impl Decoder {
         message
     }
 }
-
-/// Output charged for each tool call, whatever it carries: a call is at least a few
-/// tokens (id, name, braces), and a flood of empty calls must meet the limit too.
-const CALL_COST: usize = 256;
 
 /// Whether `arguments` is one complete JSON object.
 fn is_complete_object(arguments: &str) -> bool {
@@ -342,30 +326,44 @@ impl ObjectScan {
     }
 }
 
-/// The reply carried more output than its cap allows.
-fn output_limit_error(limit: u64) -> ModelError {
-    ModelError::new(
-        ModelErrorKind::LimitExceeded,
-        format!(
-            "the reply passed {} of output, far more than max_tokens allows: the server does not stop \
-             where it should, so keel cut the reply there",
-            human_bytes(limit)
-        ),
-    )
-}
-
-/// `512 bytes`, `64 KiB`, `1.3 MiB`.
-pub(crate) fn human_bytes(bytes: u64) -> String {
-    match bytes {
-        0..1024 => format!("{bytes} bytes"),
-        1024..1_048_576 => format!("{} KiB", bytes / 1024),
-        _ => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
+impl Events for Decoder {
+    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<ModelEvent>) -> Result<bool, ModelError> {
+        match wire::parse_chunk(event.data.trim().as_bytes()) {
+            Ok(chunk) => self.on_chunk(chunk, out).map(|()| false),
+            Err(e) => {
+                tracing::warn!(error = %e, "skipping an unreadable stream chunk");
+                Ok(false)
+            }
+        }
     }
-}
 
-/// A stream that ended with no message at all is an error, not an empty answer.
-pub(crate) fn empty_reply_error() -> ModelError {
-    ModelError::new(ModelErrorKind::InvalidResponse, "the server ended the reply without sending anything")
+    fn on_whole(&mut self, body: &[u8], out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
+        let chunk = wire::parse_chunk(body).map_err(|e| {
+            ModelError::new(ModelErrorKind::InvalidResponse, format!("unreadable response: {e}"))
+        })?;
+        self.on_chunk(chunk, out)
+    }
+
+    fn has_output(&self) -> bool {
+        self.emitted
+    }
+
+    fn has_finish_reason(&self) -> bool {
+        Decoder::has_finish_reason(self)
+    }
+
+    fn is_settled(&self) -> bool {
+        self.settled
+    }
+
+    fn is_blank(&self) -> bool {
+        Decoder::is_blank(self)
+    }
+
+    fn finish(self) -> Result<AssistantMessage, ModelError> {
+        // Text tool calls are the transport's to apply, for every API alike.
+        Ok(Decoder::finish(self, None))
+    }
 }
 
 #[cfg(test)]
@@ -398,12 +396,8 @@ mod tests {
         assert_eq!(
             message.content,
             vec![
-                ContentBlock::ToolCall(ToolCall {
-                    id: "a".into(),
-                    name: "x".into(),
-                    arguments: "{\"p\":1}".into()
-                }),
-                ContentBlock::ToolCall(ToolCall { id: "b".into(), name: "y".into(), arguments: "{}".into() }),
+                ContentBlock::ToolCall(ToolCall::new("a", "x", "{\"p\":1}")),
+                ContentBlock::ToolCall(ToolCall::new("b", "y", "{}")),
             ]
         );
         assert_eq!(message.finish_reason, FinishReason::ToolUse);

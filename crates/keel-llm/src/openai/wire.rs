@@ -8,10 +8,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::config::{MaxTokensField, OpenAiConfig, ReasoningReplay};
-use super::escapes::replace_lone_surrogates;
-use crate::client::{ModelRequest, ToolChoice, ToolDefinition};
+use crate::client::{ModelInfo, ModelRequest, ToolChoice, ToolDefinition};
+use crate::config::{MaxTokensField, ProviderConfig as OpenAiConfig, ReasoningReplay};
 use crate::message::{ContentBlock, Message, Usage};
+use crate::transport::escapes::parse_json;
 
 #[derive(Serialize)]
 struct ChatRequest<'a> {
@@ -109,21 +109,6 @@ fn joined<'a>(blocks: &'a [ContentBlock], thinking: bool) -> Option<Cow<'a, str>
     }
 }
 
-/// Arguments that are not a JSON object are wrapped so strict servers (which parse
-/// them to render their chat template) accept the history; the model still sees what
-/// it wrote.
-fn wire_arguments(raw: &str) -> Cow<'_, str> {
-    let trimmed = raw.trim();
-    let is_object =
-        trimmed.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok();
-    if is_object {
-        Cow::Borrowed(raw)
-    } else {
-        let wrapped = serde_json::json!({ "invalid_arguments": raw });
-        Cow::Owned(wrapped.to_string())
-    }
-}
-
 /// The `tools` array of a request, serialized. The same tools go out with every request,
 /// so the client keeps this and re-encodes only when the definitions change.
 pub(crate) fn encode_tools(tools: &[ToolDefinition]) -> serde_json::Result<Box<RawValue>> {
@@ -141,13 +126,16 @@ pub(crate) fn encode_tools(tools: &[ToolDefinition]) -> serde_json::Result<Box<R
     serde_json::value::to_raw_value(&tools)
 }
 
-/// Encodes a request body; `tools` is [`encode_tools`] of `request.tools`.
+/// Encodes a request body for the model `me`; `tools` is [`encode_tools`] of
+/// `request.tools`. Reasoning goes back (per `reasoning_replay`) only on messages `me`
+/// wrote, or that name no writer (logs of format 1).
 pub(crate) fn encode(
     request: &ModelRequest<'_>,
     config: &OpenAiConfig,
-    stream: bool,
+    me: &ModelInfo,
     tools: Option<&RawValue>,
 ) -> serde_json::Result<Vec<u8>> {
+    let stream = config.stream;
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
         messages.push(WireMessage::System { content: request.system });
@@ -164,17 +152,16 @@ pub(crate) fn encode(
                     .map(|call| WireToolCall {
                         id: &call.id,
                         kind: "function",
-                        function: WireFunction {
-                            name: &call.name,
-                            arguments: wire_arguments(&call.arguments),
-                        },
+                        function: WireFunction { name: &call.name, arguments: call.object_arguments() },
                     })
                     .collect();
-                let replay = match config.reasoning_replay {
-                    ReasoningReplay::Never => false,
-                    ReasoningReplay::ToolTurns => !tool_calls.is_empty(),
-                    ReasoningReplay::Always => true,
-                };
+                let own = assistant.origin.is_none() || assistant.is_from(me);
+                let replay = own
+                    && match config.reasoning_replay {
+                        ReasoningReplay::Never => false,
+                        ReasoningReplay::ToolTurns => !tool_calls.is_empty(),
+                        ReasoningReplay::Always => true,
+                    };
                 WireMessage::Assistant {
                     content: joined(&assistant.content, false).unwrap_or(Cow::Borrowed("")),
                     reasoning_content: if replay { joined(&assistant.content, true) } else { None },
@@ -209,22 +196,10 @@ pub(crate) fn encode(
     serde_json::to_vec(&body)
 }
 
-/// Parses one chunk (or a whole response). A document serde_json refuses is tried
-/// again with its lone surrogate escapes replaced, so one split emoji does not lose
-/// the chunk's text; valid documents take the fast path unchanged.
-pub(crate) fn parse_chunk(data: &str) -> serde_json::Result<Chunk> {
-    serde_json::from_str(data).or_else(|error| {
-        let fixed = replace_lone_surrogates(data.as_bytes()).ok_or(error)?;
-        serde_json::from_slice(&fixed)
-    })
-}
-
-/// [`parse_chunk`] for bytes (a whole body).
-pub(crate) fn parse_chunk_bytes(data: &[u8]) -> serde_json::Result<Chunk> {
-    serde_json::from_slice(data).or_else(|error| {
-        let fixed = replace_lone_surrogates(data).ok_or(error)?;
-        serde_json::from_slice(&fixed)
-    })
+/// Parses one chunk (or a whole response), a lone surrogate costing one character, not
+/// the chunk (see [`parse_json`]).
+pub(crate) fn parse_chunk(data: &[u8]) -> serde_json::Result<Chunk> {
+    parse_json(data)
 }
 
 /// One streamed chunk, or a whole non-streamed response.
@@ -322,6 +297,7 @@ impl WireUsage {
                 .as_ref()
                 .and_then(|d| d.reasoning_tokens)
                 .unwrap_or(0),
+            cache_write_tokens: 0,
         }
     }
 }
@@ -416,9 +392,10 @@ mod tests {
             description: "Reads.".into(),
             parameters: RawValue::from_string(r#"{"type":"object"}"#.into()).unwrap(),
         }];
-        let request = ModelRequest { system: "sys", messages, tools: &tools, tool_choice: ToolChoice::Auto };
+        let request = ModelRequest::new("sys", messages, &tools);
         let encoded = encode_tools(&tools).unwrap();
-        serde_json::from_slice(&encode(&request, config, true, Some(&encoded)).unwrap()).unwrap()
+        let me = ModelInfo { provider: config.provider.clone(), model: config.model.clone() };
+        serde_json::from_slice(&encode(&request, config, &me, Some(&encoded)).unwrap()).unwrap()
     }
 
     fn history() -> Vec<Message> {
@@ -427,11 +404,7 @@ mod tests {
             Message::Assistant(AssistantMessage {
                 content: vec![
                     ContentBlock::Thinking { text: "plan".into(), signature: None },
-                    ContentBlock::ToolCall(ToolCall {
-                        id: "c1".into(),
-                        name: "read_file".into(),
-                        arguments: r#"{"path":"a"}"#.into(),
-                    }),
+                    ContentBlock::ToolCall(ToolCall::new("c1", "read_file", r#"{"path":"a"}"#)),
                 ],
                 ..AssistantMessage::default()
             }),
@@ -489,11 +462,7 @@ mod tests {
         config.max_tokens_field = MaxTokensField::MaxCompletionTokens;
         config.extra_body.insert("thinking".into(), serde_json::json!({"type": "enabled"}));
         let messages = vec![Message::Assistant(AssistantMessage {
-            content: vec![ContentBlock::ToolCall(ToolCall {
-                id: "c".into(),
-                name: "t".into(),
-                arguments: "{\"a\": ".into(),
-            })],
+            content: vec![ContentBlock::ToolCall(ToolCall::new("c", "t", "{\"a\": "))],
             ..AssistantMessage::default()
         })];
         let body = body(&messages, &config);
@@ -524,7 +493,13 @@ mod tests {
         .unwrap();
         assert_eq!(
             usage.to_usage(),
-            Usage { input_tokens: 10, output_tokens: 5, cached_tokens: 4, reasoning_tokens: 2 }
+            Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+                cached_tokens: 4,
+                reasoning_tokens: 2,
+                cache_write_tokens: 0
+            }
         );
     }
 }

@@ -8,11 +8,7 @@ fn text(t: &str) -> Vec<ContentBlock> {
 }
 
 fn call(name: &str, args: &str, n: usize) -> ContentBlock {
-    ContentBlock::ToolCall(ToolCall {
-        id: format!("call_text_{n}"),
-        name: name.into(),
-        arguments: args.into(),
-    })
+    ContentBlock::ToolCall(ToolCall::new(format!("call_text_{n}"), name, args))
 }
 
 fn extract(t: &str) -> Option<Vec<ContentBlock>> {

@@ -50,6 +50,9 @@ pub struct LocalConfig {
     /// Most calls in one reply under the grammar (default 1: a small model that chains
     /// calls without seeing their results invents the results).
     pub max_calls_per_reply: usize,
+    /// Characters of free text allowed before a required call (default 300): a short
+    /// thought ("the typo is on line 5") makes a small model's next call better.
+    pub thought_chars: usize,
     /// Sampling seed.
     pub seed: u32,
     /// Reuse the KV cache across requests (default on; off only for measuring).
@@ -71,6 +74,7 @@ impl LocalConfig {
             call_temperature: 0.2,
             grammar: true,
             max_calls_per_reply: 1,
+            thought_chars: 300,
             seed: 42,
             reuse_cache: true,
             prefix_cache: Some(crate::models::cache_dir().join("prefixes")),
@@ -104,6 +108,7 @@ pub struct LocalModel {
     style: CallStyle,
     grammar: bool,
     max_calls: usize,
+    thought: usize,
     grammars: Mutex<Option<(Vec<ToolDefinition>, Arc<str>)>>,
     name: String,
     max_tokens: u32,
@@ -137,6 +142,7 @@ impl LocalModel {
         let max_tokens = config.max_tokens;
         let grammar = config.grammar;
         let max_calls = config.max_calls_per_reply;
+        let thought = config.thought_chars;
         std::thread::Builder::new()
             .name("keel-llama".into())
             .spawn(move || worker::run(config, style, job_rx, ready_tx, worker_stats))
@@ -151,6 +157,7 @@ impl LocalModel {
             style,
             grammar,
             max_calls,
+            thought,
             grammars: Mutex::new(None),
             name,
             max_tokens,
@@ -179,7 +186,7 @@ impl LocalModel {
         {
             return Some(Arc::clone(text));
         }
-        let text: Arc<str> = Arc::from(grammar::tool_calls(tools, self.style, self.max_calls)?);
+        let text: Arc<str> = Arc::from(grammar::tool_calls(tools, self.style, self.max_calls, self.thought)?);
         *cache = Some((tools.to_vec(), Arc::clone(&text)));
         Some(text)
     }
@@ -266,8 +273,9 @@ fn finish_message(
             input_tokens: stats.prompt_tokens as u64,
             output_tokens: stats.generated_tokens as u64,
             cached_tokens: stats.reused_tokens as u64,
-            reasoning_tokens: 0,
+            ..Usage::default()
         },
         interrupted: false,
+        origin: None,
     }
 }

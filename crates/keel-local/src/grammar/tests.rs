@@ -263,7 +263,7 @@ fn tools() -> Vec<ToolDefinition> {
 
 #[test]
 fn valid_calls_are_accepted() {
-    let grammar = tool_calls(&tools(), CallStyle::Tagged, 4).unwrap();
+    let grammar = tool_calls(&tools(), CallStyle::Tagged, 4, 0).unwrap();
     for call in [
         "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"command\": \"ls -la\"}}\n</tool_call>",
         "<tool_call>{\"name\":\"shell\",\"arguments\":{\"command\":\"python3 -c \\\"print(1)\\\"\",\"timeout_secs\":30}}</tool_call>",
@@ -279,7 +279,7 @@ fn valid_calls_are_accepted() {
 
 #[test]
 fn invalid_calls_are_rejected() {
-    let grammar = tool_calls(&tools(), CallStyle::Tagged, 4).unwrap();
+    let grammar = tool_calls(&tools(), CallStyle::Tagged, 4, 0).unwrap();
     for call in [
         // Unknown tool.
         "<tool_call>{\"name\": \"git\", \"arguments\": {\"command\": \"status\"}}</tool_call>",
@@ -305,17 +305,28 @@ fn invalid_calls_are_rejected() {
 #[test]
 fn the_number_of_calls_per_reply_is_bounded() {
     let call = "<tool_call>{\"name\": \"list_files\", \"arguments\": {}}</tool_call>";
-    let one = tool_calls(&tools(), CallStyle::Tagged, 1).unwrap();
+    let one = tool_calls(&tools(), CallStyle::Tagged, 1, 0).unwrap();
     assert!(accepts(&one, call));
     assert!(!accepts(&one, &format!("{call}\n{call}")));
-    let three = tool_calls(&tools(), CallStyle::Tagged, 3).unwrap();
+    let three = tool_calls(&tools(), CallStyle::Tagged, 3, 0).unwrap();
     assert!(accepts(&three, &format!("{call}\n{call}\n{call}\n")));
     assert!(!accepts(&three, &format!("{call}\n{call}\n{call}\n{call}")));
 }
 
 #[test]
+fn a_short_thought_may_come_before_the_call() {
+    let call = "<tool_call>{\"name\": \"list_files\", \"arguments\": {}}</tool_call>";
+    let grammar = tool_calls(&tools(), CallStyle::Tagged, 1, 40).unwrap();
+    assert!(accepts(&grammar, call));
+    assert!(accepts(&grammar, &format!("I will list the files first.\n{call}")));
+    assert!(!accepts(&grammar, &format!("{}\n{call}", "x".repeat(60))), "too long");
+    assert!(!accepts(&grammar, &format!("I will <think> more\n{call}")), "no tags in a thought");
+    assert!(!accepts(&grammar, "Just talking, no call."));
+}
+
+#[test]
 fn bare_style_is_objects_without_tags() {
-    let grammar = tool_calls(&tools(), CallStyle::Bare, 4).unwrap();
+    let grammar = tool_calls(&tools(), CallStyle::Bare, 4, 0).unwrap();
     assert!(accepts(&grammar, "{\"name\": \"list_files\", \"arguments\": {}}"));
     assert!(accepts(
         &grammar,
@@ -334,7 +345,7 @@ fn odd_names_and_schemas_still_make_a_grammar() {
         tool("weird.tool/name", r##"{"$ref":"#/$defs/X","$defs":{"X":{"type":"object"}}}"##),
         tool("empty", r#"{}"#),
     ];
-    let grammar = tool_calls(&odd, CallStyle::Tagged, 4).unwrap();
+    let grammar = tool_calls(&odd, CallStyle::Tagged, 4, 0).unwrap();
     assert!(accepts(
         &grammar,
         "<tool_call>{\"name\": \"mcp__github__search_issues\", \"arguments\": {\"q\": \"bug\"}}</tool_call>"
@@ -344,7 +355,7 @@ fn odd_names_and_schemas_still_make_a_grammar() {
         "<tool_call>{\"name\": \"weird.tool/name\", \"arguments\": {\"any\": [1, {\"b\": true}]}}</tool_call>"
     ));
     assert!(accepts(&grammar, "<tool_call>{\"name\": \"empty\", \"arguments\": {}}</tool_call>"));
-    assert_eq!(tool_calls(&[], CallStyle::Tagged, 4), None);
+    assert_eq!(tool_calls(&[], CallStyle::Tagged, 4, 0), None);
 }
 
 #[test]

@@ -24,13 +24,7 @@ pub fn assistant_calls(calls: &[(&str, &str)]) -> EventKind {
     EventKind::AssistantMessage(AssistantMessage {
         content: calls
             .iter()
-            .map(|(id, name)| {
-                ContentBlock::ToolCall(ToolCall {
-                    id: (*id).into(),
-                    name: (*name).into(),
-                    arguments: "{}".into(),
-                })
-            })
+            .map(|(id, name)| ContentBlock::ToolCall(ToolCall::new(*id, *name, "{}")))
             .collect(),
         finish_reason: FinishReason::ToolUse,
         usage: Usage { input_tokens: 10, output_tokens: 5, ..Usage::default() },

@@ -40,7 +40,36 @@ fn truncate(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
-/// Classifies an `{"error": …}` object found in a body or a stream chunk.
+/// The kind an error's name says, for the names the APIs use: Anthropic's error
+/// `type` (`overloaded_error`, `rate_limit_error`, …) and OpenAI's string `code`
+/// (`rate_limit_exceeded`, `server_error`, `context_length_exceeded`, …).
+fn kind_of_name(name: &str) -> Option<ModelErrorKind> {
+    Some(match name {
+        "rate_limit_error" | "rate_limit_exceeded" | "rate_limited" | "insufficient_quota_retry" => {
+            ModelErrorKind::RateLimited
+        }
+        "overloaded_error"
+        | "api_error"
+        | "server_error"
+        | "internal_error"
+        | "server_is_overloaded"
+        | "service_unavailable"
+        | "timeout_error" => ModelErrorKind::Server,
+        "authentication_error" | "permission_error" | "invalid_api_key" | "billing_error" => {
+            ModelErrorKind::Auth
+        }
+        "context_length_exceeded" | "request_too_large" => ModelErrorKind::ContextOverflow,
+        "invalid_request_error" | "not_found_error" | "invalid_prompt" | "invalid_request" => {
+            ModelErrorKind::InvalidRequest
+        }
+        _ => return None,
+    })
+}
+
+/// Classifies an error object found in a body or a stream event: `{"message", "code"}`
+/// (Chat Completions, Responses) or `{"type", "message"}` (Anthropic). A numeric code is
+/// an HTTP status; a named code or type is looked up; a context-length message is
+/// `ContextOverflow` whatever its code.
 pub(crate) fn classify_error_object(error: &Value, status: Option<u16>) -> ModelError {
     let message = error_text(error);
     let code = status.or_else(|| {
@@ -49,10 +78,15 @@ pub(crate) fn classify_error_object(error: &Value, status: Option<u16>) -> Model
             .and_then(|c| c.as_u64().or_else(|| c.as_str().and_then(|s| s.parse().ok())))
             .and_then(|c| u16::try_from(c).ok())
     });
-    let kind = match code {
-        Some(429) => ModelErrorKind::RateLimited,
-        Some(401 | 403) => ModelErrorKind::Auth,
-        Some(400..=499) => ModelErrorKind::InvalidRequest,
+    let named = ["code", "type"]
+        .iter()
+        .filter_map(|field| error.get(*field).and_then(Value::as_str))
+        .find_map(kind_of_name);
+    let kind = match (code, named) {
+        (Some(429), _) => ModelErrorKind::RateLimited,
+        (Some(401 | 403), _) => ModelErrorKind::Auth,
+        (Some(400..=499), _) => ModelErrorKind::InvalidRequest,
+        (None, Some(kind)) => kind,
         _ => ModelErrorKind::Server,
     };
     let lowered = message.to_lowercase();
@@ -92,19 +126,20 @@ fn detail(body: &[u8], html: bool) -> String {
     }
 }
 
-/// A non-success HTTP response: its status, body (the start of it), content type, and
-/// the URL it came from.
+/// A non-success HTTP response: its status, body (the start of it), content type, the
+/// URL it came from, and what API should have been there.
 pub(crate) struct Failure<'a> {
     pub status: u16,
     pub body: &'a [u8],
     pub content_type: &'a str,
     pub url: &'a str,
+    pub api: &'a str,
 }
 
 /// Maps a non-success HTTP response to an error. A web page where the API should be
 /// (a 4xx, or a 501) means a wrong URL: it is named so, and not retried.
 pub(crate) fn from_status(failure: &Failure<'_>, api_key_env: Option<&str>, provider: &str) -> ModelError {
-    let Failure { status, body, content_type, url } = *failure;
+    let Failure { status, body, content_type, url, api } = *failure;
     let html = body::is_html(content_type, body);
     let detail = detail(body, html);
     let lowered = detail.to_lowercase();
@@ -124,7 +159,9 @@ pub(crate) fn from_status(failure: &Failure<'_>, api_key_env: Option<&str>, prov
             format!("the conversation no longer fits the model's context window (HTTP {status}): {detail}"),
         ),
         429 => (ModelErrorKind::RateLimited, format!("{provider} is rate limiting (HTTP 429): {detail}")),
-        400..=499 | 501 if html => (ModelErrorKind::InvalidRequest, body::html_page(url, Some(status), body)),
+        400..=499 | 501 if html => {
+            (ModelErrorKind::InvalidRequest, body::html_page(api, url, Some(status), body))
+        }
         404 => (
             ModelErrorKind::InvalidRequest,
             format!("{provider} answered 404 (wrong base URL or model name?): {detail}"),
@@ -147,7 +184,13 @@ mod tests {
     use super::*;
 
     fn failure<'a>(status: u16, body: &'a [u8], content_type: &'a str) -> Failure<'a> {
-        Failure { status, body, content_type, url: "http://h/chat/completions" }
+        Failure {
+            status,
+            body,
+            content_type,
+            url: "http://h/chat/completions",
+            api: "an OpenAI-compatible API",
+        }
     }
 
     #[test]
@@ -166,6 +209,41 @@ mod tests {
         let err = from_status(&failure(502, b"<html><body><h1>502 Bad Gateway</h1>", "text/html"), None, "x");
         assert_eq!(err.kind, ModelErrorKind::Server);
         assert!(!err.message.contains("<h1>"), "{}", err.message);
+    }
+
+    #[test]
+    fn named_error_types_of_every_api_are_classified() {
+        let kind = |error: Value| classify_error_object(&error, None).kind;
+        assert_eq!(
+            kind(serde_json::json!({"type": "overloaded_error", "message": "Overloaded"})),
+            ModelErrorKind::Server
+        );
+        assert_eq!(
+            kind(serde_json::json!({"type": "rate_limit_error", "message": "slow"})),
+            ModelErrorKind::RateLimited
+        );
+        assert_eq!(
+            kind(serde_json::json!({"code": "rate_limit_exceeded", "message": "slow"})),
+            ModelErrorKind::RateLimited
+        );
+        assert_eq!(
+            kind(
+                serde_json::json!({"code": "context_length_exceeded", "message": "Your input exceeds the window"})
+            ),
+            ModelErrorKind::ContextOverflow
+        );
+        assert_eq!(
+            kind(
+                serde_json::json!({"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens"})
+            ),
+            ModelErrorKind::ContextOverflow
+        );
+        assert_eq!(
+            kind(serde_json::json!({"type": "authentication_error", "message": "bad key"})),
+            ModelErrorKind::Auth
+        );
+        assert_eq!(kind(serde_json::json!({"code": 502, "message": "upstream"})), ModelErrorKind::Server);
+        assert_eq!(kind(serde_json::json!({"message": "something"})), ModelErrorKind::Server);
     }
 
     #[test]

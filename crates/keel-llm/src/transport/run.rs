@@ -6,125 +6,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::backoff::backoff_delay;
 use super::body::{Route, Shape};
-use super::{OpenAiClient, OpenAiConfig, StreamDecoder, decode, errors};
+use super::clock::{Alarm, Clock, deadline_error};
+use super::{Decode, Settings, Transport, errors, human_bytes};
 use crate::client::ModelEvent;
 use crate::error::{ModelError, ModelErrorKind};
-use crate::retry::backoff_delay;
+use crate::text_calls::apply_text_tool_calls;
 
 type BodyStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
-
-/// The time bounds of one response, kept by one timer: no progress for `idle`, the
-/// total deadline, and the grace after a finish reason. The timer moves only when it
-/// fires: arming a fresh one for every chunk costs more than the chunk.
-struct Clock {
-    idle: Duration,
-    last_progress: Instant,
-    /// Bytes arrived since the last progress (keep-alive comments, part of an event).
-    quiet_bytes: bool,
-    deadline: Instant,
-    grace: Option<Instant>,
-    sleep: Pin<Box<Sleep>>,
-}
-
-/// Which bound a response reached.
-enum Alarm {
-    Idle,
-    Deadline,
-    Grace,
-}
-
-impl Clock {
-    fn new(idle: Duration, deadline: Instant) -> Self {
-        let now = Instant::now();
-        let first = (now + idle).min(deadline);
-        Clock {
-            idle,
-            last_progress: now,
-            quiet_bytes: false,
-            deadline,
-            grace: None,
-            sleep: Box::pin(tokio::time::sleep_until(first)),
-        }
-    }
-
-    /// An event arrived.
-    fn progress(&mut self) {
-        self.last_progress = Instant::now();
-        self.quiet_bytes = false;
-    }
-
-    /// Bytes arrived that made no event.
-    fn quiet(&mut self) {
-        self.quiet_bytes = true;
-    }
-
-    /// A finish reason arrived: the message completes at most `grace` from now.
-    fn start_grace(&mut self, grace: Duration) {
-        if self.grace.is_some() {
-            return;
-        }
-        let at = Instant::now() + grace;
-        self.grace = Some(at);
-        if at < self.sleep.deadline() {
-            self.sleep.as_mut().reset(at);
-        }
-    }
-
-    /// Resolves when a bound is reached. A reached grace wins: the reply is whole.
-    async fn alarm(&mut self) -> Alarm {
-        loop {
-            (&mut self.sleep).await;
-            let now = Instant::now();
-            let idle_at = self.last_progress + self.idle;
-            if self.grace.is_some_and(|at| now >= at) {
-                return Alarm::Grace;
-            }
-            if now >= self.deadline {
-                return Alarm::Deadline;
-            }
-            if now >= idle_at {
-                return Alarm::Idle;
-            }
-            let next = self.grace.map_or(idle_at, |at| at.min(idle_at)).min(self.deadline);
-            self.sleep.as_mut().reset(next);
-        }
-    }
-
-    fn idle_error(&self) -> ModelError {
-        let secs = self.idle.as_secs();
-        let message = if self.quiet_bytes {
-            format!("the stream stalled: no event for {secs} s, only keep-alive comments or part of a line")
-        } else {
-            format!("the stream stalled: no data for {secs} s")
-        };
-        ModelError::new(ModelErrorKind::Idle, message)
-    }
-}
-
-/// `90 s`, `30 min`, `2 h`.
-fn human(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    match secs {
-        0..120 => format!("{secs} s"),
-        120..7200 => format!("{} min", secs / 60),
-        _ => format!("{} h", secs / 3600),
-    }
-}
-
-/// The error once a response has taken longer than `limit`.
-fn deadline_error(limit: Duration) -> ModelError {
-    ModelError::new(
-        ModelErrorKind::LimitExceeded,
-        format!(
-            "the response took longer than the {} allowed for one response (response_deadline); it was stopped",
-            human(limit)
-        ),
-    )
-}
 
 /// A response being read.
 struct Body {
@@ -141,14 +34,18 @@ enum Phase {
     Done,
 }
 
+/// Makes the decoder of one attempt.
+type DecoderFactory<'a> = Box<dyn Fn() -> Box<dyn Decode> + Send + 'a>;
+
 pub(super) struct Run<'a> {
-    client: &'a OpenAiClient,
+    transport: &'a Transport,
     body: Bytes,
     tools: Vec<&'a str>,
     cancel: CancellationToken,
     phase: Phase,
     queue: VecDeque<Result<ModelEvent, ModelError>>,
-    stream: StreamDecoder,
+    new_decoder: DecoderFactory<'a>,
+    stream: Box<dyn Decode>,
     deltas: Vec<ModelEvent>,
 }
 
@@ -193,7 +90,7 @@ fn body_too_large(cap: usize) -> ModelError {
         ModelErrorKind::LimitExceeded,
         format!(
             "the response body is larger than {}, far more than max_tokens allows; it was not read",
-            decode::human_bytes(cap as u64)
+            human_bytes(cap as u64)
         ),
     )
 }
@@ -228,31 +125,39 @@ fn network(error: &reqwest::Error) -> ModelError {
 
 impl<'a> Run<'a> {
     pub(super) fn new(
-        client: &'a OpenAiClient,
+        transport: &'a Transport,
         body: Bytes,
         tools: Vec<&'a str>,
+        new_decoder: DecoderFactory<'a>,
         cancel: CancellationToken,
     ) -> Self {
+        let stream = new_decoder();
         Run {
-            client,
+            transport,
             body,
             tools,
             cancel,
             phase: Phase::Send { attempt: 0 },
             queue: VecDeque::new(),
-            stream: StreamDecoder::new(),
+            new_decoder,
+            stream,
             deltas: Vec::new(),
         }
     }
 
-    fn config(&self) -> &OpenAiConfig {
-        &self.client.config
+    fn config(&self) -> &Settings {
+        self.transport.settings()
     }
 
     /// Retries a failure that happened before any output, or gives up.
     fn fail(&mut self, error: ModelError, attempt: u32) {
-        let retry =
-            error.kind.is_retryable() && !self.stream.has_output() && attempt < self.config().max_retries;
+        let emitted = self.stream.has_output();
+        self.fail_after(error, attempt, emitted);
+    }
+
+    /// [`Run::fail`] once the decoder is gone: `emitted` says whether output streamed.
+    fn fail_after(&mut self, error: ModelError, attempt: u32, emitted: bool) {
+        let retry = error.kind.is_retryable() && !emitted && attempt < self.config().max_retries;
         if retry {
             // A pooled connection the server closed while idle fails at once on reuse;
             // the first retry of a connection error goes out immediately.
@@ -285,14 +190,14 @@ impl<'a> Run<'a> {
     }
 
     fn url(&self) -> &str {
-        self.client.endpoint.as_str()
+        self.transport.url()
     }
 
     async fn send(&mut self, attempt: u32) {
-        self.stream = StreamDecoder::with_limits(self.config().decode_limits());
+        self.stream = (self.new_decoder)();
         let (idle, limit) = (self.config().idle_timeout, self.config().response_deadline);
         let deadline = Instant::now() + limit;
-        let request = self.client.request(self.body.clone());
+        let request = self.transport.request(self.body.clone());
         let headers_by = (Instant::now() + idle).min(deadline);
         let mut response = match tokio::time::timeout_at(headers_by, request.send()).await {
             Err(_) if headers_by == deadline => return self.fail(deadline_error(limit), attempt),
@@ -316,14 +221,19 @@ impl<'a> Run<'a> {
             // Only the start of an error body is shown: read no more than that.
             let read_by = (Instant::now() + idle).min(deadline);
             let (body, _) = read_body(&mut response, ERROR_BODY_BYTES, read_by).await;
-            let failure =
-                errors::Failure { status, body: &body, content_type: &content_type, url: self.url() };
             let config = self.config();
-            let error = errors::from_status(&failure, config.api_key_env.as_deref(), &config.provider)
+            let failure = errors::Failure {
+                status,
+                body: &body,
+                content_type: &content_type,
+                url: self.url(),
+                api: config.names.api,
+            };
+            let error = errors::from_status(&failure, config.api_key_env.as_deref(), &config.origin.provider)
                 .with_retry_after(retry_after);
             return self.fail(error, attempt);
         }
-        let shape = Shape::new(&content_type);
+        let shape = Shape::new(&content_type, self.config().names);
         if self.config().stream {
             let clock = Clock::new(idle, deadline);
             let stream = Box::pin(response.bytes_stream());
@@ -357,12 +267,22 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn complete(&mut self) {
-        let stream = std::mem::take(&mut self.stream);
-        let text_tools = self.config().text_tool_calls.then_some(self.tools.as_slice());
-        let message = stream.finish(text_tools);
-        self.queue.push_back(Ok(ModelEvent::Completed(message)));
-        self.phase = Phase::Done;
+    /// The decoder's message, with tool calls written as text made real (when on) and
+    /// its origin stamped; or the decoder's reason it is not a message.
+    fn complete(&mut self, attempt: u32) {
+        let emitted = self.stream.has_output();
+        let stream = std::mem::replace(&mut self.stream, (self.new_decoder)());
+        match stream.finish() {
+            Ok(mut message) => {
+                if self.config().text_tool_calls {
+                    apply_text_tool_calls(&mut message, &self.tools);
+                }
+                message.origin = Some(self.config().origin.clone());
+                self.queue.push_back(Ok(ModelEvent::Completed(message)));
+                self.phase = Phase::Done;
+            }
+            Err(error) => self.fail_after(error, attempt, emitted),
+        }
     }
 
     /// Completes the message, or fails naming the body when no message came of it.
@@ -371,7 +291,7 @@ impl<'a> Run<'a> {
             let error = shape.blank_error(self.url(), self.stream.event_count());
             self.fail(error, attempt);
         } else {
-            self.complete();
+            self.complete(attempt);
         }
     }
 
@@ -404,7 +324,7 @@ impl<'a> Run<'a> {
         let result = match shape.json() {
             Some(document) => self.stream.whole(document, &mut self.deltas),
             None if shape.is_empty() => Ok(()),
-            None => self.stream.end(&mut self.deltas).map(drop),
+            None => self.stream.end(&mut self.deltas),
         };
         self.queue.extend(self.deltas.drain(..).map(Ok));
         match result {

@@ -4,7 +4,8 @@
 
 use crate::error::{ModelError, ModelErrorKind};
 
-use super::decode::empty_reply_error;
+use super::ApiNames;
+use super::limits::empty_reply_error;
 
 /// How much of a body's start is kept to describe it in an error.
 const HEAD_BYTES: usize = 512;
@@ -68,8 +69,8 @@ fn title(head: &[u8]) -> Option<String> {
     (!title.is_empty()).then_some(title)
 }
 
-/// An HTML page where the API should be; `status` when it came with an error status.
-pub(crate) fn html_page(url: &str, status: Option<u16>, head: &[u8]) -> String {
+/// An HTML page where `api` should be; `status` when it came with an error status.
+pub(crate) fn html_page(api: &str, url: &str, status: Option<u16>, head: &[u8]) -> String {
     let mut what = String::from("an HTML page");
     match (status, title(head)) {
         (Some(status), Some(title)) => what.push_str(&format!(" (HTTP {status}, “{title}”)")),
@@ -77,9 +78,7 @@ pub(crate) fn html_page(url: &str, status: Option<u16>, head: &[u8]) -> String {
         (None, Some(title)) => what.push_str(&format!(" (“{title}”)")),
         (None, None) => {}
     }
-    format!(
-        "the server answered with {what}, not an OpenAI-compatible API at {url}; the base URL usually ends in /v1"
-    )
+    format!("the server answered with {what}, not {api} at {url}; the base URL usually ends in /v1")
 }
 
 /// Whether an error body is a web page.
@@ -114,13 +113,14 @@ pub(crate) struct Shape {
     content_type: String,
     head: Vec<u8>,
     mode: Mode,
+    names: ApiNames,
 }
 
 impl Shape {
-    /// A body served with `content_type` (empty when there was none).
-    pub fn new(content_type: &str) -> Self {
+    /// A body of `names`' API served with `content_type` (empty when there was none).
+    pub fn new(content_type: &str, names: ApiNames) -> Self {
         let mode = if media_type(content_type) == "text/event-stream" { Mode::Sse } else { Mode::Sniff };
-        Shape { content_type: content_type.to_owned(), head: Vec::new(), mode }
+        Shape { content_type: content_type.to_owned(), head: Vec::new(), mode, names }
     }
 
     /// Takes the next piece of the body; a JSON document is kept up to `cap` bytes.
@@ -178,10 +178,12 @@ impl Shape {
         let invalid = |message: String| ModelError::new(ModelErrorKind::InvalidResponse, message);
         match &self.mode {
             Mode::Sniff => empty_reply_error(),
-            Mode::Html => invalid(html_page(url, None, &self.head)),
+            Mode::Html => invalid(html_page(self.names.api, url, None, &self.head)),
             Mode::Json(_) => invalid(format!(
-                "the server answered with JSON that is not a chat completion (no choices), so {url} may not \
-                 be an OpenAI-compatible API; the base URL usually ends in /v1. It began: “{}”",
+                "the server answered with JSON that is not {}, so {url} may not be {}; the base URL usually \
+                 ends in /v1. It began: “{}”",
+                self.names.document,
+                self.names.api,
                 sample(&self.head)
             )),
             Mode::Sse if events > 0 => invalid(format!(
@@ -194,8 +196,8 @@ impl Shape {
                     if self.content_type.is_empty() { "no content type" } else { self.content_type.as_str() };
                 invalid(format!(
                     "the server answered with a body that is neither server-sent events nor JSON \
-                     ({content_type}), not an OpenAI-compatible API at {url}; the base URL usually ends in \
-                     /v1. It began: “{}”",
+                     ({content_type}), not {} at {url}; the base URL usually ends in /v1. It began: “{}”",
+                    self.names.api,
                     sample(&self.head)
                 ))
             }
@@ -233,12 +235,12 @@ mod tests {
     fn html_pages_are_named_with_their_title() {
         let page = b"<!doctype html><html><head><TITLE>\n  404 Not Found </title>";
         assert_eq!(
-            html_page("http://h/chat/completions", Some(404), page),
+            html_page("an OpenAI-compatible API", "http://h/chat/completions", Some(404), page),
             "the server answered with an HTML page (HTTP 404, “404 Not Found”), not an OpenAI-compatible \
              API at http://h/chat/completions; the base URL usually ends in /v1"
         );
         assert!(
-            html_page("u", None, b"<html><title></title>")
+            html_page("an API", "u", None, b"<html><title></title>")
                 .starts_with("the server answered with an HTML page, not")
         );
     }

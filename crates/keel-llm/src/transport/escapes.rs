@@ -30,6 +30,16 @@ fn is_low(unit: u16) -> bool {
     (0xDC00..=0xDFFF).contains(&unit)
 }
 
+/// Parses one JSON document (a stream event, a whole body). A document serde_json
+/// refuses is tried again with its lone surrogate escapes replaced, so one split emoji
+/// does not lose the event; valid documents take the fast path unchanged.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(data: &[u8]) -> serde_json::Result<T> {
+    serde_json::from_slice(data).or_else(|error| {
+        let fixed = replace_lone_surrogates(data).ok_or(error)?;
+        serde_json::from_slice(&fixed)
+    })
+}
+
 /// `json` with every lone surrogate escape replaced by `\ufffd`, or `None` when it has
 /// none. A high surrogate followed by a low one is a valid pair and kept. Outside
 /// strings JSON has no backslash, so escapes are found without tracking strings; an

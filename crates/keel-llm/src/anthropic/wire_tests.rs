@@ -1,0 +1,241 @@
+use super::*;
+use crate::message::UserMessage;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+fn me() -> ModelInfo {
+    ModelInfo { provider: "anthropic".into(), model: "claude-sonnet-4-6".into() }
+}
+
+fn config(thinking: Thinking) -> ProviderConfig {
+    let mut config =
+        ProviderConfig::for_api(crate::config::Api::Anthropic, "http://x/v1", "claude-sonnet-4-6");
+    config.provider = "anthropic".into();
+    config.thinking = thinking;
+    config
+}
+
+fn tools() -> Vec<ToolDefinition> {
+    ["read_file", "shell"]
+        .iter()
+        .map(|name| ToolDefinition {
+            name: (*name).into(),
+            description: format!("{name}."),
+            parameters: RawValue::from_string(r#"{"type":"object"}"#.into()).unwrap(),
+        })
+        .collect()
+}
+
+fn body(messages: &[Message], config: &ProviderConfig, choice: ToolChoice) -> Value {
+    let tools = tools();
+    let request = ModelRequest::new("Be brief.", messages, &tools).tool_choice(choice);
+    let encoded = encode_tools(&tools).unwrap();
+    serde_json::from_slice(&encode(&request, config, &me(), &encoded).unwrap()).unwrap()
+}
+
+fn user(text: &str) -> Message {
+    Message::User(UserMessage { content: text.into() })
+}
+
+fn result(id: &str, content: &str) -> Message {
+    Message::ToolResult(ToolResultMessage {
+        call_id: id.into(),
+        name: "read_file".into(),
+        content: content.into(),
+        is_error: false,
+    })
+}
+
+fn assistant(content: Vec<ContentBlock>, origin: Option<ModelInfo>) -> Message {
+    Message::Assistant(AssistantMessage { content, origin, ..AssistantMessage::default() })
+}
+
+fn signed(text: &str, signature: &str) -> ContentBlock {
+    ContentBlock::Thinking { text: text.into(), signature: Some(signature.into()) }
+}
+
+fn call(id: &str, arguments: &str) -> ContentBlock {
+    ContentBlock::ToolCall(ToolCall::new(id, "read_file", arguments))
+}
+
+#[test]
+fn the_whole_request_with_thinking_caching_and_results() {
+    let messages = vec![
+        user("Read a."),
+        assistant(
+            vec![
+                signed("Read it.", "sig1"),
+                ContentBlock::RedactedThinking { data: "ENCRYPTED".into() },
+                ContentBlock::Text { text: "Reading.".into() },
+                call("toolu_1", r#"{"path":"a"}"#),
+            ],
+            Some(me()),
+        ),
+        result("toolu_1", "alpha"),
+        user("Hurry."),
+    ];
+    assert_eq!(
+        body(&messages, &config(Thinking::Adaptive), ToolChoice::Auto),
+        json!({
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 8192,
+            "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Read a."}]},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "Read it.", "signature": "sig1"},
+                    {"type": "redacted_thinking", "data": "ENCRYPTED"},
+                    {"type": "text", "text": "Reading."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a"}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "alpha"},
+                    {"type": "text", "text": "Hurry.", "cache_control": {"type": "ephemeral"}}
+                ]}
+            ],
+            "tools": [
+                {"name": "read_file", "description": "read_file.", "input_schema": {"type": "object"}},
+                {"name": "shell", "description": "shell.", "input_schema": {"type": "object"},
+                 "cache_control": {"type": "ephemeral"}}
+            ],
+            "thinking": {"type": "adaptive"},
+            "stream": true
+        })
+    );
+}
+
+#[test]
+fn thinking_goes_back_only_signed_and_only_to_its_model() {
+    let other = ModelInfo { provider: "anthropic".into(), model: "claude-opus-4-6".into() };
+    let messages = vec![
+        user("a"),
+        assistant(vec![signed("mine", "s1"), ContentBlock::Text { text: "one".into() }], Some(me())),
+        user("b"),
+        assistant(vec![signed("theirs", "s2"), ContentBlock::Text { text: "two".into() }], Some(other)),
+        user("c"),
+        assistant(
+            vec![
+                ContentBlock::Thinking { text: "cut".into(), signature: None },
+                ContentBlock::Text { text: "three".into() },
+            ],
+            Some(me()),
+        ),
+        user("d"),
+        assistant(vec![signed("no origin", "s3"), ContentBlock::Text { text: "four".into() }], None),
+        user("e"),
+    ];
+    let body = body(&messages, &config(Thinking::Adaptive), ToolChoice::Auto);
+    let assistants: Vec<Value> =
+        body["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "assistant").cloned().collect();
+    assert_eq!(
+        assistants,
+        vec![
+            json!({"role": "assistant", "content": [{"type": "thinking", "thinking": "mine", "signature": "s1"}, {"type": "text", "text": "one"}]}),
+            json!({"role": "assistant", "content": [{"type": "text", "text": "two"}]}),
+            json!({"role": "assistant", "content": [{"type": "text", "text": "three"}]}),
+            json!({"role": "assistant", "content": [{"type": "text", "text": "four"}]}),
+        ]
+    );
+}
+
+#[test]
+fn a_tool_loop_continued_without_thinking_turns_thinking_off() {
+    // The model was switched mid-loop: the reply being continued has no thinking of
+    // this model, so the request may not ask for thinking (the API would refuse it).
+    let other = ModelInfo { provider: "deepseek".into(), model: "deepseek-reasoner".into() };
+    let messages = vec![
+        user("a"),
+        assistant(vec![signed("old", "s1"), ContentBlock::Text { text: "ok".into() }], Some(me())),
+        user("b"),
+        assistant(
+            vec![ContentBlock::Thinking { text: "plan".into(), signature: None }, call("c1", "{}")],
+            Some(other),
+        ),
+        result("c1", "done"),
+    ];
+    let switched = body(&messages, &config(Thinking::Budget(4096)), ToolChoice::Required);
+    assert_eq!(switched.get("thinking"), None);
+    assert_eq!(switched["tool_choice"], json!({"type": "any"}));
+    assert!(!switched.to_string().contains("\"thinking\""), "no thinking block either: {switched}");
+    // The same loop continued by the model that thought: thinking stays on, and a
+    // required call becomes auto (the API allows only auto with thinking).
+    let messages = vec![
+        user("a"),
+        assistant(vec![signed("plan", "s9"), call("c1", "{}")], Some(me())),
+        result("c1", "x"),
+    ];
+    let body = body(&messages, &config(Thinking::Budget(4096)), ToolChoice::Required);
+    assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 4096}));
+    assert_eq!(body.get("tool_choice"), None);
+}
+
+#[test]
+fn every_tool_use_gets_one_result_and_strays_become_text() {
+    let messages = vec![
+        user("go"),
+        assistant(vec![call("a", "{}"), call("b", "{}"), call("weird id/1", "")], None),
+        result("b", "B"),
+        result("zzz", "stray"),
+        result("weird id/1", "W"),
+        user("next"),
+        result("late", "L"),
+    ];
+    let body = body(&messages, &config(Thinking::Off), ToolChoice::None);
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "go"}]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "a", "name": "read_file", "input": {}},
+                {"type": "tool_use", "id": "b", "name": "read_file", "input": {}},
+                {"type": "tool_use", "id": "weird_id_1", "name": "read_file", "input": {}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": "no result was recorded for this call", "is_error": true},
+                {"type": "tool_result", "tool_use_id": "b", "content": "B"},
+                {"type": "tool_result", "tool_use_id": "weird_id_1", "content": "W"},
+                {"type": "text", "text": "[result of the read_file call zzz]\nstray"},
+                {"type": "text", "text": "next"},
+                {"type": "text", "text": "[result of the read_file call late]\nL", "cache_control": {"type": "ephemeral"}}
+            ]}
+        ])
+    );
+    assert_eq!(body["tool_choice"], json!({"type": "none"}));
+}
+
+#[test]
+fn arguments_that_are_not_an_object_are_wrapped_and_blank_text_is_left_out() {
+    let messages = vec![
+        user("go"),
+        assistant(vec![ContentBlock::Text { text: "\n\n".into() }, call("a", "{\"path\": ")], None),
+        result("a", "bad"),
+    ];
+    let body = body(&messages, &config(Thinking::Off), ToolChoice::Auto);
+    assert_eq!(
+        body["messages"][1],
+        json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": "a", "name": "read_file", "input": {"invalid_arguments": "{\"path\": "}}
+        ]})
+    );
+}
+
+#[test]
+fn a_budget_leaves_room_for_the_answer_and_temperature_needs_thinking_off() {
+    let mut config = config(Thinking::Budget(30_000));
+    config.max_tokens = 16_384;
+    config.temperature = Some(0.2);
+    let budgeted = body(&[user("hi")], &config, ToolChoice::Auto);
+    assert_eq!(budgeted["thinking"], json!({"type": "enabled", "budget_tokens": 15_360}));
+    assert_eq!(budgeted.get("temperature"), None);
+    config.max_tokens = 1500;
+    let small = body(&[user("hi")], &config, ToolChoice::Auto);
+    assert_eq!(small.get("thinking"), None, "no room for a budget");
+    assert_eq!(small["temperature"], json!(0.2));
+}
+
+#[test]
+fn ids_are_rewritten_the_same_way_on_calls_and_results() {
+    assert_eq!(wire_id("toolu_01-AB"), "toolu_01-AB");
+    assert_eq!(wire_id("functions.read_file:0"), "functions_read_file_0");
+    assert_eq!(wire_id(""), "call");
+}

@@ -1,0 +1,273 @@
+//! Shell commands in a sandbox: Landlock for the file system and a seccomp filter for the
+//! network, set up by the launcher (`keel __exec`, see [`crate::launch`]) on itself right
+//! before it starts `bash`, so every process of the command inherits them. No root, no
+//! setuid helper, no container, no `unsafe` in keel.
+//!
+//! Policies ([`SandboxMode`]):
+//! - `read-only`: everything may be read and run; nothing may be written but `/dev/null`
+//!   and the command's private TMPDIR.
+//! - `workspace-write`: also the workspace, the session's artifacts folder, the configured
+//!   extra roots and the usual package caches (`~/.cache`, cargo's registry and git
+//!   folders, `~/.npm`).
+//! - `off`: no sandbox.
+//!
+//! Network off (the default under `read-only`) allows only Unix sockets: `socket()` and
+//! `socketpair()` for any other family fail with `EACCES`, and `io_uring` (which can open
+//! sockets) is unavailable.
+//!
+//! Honest enforcement: Landlock can grant, not deny, so no sub-folder of a writable folder
+//! can be kept read-only by the kernel. Git's hooks and `.git/config` (both run commands
+//! later, outside the sandbox) are guarded instead by [`GitGuard`]: what a command changes
+//! there is undone after it, and the result says so. If the kernel enforces nothing (no
+//! Landlock), or the seccomp filter cannot be installed, the command does not run: the
+//! launcher refuses with the reason, unless the mode is `off`.
+
+pub(crate) mod call;
+#[cfg(target_os = "linux")]
+mod enforce;
+mod git_guard;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+pub use git_guard::GitGuard;
+
+/// Exit code of a launcher that refused to run a command it could not confine.
+pub const REFUSED: i32 = 126;
+
+/// How much of the system a shell command may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SandboxMode {
+    /// No sandbox.
+    Off,
+    /// Nothing writable but `/dev/null` and a private TMPDIR.
+    ReadOnly,
+    /// The workspace and a few folders writable.
+    WorkspaceWrite,
+}
+
+impl SandboxMode {
+    /// `off`, `read-only` or `workspace-write`.
+    pub fn parse(text: &str) -> Option<SandboxMode> {
+        match text {
+            "off" => Some(SandboxMode::Off),
+            "read-only" => Some(SandboxMode::ReadOnly),
+            "workspace-write" => Some(SandboxMode::WorkspaceWrite),
+            _ => None,
+        }
+    }
+
+    /// The name used in config and flags.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Off => "off",
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+        }
+    }
+
+    /// Whether commands may use the network when the user did not say.
+    pub fn default_network(self) -> bool {
+        !matches!(self, SandboxMode::ReadOnly)
+    }
+}
+
+/// The sandbox settings of the shell tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSettings {
+    /// The policy.
+    pub mode: SandboxMode,
+    /// Network access; `None` is the mode's default.
+    pub network: Option<bool>,
+    /// The mode is a default, not the user's choice: it applies only where the system
+    /// enforces it (probed once); elsewhere commands run unconfined. A mode the user chose
+    /// is never dropped: a command it cannot confine does not run.
+    pub auto: bool,
+}
+
+impl Default for SandboxSettings {
+    /// Off: a library user opts in (the `keel` binary defaults to workspace-write where
+    /// the kernel enforces it).
+    fn default() -> Self {
+        SandboxSettings { mode: SandboxMode::Off, network: None, auto: false }
+    }
+}
+
+/// How far this system enforces each mechanism, read from a probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Support {
+    /// Landlock: `full`, `partial` or `none`, with the reason.
+    pub landlock: String,
+    /// The network filter: `full` or `none`, with the reason.
+    pub seccomp: String,
+}
+
+impl Support {
+    /// Reads the output of `keel __exec --probe`.
+    pub fn parse(text: &str) -> Support {
+        let line = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name).map(|rest| rest.trim().to_owned()))
+                .unwrap_or_else(|| "none (no answer from the probe)".to_owned())
+        };
+        Support { landlock: line("landlock:"), seccomp: line("seccomp:") }
+    }
+
+    /// True when file rules are enforced at least in part.
+    pub fn landlock(&self) -> bool {
+        self.landlock.starts_with("full") || self.landlock.starts_with("partial")
+    }
+
+    /// True when the network filter can be installed.
+    pub fn seccomp(&self) -> bool {
+        self.seccomp.starts_with("full")
+    }
+
+    /// Whether a command under `settings` would run confined.
+    pub fn enforces(&self, settings: &SandboxSettings) -> bool {
+        let network_off = !settings.network.unwrap_or(settings.mode.default_network());
+        self.landlock() && (!network_off || self.seccomp())
+    }
+}
+
+/// What one command may do, resolved from the settings for its call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// The mode (never `Off` here).
+    pub mode: SandboxMode,
+    /// Network access.
+    pub network: bool,
+    /// Folders (and files) the command may write.
+    pub writable: Vec<PathBuf>,
+}
+
+impl Policy {
+    /// The policy for a command in `workspace` with a private `tmp`, `artifacts` folder
+    /// and `extra` roots; `None` when the sandbox is off.
+    pub fn resolve(
+        settings: &SandboxSettings,
+        workspace: &Path,
+        tmp: &Path,
+        artifacts: Option<&Path>,
+        extra: &[PathBuf],
+    ) -> Option<Policy> {
+        if settings.mode == SandboxMode::Off {
+            return None;
+        }
+        let mut writable = vec![PathBuf::from("/dev/null"), tmp.to_path_buf()];
+        if settings.mode == SandboxMode::WorkspaceWrite {
+            writable.push(workspace.to_path_buf());
+            writable.extend(artifacts.map(Path::to_path_buf));
+            writable.extend(extra.iter().cloned());
+            writable.extend(package_caches());
+        }
+        writable.sort();
+        writable.dedup();
+        Some(Policy {
+            mode: settings.mode,
+            network: settings.network.unwrap_or(settings.mode.default_network()),
+            writable,
+        })
+    }
+
+    /// The launcher arguments that carry this policy.
+    pub(crate) fn to_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec!["--sandbox".into(), self.mode.as_str().into()];
+        args.push(if self.network { "--net-on" } else { "--net-off" }.into());
+        for path in &self.writable {
+            args.push("--write".into());
+            args.push(path.clone().into_os_string());
+        }
+        args
+    }
+
+    /// Reads a policy from launcher flags; `flag` is the current one, `rest` what follows.
+    /// Returns whether `flag` was one of the sandbox's.
+    pub(crate) fn parse_flag(
+        policy: &mut Option<Policy>,
+        flag: &str,
+        rest: &mut dyn Iterator<Item = &OsString>,
+    ) -> Option<bool> {
+        if !matches!(flag, "--sandbox" | "--net-on" | "--net-off" | "--write") {
+            return Some(false);
+        }
+        let policy = policy.get_or_insert_with(|| Policy {
+            mode: SandboxMode::ReadOnly,
+            network: false,
+            writable: Vec::new(),
+        });
+        match flag {
+            "--sandbox" => policy.mode = SandboxMode::parse(rest.next()?.to_str()?)?,
+            "--net-on" => policy.network = true,
+            "--net-off" => policy.network = false,
+            _ => policy.writable.push(PathBuf::from(rest.next()?)),
+        }
+        Some(true)
+    }
+}
+
+/// Package-manager caches a build in the workspace writes to: `~/.cache`, cargo's
+/// registry and git folders (and its package-cache lock), `~/.npm`.
+fn package_caches() -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let cargo =
+        std::env::var_os("CARGO_HOME").map(PathBuf::from).or_else(|| home.as_ref().map(|h| h.join(".cargo")));
+    let mut out = Vec::new();
+    if let Some(home) = &home {
+        out.push(home.join(".cache"));
+        out.push(home.join(".npm"));
+    }
+    if let Some(cargo) = cargo {
+        out.extend([cargo.join("registry"), cargo.join("git"), cargo.join(".package-cache")]);
+    }
+    out
+}
+
+/// Confines this process (and what it starts) to `policy`; `Err` says why it could not,
+/// and then nothing must run. On success, the notes say what is only partly enforced.
+#[cfg(target_os = "linux")]
+pub fn enforce(policy: &Policy) -> Result<Vec<String>, String> {
+    enforce::enforce(policy)
+}
+
+/// No sandbox outside Linux: refused.
+#[cfg(not(target_os = "linux"))]
+pub fn enforce(_policy: &Policy) -> Result<Vec<String>, String> {
+    Err("the sandbox needs Linux (Landlock and seccomp)".into())
+}
+
+/// What this system enforces, probed in a child process by `keel sandbox`.
+#[cfg(target_os = "linux")]
+pub use enforce::probe;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_resolve_and_round_trip_through_launcher_flags() {
+        let settings = SandboxSettings { mode: SandboxMode::WorkspaceWrite, network: None, auto: false };
+        let policy =
+            Policy::resolve(&settings, Path::new("/w"), Path::new("/t"), Some(Path::new("/a")), &[]).unwrap();
+        assert!(policy.network);
+        for path in ["/w", "/t", "/a", "/dev/null"] {
+            assert!(policy.writable.contains(&PathBuf::from(path)), "{path}");
+        }
+        let args = policy.to_args();
+        let mut parsed = None;
+        let mut iter = args.iter();
+        while let Some(flag) = iter.next() {
+            assert_eq!(Policy::parse_flag(&mut parsed, flag.to_str().unwrap(), &mut iter), Some(true));
+        }
+        assert_eq!(parsed, Some(policy));
+        let read_only = SandboxSettings { mode: SandboxMode::ReadOnly, network: None, auto: false };
+        let policy = Policy::resolve(&read_only, Path::new("/w"), Path::new("/t"), None, &[]).unwrap();
+        assert!(!policy.network);
+        assert_eq!(policy.writable, vec![PathBuf::from("/dev/null"), PathBuf::from("/t")]);
+        assert_eq!(
+            Policy::resolve(&SandboxSettings::default(), Path::new("/w"), Path::new("/t"), None, &[]),
+            None
+        );
+    }
+}
