@@ -43,6 +43,15 @@ pub struct AgentConfig {
     /// ... and at this many the turn stops with `looping`, after a request for a final
     /// answer with tools off (default 8; 0 never).
     pub loop_stop_at: u32,
+    /// The model's context window in tokens; default: what the model client knows
+    /// ([`ModelClient::context_window`]). Without one, sessions are compacted only when
+    /// the provider says the context overflowed.
+    pub context_window: Option<u64>,
+    /// Compact when the context passes this share of the window (default 0.8); old tool
+    /// results are pruned from three quarters of it. 0 never compacts.
+    pub compact_at: f64,
+    /// About this share of the window is kept verbatim by a compaction (default 0.2).
+    pub compact_keep: f64,
 }
 
 impl Default for AgentConfig {
@@ -58,6 +67,9 @@ impl Default for AgentConfig {
             abort_grace: Duration::from_secs(5),
             loop_warn_at: 3,
             loop_stop_at: 8,
+            context_window: None,
+            compact_at: 0.8,
+            compact_keep: 0.2,
         }
     }
 }

@@ -31,6 +31,8 @@ pub(crate) enum StepControl {
     Concluded,
     /// The model repeated itself past the limit; its calls were not run.
     Looping,
+    /// The provider said the conversation no longer fits: compact once and retry.
+    Overflow(String),
     /// End the turn now.
     End(TurnEndReason, Option<String>),
 }

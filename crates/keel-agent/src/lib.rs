@@ -37,6 +37,7 @@
 //! ```
 
 mod agent;
+pub mod compact;
 mod context;
 mod execute;
 mod finish;
@@ -52,6 +53,7 @@ mod tool;
 mod turn;
 
 pub use agent::{Agent, AgentBuilder, AgentConfig, TurnOutcome};
+pub use compact::ContextUsage;
 pub use context::SessionContext;
 pub use execute::ABORTED;
 pub use finish::FinishCheck;

@@ -7,12 +7,13 @@ use keel_llm::{
     AssistantMessage, FinishReason, ModelClient, ModelError, ModelEvent, ModelRequest, ToolChoice, Usage,
 };
 use keel_session::{
-    EventKind, InputSource, RequestHeader, Session, SessionError, StepEnd, StepStart, TurnEnd, TurnEndReason,
-    TurnStart, UserInput,
+    CompactionOutcome, CompactionReason, EventKind, InputSource, RequestHeader, Session, SessionError,
+    StepEnd, StepStart, TurnEnd, TurnEndReason, TurnStart, UserInput,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, TurnOutcome};
+use crate::compact::Compactor;
 use crate::context::SessionContext;
 use crate::execute::{StepControl, execute_calls};
 use crate::hooks::{TurnStarted, TurnStopping};
@@ -56,6 +57,11 @@ pub(crate) struct TurnRun<'a> {
     pub repeats: crate::loops::Repeats,
     /// Why calls in a reply requested with tools off are not run.
     pub tools_off: &'static str,
+    /// The history was compacted before the last step.
+    pub compacted_last: bool,
+    /// The last step's context overflow was answered by a compaction (its retry may not
+    /// overflow again).
+    pub overflow_compacted: bool,
 }
 
 enum Reply {
@@ -154,11 +160,15 @@ impl TurnRun<'_> {
                 return Ok(StepControl::End(TurnEndReason::Aborted, Some("aborted by the user".into())));
             }
             Reply::Failed(partial, error) => {
+                let overflow = error.kind == keel_llm::ModelErrorKind::ContextOverflow && partial.is_empty();
                 if !partial.is_empty() {
                     self.log(EventKind::AssistantMessage(partial))?;
                 }
                 self.log(EventKind::StepEnd(StepEnd { step, interrupted: true }))?;
                 let message = format!("model request failed ({}): {}", error.kind.as_str(), error.message);
+                if overflow && !self.overflow_compacted {
+                    return Ok(StepControl::Overflow(message));
+                }
                 return Ok(StepControl::End(TurnEndReason::Error, Some(message)));
             }
         };
@@ -255,12 +265,24 @@ impl TurnRun<'_> {
                 if required && !self.tools.is_empty() { ToolChoice::Required } else { ToolChoice::Auto };
             // A result that concludes the turn ends it like an answer without calls: the
             // turn-stopping hooks still have their say.
+            let just_compacted = std::mem::take(&mut self.compacted_last);
+            self.compacted_last = self.maybe_compact(just_compacted).await?;
             let made_calls = match self.step(choice).await? {
                 StepControl::End(reason, message) => return self.end(reason, message).await,
+                StepControl::Overflow(message) => {
+                    self.overflow_compacted = true;
+                    if self.compact_after_overflow().await? && !self.cancel.is_cancelled() {
+                        self.compacted_last = true;
+                        continue;
+                    }
+                    return self.end(TurnEndReason::Error, Some(message)).await;
+                }
                 StepControl::Concluded => false,
                 StepControl::Looping => return self.stop_looping().await,
                 StepControl::Continue { made_calls } => made_calls,
             };
+            // The retry got through: a later overflow gets its own compaction.
+            self.overflow_compacted = false;
             let steering = self.ctx.inbox.take_steering();
             let steered = !steering.is_empty();
             for text in steering {
@@ -285,6 +307,42 @@ impl TurnRun<'_> {
                 return self.step_limit().await;
             }
         }
+    }
+
+    fn compactor(&mut self, limits: crate::compact::Limits) -> Compactor<'_> {
+        Compactor {
+            model: self.model,
+            system: self.system,
+            tools: self.tools.definitions(),
+            session: self.session,
+            sink: self.sink,
+            cancel: self.cancel,
+            limits,
+        }
+    }
+
+    /// Prunes or compacts when the context is past its thresholds (a known window and a
+    /// non-zero `compact_at`). Returns whether a compaction ran.
+    async fn maybe_compact(&mut self, just_compacted: bool) -> Result<bool, SessionError> {
+        match self.agent.limits(self.ctx) {
+            Some(limits) if limits.compact_at > 0.0 => self.compactor(limits).maybe(just_compacted).await,
+            _ => Ok(false),
+        }
+    }
+
+    /// One compaction after the provider said the context overflowed. Returns whether
+    /// the history changed, so the step may be retried.
+    async fn compact_after_overflow(&mut self) -> Result<bool, SessionError> {
+        let limits = match self.agent.limits(self.ctx) {
+            Some(limits) => limits,
+            None => crate::compact::guessed_limits(crate::compact::context_tokens(
+                self.session,
+                self.system,
+                self.tools.definitions(),
+            )),
+        };
+        let end = self.compactor(limits).compact(CompactionReason::Overflow, None).await?;
+        Ok(end.is_some_and(|end| end.outcome != CompactionOutcome::Aborted))
     }
 
     /// Ends a turn stuck repeating itself, after asking for an answer with tools off.
@@ -337,7 +395,7 @@ impl Agent {
         session.repair_observed(|event| sink.emit(&AgentEvent::Logged(event)))?;
         let turn = session.projection().turns() + 1;
         let task = &session.messages()[session.projection().task_start()..];
-        let repeats = crate::loops::Repeats::from_messages(task, &self.tools);
+        let repeats = crate::loops::Repeats::from_messages(task, self.tools_for(ctx));
         let (model, system) = self.resolve(ctx);
         let mut run = TurnRun {
             agent: self,
@@ -357,6 +415,8 @@ impl Agent {
             first_message: 0,
             repeats,
             tools_off: "not run: tools are off for this reply",
+            compacted_last: false,
+            overflow_compacted: false,
         };
         Ok(run.run(input.into()).await?)
     }

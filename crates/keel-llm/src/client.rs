@@ -140,6 +140,12 @@ pub trait ModelClient: Send + Sync {
     /// Which provider and model this client talks to.
     fn info(&self) -> ModelInfo;
 
+    /// The model's context window in tokens, when known (configured, from a table of
+    /// known models, or told by the server). Long sessions are compacted to fit it.
+    fn context_window(&self) -> Option<u64> {
+        None
+    }
+
     /// Start a request. `cancel` fires when the user aborts; implementations should stop
     /// promptly (the caller also drops the stream).
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a>;
@@ -150,6 +156,10 @@ impl<T: ModelClient + ?Sized> ModelClient for std::sync::Arc<T> {
         (**self).info()
     }
 
+    fn context_window(&self) -> Option<u64> {
+        (**self).context_window()
+    }
+
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
         (**self).stream(request, cancel)
     }
@@ -158,6 +168,10 @@ impl<T: ModelClient + ?Sized> ModelClient for std::sync::Arc<T> {
 impl<T: ModelClient + ?Sized> ModelClient for Box<T> {
     fn info(&self) -> ModelInfo {
         (**self).info()
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        (**self).context_window()
     }
 
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {

@@ -167,6 +167,9 @@ pub struct ProviderConfig {
     /// `reasoning.summary` (Responses only): `auto`, `concise`, `detailed`; none asks
     /// for no summaries. Models without reasoning refuse the `reasoning` parameter.
     pub reasoning_summary: Option<String>,
+    /// The model's context window in tokens, if known (by default from
+    /// [`crate::known_context_window`]).
+    pub context_window: Option<u64>,
     /// Extra headers sent with every request.
     pub headers: Vec<(String, String)>,
     /// Extra top-level body fields (e.g. `{"thinking": {"type": "enabled"}}`).
@@ -176,11 +179,13 @@ pub struct ProviderConfig {
 impl ProviderConfig {
     /// A config for any OpenAI-compatible Chat Completions server at `base_url`.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        let model = model.into();
         ProviderConfig {
+            context_window: crate::known_context_window(&model),
             api: Api::Chat,
             provider: "custom".into(),
             base_url: base_url.into(),
-            model: model.into(),
+            model,
             api_key: None,
             api_key_env: None,
             max_tokens: 8192,

@@ -25,6 +25,7 @@ pub mod sse;
 pub mod text_calls;
 #[cfg(feature = "http")]
 mod transport;
+mod windows;
 
 pub use assemble::MessageBuilder;
 pub use client::{ModelClient, ModelEvent, ModelInfo, ModelRequest, ModelStream, ToolChoice, ToolDefinition};
@@ -34,6 +35,7 @@ pub use error::{ModelError, ModelErrorKind};
 pub use message::{
     AssistantMessage, ContentBlock, FinishReason, Message, ToolCall, ToolResultMessage, Usage, UserMessage,
 };
+pub use windows::known_context_window;
 
 /// Re-exported so implementers and callers share one token type.
 pub use tokio_util::sync::CancellationToken;

@@ -100,7 +100,7 @@ async fn tools_are_listed_and_called_through_the_loop_over_stdio_and_http() {
             },
         ]
     );
-    assert_eq!(statuses[0].tools.len(), 10);
+    assert_eq!(statuses[0].tools.len(), 11);
     assert!(statuses[0].transport.starts_with("stdio: "), "{}", statuses[0].transport);
     let (tools, refused) = mcp.registry(&ToolRegistry::new(), false);
     assert!(refused.is_empty(), "{refused:?}");
@@ -314,8 +314,8 @@ async fn a_tool_name_already_taken_is_refused_with_a_warning() {
     let mcp = start(vec![("a.b", stdio(&[])), ("a_b", stdio(&[]))]);
     mcp.wait_for_startup().await;
     let (tools, refused) = mcp.registry(&ToolRegistry::new(), false);
-    assert_eq!(tools.len(), 10);
-    assert_eq!(refused.len(), 10);
+    assert_eq!(tools.len(), 11);
+    assert_eq!(refused.len(), 11);
     assert_eq!(
         refused[0],
         "MCP server `a_b`: its tool `echo` is not offered: a tool named `mcp__a_b__echo` is already registered; the new one was refused"

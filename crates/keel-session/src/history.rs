@@ -15,6 +15,10 @@ impl History {
         &self.messages
     }
 
+    pub(crate) fn seq(&self, index: usize) -> Option<u64> {
+        self.seqs.get(index).copied()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.messages.len()
     }

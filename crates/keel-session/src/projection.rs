@@ -51,6 +51,9 @@ pub struct Projection {
     pending: Vec<PendingCall>,
     /// Seq of a `compaction/start` without its end.
     open_compaction: Option<u64>,
+    /// The context size the provider last reported (prompt plus reply tokens) and how
+    /// many messages it covered; unset by anything that edits the history.
+    reported_context: Option<(u64, usize)>,
     open_turn: Option<OpenTurn>,
     last_seq: Option<u64>,
     turns: u32,
@@ -191,7 +194,12 @@ impl Projection {
                 // An aborted request that produced nothing is logged but not sent back:
                 // providers reject empty assistant messages.
                 if !message.is_empty() {
+                    let usage = message.usage;
                     self.history.push_assistant(seq, message);
+                    if usage.input_tokens > 0 {
+                        self.reported_context =
+                            Some((usage.input_tokens + usage.output_tokens, self.history.len()));
+                    }
                 }
             }
             EventKind::ToolCall(call) => {
@@ -214,6 +222,7 @@ impl Projection {
                 );
             }
             EventKind::ContextPruned(pruned) => {
+                self.reported_context = None;
                 for result in &pruned.results {
                     self.history.prune(&result.call_id, &result.stub);
                 }
@@ -223,6 +232,7 @@ impl Projection {
                 self.open_compaction = None;
                 self.usage += end.usage;
                 if end.outcome != CompactionOutcome::Aborted {
+                    self.reported_context = None;
                     // Nothing at or after the first kept seq: the summary replaces all.
                     let index = self.history.index_at(end.first_kept_seq).unwrap_or(self.history.len());
                     let dropped = self.history.compact(index, seq, &end.summary);
@@ -236,6 +246,18 @@ impl Projection {
     /// The model-visible conversation, in log order.
     pub fn messages(&self) -> &[Message] {
         self.history.messages()
+    }
+
+    /// The context size the provider reported for the last reply (prompt plus reply
+    /// tokens) and the number of leading messages it covers; `None` when no reply
+    /// reported usage since the history was last pruned or compacted.
+    pub fn reported_context(&self) -> Option<(u64, usize)> {
+        self.reported_context.filter(|(_, covered)| *covered <= self.history.len())
+    }
+
+    /// The seq of the event the message at `index` starts at.
+    pub fn message_seq(&self, index: usize) -> Option<u64> {
+        self.history.seq(index)
     }
 
     /// The seq of a `compaction/start` not yet ended (a crash mid-compaction).

@@ -163,3 +163,68 @@ fn a_crash_mid_compaction_leaves_the_history_as_if_it_never_ran() {
     // And another compaction may start.
     session.append(start()).unwrap();
 }
+
+/// One step of a random log: a reply with this many calls (0 ends with text), then
+/// optionally a prune of some earlier result and a compaction keeping from a random
+/// point.
+#[derive(Debug, Clone)]
+struct RandomStep {
+    calls: usize,
+    prune: Option<usize>,
+    compact_at: Option<u64>,
+}
+
+fn random_step() -> impl proptest::strategy::Strategy<Value = RandomStep> {
+    use proptest::prelude::*;
+    (0usize..4, proptest::option::of(0usize..20), proptest::option::of(0u64..200))
+        .prop_map(|(calls, prune, compact_at)| RandomStep { calls, prune, compact_at })
+}
+
+proptest::proptest! {
+    /// Whatever pruning and compaction events a log holds (those the projection
+    /// accepts), the derived history never parts a call from its result, and a reopen
+    /// derives the same history.
+    #[test]
+    fn pruning_and_compaction_never_part_a_call_from_its_result(
+        steps in proptest::collection::vec(random_step(), 1..12)
+    ) {
+        let writer = keel_session::MemoryWriter::new();
+        let mut session = keel_session::Session::create("s".into(), "/w", None, Box::new(writer.clone())).unwrap();
+        session.append(user("go")).unwrap();
+        let mut ids = Vec::new();
+        for (i, step) in steps.iter().enumerate() {
+            if step.calls == 0 {
+                session.append(assistant_text("thinking")).unwrap();
+                session.append(user("more")).unwrap();
+            } else {
+                let calls: Vec<(String, &str)> = (0..step.calls).map(|c| (format!("c{i}_{c}"), "read_file")).collect();
+                let borrowed: Vec<(&str, &str)> = calls.iter().map(|(id, n)| (id.as_str(), *n)).collect();
+                session.append(assistant_calls(&borrowed)).unwrap();
+                for (id, name) in &calls {
+                    let seq = session.append(call(id, name)).unwrap();
+                    session.append(result(id, name, seq)).unwrap();
+                    ids.push(id.clone());
+                }
+            }
+            if let Some(which) = step.prune.filter(|_| !ids.is_empty()) {
+                let id = ids[which % ids.len()].clone();
+                session.append(EventKind::ContextPruned(Pruned {
+                    results: vec![PrunedResult { call_id: id, stub: "[pruned]".into() }],
+                    tokens_freed: 1,
+                })).unwrap();
+            }
+            if let Some(at) = step.compact_at {
+                session.append(start()).unwrap();
+                let kept = at.min(session.next_seq());
+                // A cut that would part a result from its call is refused; then the
+                // compaction is closed as aborted.
+                if session.append(end(CompactionOutcome::Compacted, "SUMMARY", kept)).is_err() {
+                    session.append(end(CompactionOutcome::Aborted, "", 0)).unwrap();
+                }
+            }
+            validate(session.messages()).unwrap();
+        }
+        let derived = keel_session::derive_messages(writer.events().iter()).unwrap();
+        proptest::prop_assert_eq!(&derived[..], session.messages());
+    }
+}

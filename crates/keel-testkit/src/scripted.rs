@@ -206,6 +206,7 @@ struct State {
     script: VecDeque<ReplyBuilder>,
     requests: Vec<RecordedRequest>,
     model: Option<String>,
+    context_window: Option<u64>,
     not_recording: bool,
 }
 
@@ -226,6 +227,11 @@ impl ScriptedModel {
     /// Reports `model` as the model name (default `script`). Clones share the name.
     pub fn set_model_name(&self, model: &str) {
         self.state.lock().unwrap().model = Some(model.to_owned());
+    }
+
+    /// Reports a context window of `tokens` (default none). Clones share it.
+    pub fn set_context_window(&self, tokens: u64) {
+        self.state.lock().unwrap().context_window = Some(tokens);
     }
 
     /// Stops recording requests (benchmarks: recording copies the whole history).
@@ -253,6 +259,10 @@ impl ModelClient for ScriptedModel {
     fn info(&self) -> ModelInfo {
         let model = self.state.lock().unwrap().model.clone().unwrap_or_else(|| "script".into());
         ModelInfo { provider: "scripted".into(), model }
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.state.lock().unwrap().context_window
     }
 
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {

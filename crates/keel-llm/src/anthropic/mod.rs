@@ -73,6 +73,10 @@ impl ModelClient for AnthropicClient {
         ModelInfo { provider: self.config.provider.clone(), model: self.config.model.clone() }
     }
 
+    fn context_window(&self) -> Option<u64> {
+        self.config.context_window
+    }
+
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
         let body = match self.request_body(&request) {
             Ok(body) => Bytes::from(body),

@@ -56,6 +56,10 @@ impl ModelClient for OpenAiClient {
         ModelInfo { provider: self.config.provider.clone(), model: self.config.model.clone() }
     }
 
+    fn context_window(&self) -> Option<u64> {
+        self.config.context_window
+    }
+
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
         let tools = match self.tools.get(request.tools, wire::encode_tools) {
             Ok(tools) => tools,

@@ -112,6 +112,7 @@ pub struct LocalModel {
     grammars: Mutex<Option<(Vec<ToolDefinition>, Arc<str>)>>,
     name: String,
     max_tokens: u32,
+    n_ctx: u32,
     stats: Arc<Mutex<Vec<RequestStats>>>,
 }
 
@@ -161,6 +162,7 @@ impl LocalModel {
             grammars: Mutex::new(None),
             name,
             max_tokens,
+            n_ctx: loaded.n_ctx,
             stats,
         })
     }
@@ -199,6 +201,10 @@ fn failed(error: ModelError) -> ModelStream<'static> {
 impl ModelClient for LocalModel {
     fn info(&self) -> ModelInfo {
         ModelInfo { provider: "local".into(), model: self.name.clone() }
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        Some(u64::from(self.n_ctx))
     }
 
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {

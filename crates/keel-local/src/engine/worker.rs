@@ -55,6 +55,8 @@ pub(crate) enum Piece {
 pub(crate) struct Loaded {
     pub bos: String,
     pub eos: String,
+    /// The context size the model got.
+    pub n_ctx: u32,
 }
 
 static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
@@ -116,7 +118,7 @@ pub(crate) fn run(
         |token: LlamaToken| String::from_utf8_lossy(&vocab.token_to_piece(token, true, None)).into_owned();
     let bos = if vocab.should_add_bos() { text_of(vocab.bos()) } else { String::new() };
     let eos = text_of(vocab.eos());
-    if ready.send(Ok(Loaded { bos: bos.clone(), eos })).is_err() {
+    if ready.send(Ok(Loaded { bos: bos.clone(), eos, n_ctx })).is_err() {
         return;
     }
     let prefixes = if config.reuse_cache {

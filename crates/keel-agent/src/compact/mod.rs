@@ -1,0 +1,297 @@
+//! Long sessions within the model's context window: old tool results pruned to stubs,
+//! then the older part of the conversation replaced by a summary the model writes.
+//!
+//! Everything is an ordinary logged event (`context/pruned`, `compaction/start`,
+//! `compaction/end`) that the session's projection applies, so what the model sees after
+//! a compaction is exactly what the log says, live and on resume. The decisions are
+//! pure functions in [`plan`]; this module makes the one model request and the appends.
+
+pub mod plan;
+
+use futures::StreamExt;
+use keel_llm::{ModelClient, ModelEvent, ModelRequest, ToolChoice, ToolDefinition, Usage};
+use keel_session::{
+    CompactionEnd, CompactionOutcome, CompactionReason, CompactionStart, EventKind, Pruned, Session,
+    SessionError,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::sink::{AgentEvent, Sink};
+
+/// How full the context is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextUsage {
+    /// Tokens the next request will use (reported by the provider where it can be,
+    /// estimated for what came after).
+    pub tokens: u64,
+    /// The model's context window, when known.
+    pub window: Option<u64>,
+}
+
+impl ContextUsage {
+    /// The share of the window in use, in percent, when the window is known.
+    pub fn percent(&self) -> Option<u64> {
+        self.window.filter(|w| *w > 0).map(|w| self.tokens * 100 / w)
+    }
+}
+
+/// The window and the shares that decide when and how much to compact.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Limits {
+    pub window: u64,
+    /// Compact above this share of the window.
+    pub compact_at: f64,
+    /// Keep about this share of the window verbatim.
+    pub keep: f64,
+}
+
+impl Limits {
+    fn threshold(&self) -> u64 {
+        (self.window as f64 * self.compact_at) as u64
+    }
+
+    fn keep_tokens(&self) -> u64 {
+        (self.window as f64 * self.keep) as u64
+    }
+
+    /// Room left for the summary itself in the summary request.
+    fn reply_room(&self) -> u64 {
+        (self.window / 8).clamp(256, 2048)
+    }
+}
+
+/// Everything one compaction needs, borrowed from a turn or from [`crate::Agent::compact`].
+pub(crate) struct Compactor<'a> {
+    pub model: &'a dyn ModelClient,
+    pub system: &'a str,
+    pub tools: &'a [ToolDefinition],
+    pub session: &'a mut Session,
+    pub sink: &'a dyn Sink,
+    pub cancel: &'a CancellationToken,
+    pub limits: Limits,
+}
+
+/// Estimated tokens of the system prompt and the tool definitions.
+pub(crate) fn overhead(system: &str, tools: &[ToolDefinition]) -> u64 {
+    let tools: u64 = tools
+        .iter()
+        .map(|t| {
+            plan::text_tokens(&t.name)
+                + plan::text_tokens(&t.description)
+                + plan::text_tokens(t.parameters.get())
+        })
+        .sum();
+    plan::text_tokens(system) + tools
+}
+
+/// The context the next request of `session` will use.
+pub(crate) fn context_tokens(session: &Session, system: &str, tools: &[ToolDefinition]) -> u64 {
+    plan::context_tokens(session.messages(), session.projection().reported_context(), overhead(system, tools))
+}
+
+impl Compactor<'_> {
+    fn log(&mut self, kind: EventKind) -> Result<u64, SessionError> {
+        let sink = self.sink;
+        self.session.append_observed(kind, |event| sink.emit(&AgentEvent::Logged(event)))
+    }
+
+    /// How the provider's token counts compare with keel's estimate of the same
+    /// messages (from the last report; 1 without one), within 0.5–1.5.
+    fn calibration(&self) -> f64 {
+        let Some((reported, covered)) = self.session.projection().reported_context() else { return 1.0 };
+        let estimated =
+            overhead(self.system, self.tools) + plan::messages_tokens(&self.session.messages()[..covered]);
+        if estimated == 0 || reported == 0 {
+            return 1.0;
+        }
+        (reported as f64 / estimated as f64).clamp(0.5, 1.5)
+    }
+
+    fn used(&self) -> u64 {
+        context_tokens(self.session, self.system, self.tools)
+    }
+
+    /// Prunes, then compacts, when the context is past the thresholds. Right after a
+    /// compaction (`just_compacted`) another one runs only if the next request would
+    /// not fit the window at all, so compaction cannot loop. Returns whether a
+    /// compaction ran.
+    pub(crate) async fn maybe(&mut self, just_compacted: bool) -> Result<bool, SessionError> {
+        let threshold = self.limits.threshold();
+        if self.used() <= threshold * 3 / 4 {
+            return Ok(false);
+        }
+        self.prune()?;
+        let used = self.used();
+        if used <= threshold || (just_compacted && used + self.limits.reply_room() <= self.limits.window) {
+            return Ok(false);
+        }
+        Ok(self.compact(CompactionReason::Threshold, None).await?.is_some())
+    }
+
+    /// Replaces large old results by stubs when that frees a meaningful amount.
+    fn prune(&mut self) -> Result<bool, SessionError> {
+        let (results, freed) = plan::prune_plan(self.session.messages(), self.limits.keep_tokens());
+        if results.is_empty() || freed < (self.limits.window / 50).max(200) {
+            return Ok(false);
+        }
+        self.log(EventKind::ContextPruned(Pruned { results, tokens_freed: freed }))?;
+        Ok(true)
+    }
+
+    /// Replaces the older part of the conversation by a summary (or, when no good
+    /// summary comes, by a note of what was dropped). `None` when there is nothing to
+    /// compact.
+    pub(crate) async fn compact(
+        &mut self,
+        reason: CompactionReason,
+        focus: Option<&str>,
+    ) -> Result<Option<CompactionEnd>, SessionError> {
+        let messages = self.session.messages();
+        // Asked for, with room to spare: keep at most a quarter of the conversation.
+        let keep = match reason {
+            CompactionReason::Manual => self.limits.keep_tokens().min(plan::messages_tokens(messages) / 4),
+            _ => self.limits.keep_tokens(),
+        };
+        let Some(cut) = plan::cut_index(messages, keep) else {
+            return Ok(None);
+        };
+        let first_kept_seq = self.session.projection().message_seq(cut).unwrap_or(self.session.next_seq());
+        let older = messages[..cut].to_vec();
+        let kept_tokens = plan::messages_tokens(&messages[cut..]);
+        let tokens_before = self.used();
+        let instruction = plan::summary_instruction(focus);
+        self.log(EventKind::CompactionStart(CompactionStart {
+            reason,
+            tokens_before,
+            instruction: instruction.clone(),
+        }))?;
+        let overhead = overhead(self.system, self.tools);
+        let estimated = overhead + plan::messages_tokens(&older) + plan::text_tokens(&instruction);
+        let request_tokens = (estimated as f64 * self.calibration()) as u64;
+        let summary = if request_tokens + self.limits.reply_room() > self.limits.window {
+            Err("the older part is too long to summarize within the window".to_owned())
+        } else {
+            self.request_summary(&older, &instruction).await
+        };
+        if self.cancel.is_cancelled() {
+            let end = aborted(tokens_before, summary.as_ref().map(|s| s.1).unwrap_or_default());
+            self.log(EventKind::CompactionEnd(end.clone()))?;
+            return Ok(Some(end));
+        }
+        let user_budget = self.limits.keep_tokens() / 2;
+        let dropped = |why: &str| plan::summary_message(&older, user_budget, Err(why));
+        let (outcome, text, usage) = match summary {
+            Ok((summary, usage)) if summary.trim().is_empty() => {
+                (CompactionOutcome::Dropped, dropped("the summary was empty"), usage)
+            }
+            Ok((summary, usage)) => {
+                let text = plan::summary_message(&older, user_budget, Ok(&summary));
+                let after = overhead + plan::text_tokens(&text) + kept_tokens;
+                if plan::text_tokens(&text) < plan::messages_tokens(&older)
+                    && after <= self.limits.threshold() * 9 / 10
+                {
+                    (CompactionOutcome::Compacted, text, usage)
+                } else {
+                    (CompactionOutcome::Dropped, dropped("the summary left too little room"), usage)
+                }
+            }
+            Err(why) => (CompactionOutcome::Dropped, dropped(&why), Usage::default()),
+        };
+        let (files_read, files_changed) = plan::files_touched(&older);
+        let end = CompactionEnd {
+            outcome,
+            tokens_after: overhead + plan::text_tokens(&text) + kept_tokens,
+            summary: text,
+            first_kept_seq,
+            tokens_before,
+            files_read,
+            files_changed,
+            usage,
+        };
+        self.log(EventKind::CompactionEnd(end.clone()))?;
+        Ok(Some(end))
+    }
+
+    /// Asks the model for the summary, offering no tools. The request's messages are
+    /// the logged older part plus the logged instruction.
+    async fn request_summary(
+        &self,
+        older: &[keel_llm::Message],
+        instruction: &str,
+    ) -> Result<(String, Usage), String> {
+        let messages = plan::summary_request(older, instruction);
+        let request = ModelRequest::new(self.system, &messages, self.tools)
+            .tool_choice(ToolChoice::None)
+            .cache_key(self.session.id());
+        let mut stream = self.model.stream(request, self.cancel.child_token());
+        loop {
+            let item = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => return Err("aborted".into()),
+                item = stream.next() => item,
+            };
+            match item {
+                Some(Ok(ModelEvent::Completed(message))) => return Ok((message.text(), message.usage)),
+                Some(Ok(_)) => {}
+                Some(Err(error)) => return Err(format!("the summary request failed: {}", error.message)),
+                None => return Err("the summary request ended without a reply".into()),
+            }
+        }
+    }
+}
+
+fn aborted(tokens_before: u64, usage: Usage) -> CompactionEnd {
+    CompactionEnd {
+        outcome: CompactionOutcome::Aborted,
+        summary: String::new(),
+        first_kept_seq: 0,
+        tokens_before,
+        tokens_after: tokens_before,
+        files_read: Vec::new(),
+        files_changed: Vec::new(),
+        usage,
+    }
+}
+
+impl crate::Agent {
+    /// The window and shares for `ctx`'s model, when its window is known.
+    pub(crate) fn limits(&self, ctx: &crate::SessionContext) -> Option<Limits> {
+        let (model, _) = self.resolve(ctx);
+        let window = self.config.context_window.or_else(|| model.context_window())?;
+        Some(Limits { window, compact_at: self.config.compact_at, keep: self.config.compact_keep })
+    }
+
+    /// How full `session`'s context is for its next request.
+    pub fn context_usage(&self, session: &Session, ctx: &crate::SessionContext) -> ContextUsage {
+        let (_, system) = self.resolve(ctx);
+        let tokens = context_tokens(session, system, self.tools_for(ctx).definitions());
+        ContextUsage { tokens, window: self.limits(ctx).map(|l| l.window) }
+    }
+
+    /// Compacts `session` now (the CLI's `/compact`), whatever its size: the older part
+    /// becomes a summary, with `focus` as a hint of what matters. Returns the
+    /// `compaction/end` logged, or `None` when there was nothing to compact. `Err` only
+    /// when the log could not be written.
+    pub async fn compact(
+        &self,
+        session: &mut Session,
+        ctx: &crate::SessionContext,
+        focus: Option<&str>,
+        sink: &dyn Sink,
+        cancel: &CancellationToken,
+    ) -> Result<Option<CompactionEnd>, crate::AgentError> {
+        session.repair_observed(|event| sink.emit(&AgentEvent::Logged(event)))?;
+        let (model, system) = self.resolve(ctx);
+        let tools = self.tools_for(ctx).definitions();
+        let limits =
+            self.limits(ctx).unwrap_or_else(|| guessed_limits(context_tokens(session, system, tools)));
+        let mut compactor = Compactor { model: &**model, system, tools, session, sink, cancel, limits };
+        Ok(compactor.compact(CompactionReason::Manual, focus).await?)
+    }
+}
+
+/// Limits for a model whose window is unknown, from the context in use (which is at
+/// or past the window when the provider says it overflowed).
+pub(crate) fn guessed_limits(used: u64) -> Limits {
+    Limits { window: used.max(2048), compact_at: 0.8, keep: 0.2 }
+}

@@ -1,0 +1,151 @@
+use keel_llm::{AssistantMessage, ToolResultMessage};
+use pretty_assertions::assert_eq;
+
+use super::*;
+
+fn user(text: &str) -> Message {
+    Message::User(UserMessage { content: text.into() })
+}
+
+fn call(id: &str, name: &str, args: &str) -> Message {
+    Message::Assistant(AssistantMessage {
+        content: vec![ContentBlock::ToolCall(ToolCall::new(id, name, args))],
+        ..AssistantMessage::default()
+    })
+}
+
+fn result(id: &str, name: &str, content: &str) -> Message {
+    Message::ToolResult(ToolResultMessage {
+        call_id: id.into(),
+        name: name.into(),
+        content: content.into(),
+        is_error: false,
+    })
+}
+
+/// user, then `steps` steps each reading a file with a large result.
+fn session(steps: usize) -> Vec<Message> {
+    let mut messages = vec![user("Fix the bug in parser.rs")];
+    for i in 0..steps {
+        let id = format!("c{i}");
+        messages.push(call(&id, "read_file", &format!(r#"{{"path": "f{i}.rs"}}"#)));
+        messages.push(result(&id, "read_file", &"x".repeat(3500)));
+    }
+    messages
+}
+
+#[test]
+fn estimates_grow_with_text_and_use_the_reported_size_when_there_is_one() {
+    assert_eq!(text_tokens(""), 0);
+    assert_eq!(text_tokens(&"a".repeat(700)), 200);
+    let messages = session(2);
+    let estimated = context_tokens(&messages, None, 100);
+    assert_eq!(estimated, 100 + messages_tokens(&messages));
+    // Reported for the first three messages: only the last two are estimated.
+    assert_eq!(context_tokens(&messages, Some((5000, 3)), 100), 5000 + messages_tokens(&messages[3..]));
+    // A report covering more than there is (stale) falls back to the estimate.
+    assert_eq!(context_tokens(&messages, Some((5000, 99)), 100), estimated);
+}
+
+#[test]
+fn pruning_stubs_large_old_results_and_protects_the_recent_ones() {
+    let messages = session(4);
+    let (pruned, freed) = prune_plan(&messages, 1200);
+    let ids: Vec<&str> = pruned.iter().map(|p| p.call_id.as_str()).collect();
+    assert_eq!(ids, ["c0", "c1", "c2"]);
+    assert_eq!(pruned[0].stub, "[output of read_file `f0.rs` pruned: 3500 characters; rerun to see it]");
+    assert!(freed > 2500, "{freed}");
+    // Stubs are not pruned again.
+    let mut again = messages.clone();
+    if let Message::ToolResult(r) = &mut again[2] {
+        r.content = pruned[0].stub.clone();
+    }
+    let (pruned, _) = prune_plan(&again, 1200);
+    assert_eq!(pruned.len(), 2);
+}
+
+#[test]
+fn the_cut_keeps_whole_steps_within_the_budget_and_never_a_lone_result() {
+    let messages = session(4);
+    // Each step is ~1000 tokens: a budget of 2100 keeps the last two steps.
+    let cut = cut_index(&messages, 2100).unwrap();
+    assert_eq!(cut, 5);
+    assert!(matches!(messages[cut], Message::Assistant(_)));
+    // A budget smaller than one step still keeps the last step.
+    assert_eq!(cut_index(&messages, 10), Some(7));
+    // Nothing before the first message can be cut.
+    assert_eq!(cut_index(&messages[..1], 10), None);
+}
+
+#[test]
+fn files_read_and_changed_come_from_the_file_tools_calls() {
+    let messages = vec![
+        user("go"),
+        call("a", "read_file", r#"{"path": "a.rs"}"#),
+        result("a", "read_file", "..."),
+        call("b", "edit_file", r#"{"path": "b.rs", "old_text": "x", "new_text": "y"}"#),
+        result("b", "edit_file", "ok"),
+        call("c", "shell", r#"{"command": "cat c.rs"}"#),
+        result("c", "shell", "..."),
+    ];
+    assert_eq!(files_touched(&messages), (vec!["a.rs".to_owned()], vec!["b.rs".to_owned()]));
+}
+
+#[test]
+fn a_summary_carries_the_users_messages_verbatim_even_across_compactions() {
+    let older =
+        vec![user("Fix the bug in parser.rs"), call("a", "read_file", "{}"), result("a", "read_file", "x")];
+    let first = summary_message(&older, 1000, Ok("## Task\nfix it"));
+    assert!(first.starts_with(SUMMARY_MARKER));
+    assert!(first.contains("<user-messages>\nFix the bug in parser.rs\n</user-messages>"), "{first}");
+    assert!(
+        first.ends_with("Summary of the work so far:\n## Task\nfix it\n[End of the summary.]"),
+        "{first}"
+    );
+    // A second compaction takes the user's messages out of the first summary (and input
+    // joined after it), not the summary itself.
+    let later = vec![
+        user(&format!("{first}\n\nAlso add a test")),
+        call("b", "shell", "{}"),
+        result("b", "shell", "ok"),
+    ];
+    let second = summary_message(&later, 1000, Err("the summary was empty"));
+    assert!(
+        second.contains("<user-messages>\nFix the bug in parser.rs\n\nAlso add a test\n</user-messages>"),
+        "{second}"
+    );
+    assert_eq!(second.matches(SUMMARY_MARKER).count(), 1, "{second}");
+    assert!(
+        second.contains("The earlier steps were dropped to fit the context window (the summary was empty)")
+    );
+}
+
+#[test]
+fn the_users_messages_are_cut_to_the_budget_keeping_the_task_and_the_latest() {
+    let older = vec![
+        user("TASK"),
+        call("a", "shell", "{}"),
+        result("a", "shell", "x"),
+        user(&"m".repeat(700)),
+        call("b", "shell", "{}"),
+        result("b", "shell", "x"),
+        user("LATEST"),
+    ];
+    let text = summary_message(&older, 50, Ok("s"));
+    assert!(text.contains("TASK\n\n[1 later message(s) left out to fit]\n\nLATEST"), "{text}");
+    let huge = vec![user(&"t".repeat(10_000))];
+    let text = summary_message(&huge, 100, Ok("s"));
+    assert!(text.contains(" …[cut to fit]"), "{text}");
+    assert!(text_tokens(&text) < 200, "{}", text_tokens(&text));
+}
+
+#[test]
+fn the_summary_request_keeps_roles_alternating() {
+    let older = vec![user("go"), call("a", "shell", "{}"), result("a", "shell", "x")];
+    let request = summary_request(&older, "SUMMARIZE");
+    assert_eq!(request.len(), 4);
+    assert_eq!(request[3], user("SUMMARIZE"));
+    let request = summary_request(&older[..1], "SUMMARIZE");
+    assert_eq!(request, vec![user("go\n\nSUMMARIZE")]);
+    keel_session::validate(&summary_request(&older, "S")).unwrap();
+}
