@@ -71,6 +71,11 @@ pub struct Cli {
     #[arg(long, value_name = "T")]
     pub temperature: Option<f32>,
 
+    /// Compact the session when its context passes this share of the model's window
+    /// (default 0.8; 0 never).
+    #[arg(long, value_name = "SHARE", env = "KEEL_COMPACT_AT", hide_env_values = true)]
+    pub compact_at: Option<f64>,
+
     /// Sampling seed (the embedded model; sent as `seed` to servers), for repeatable runs.
     #[arg(long, env = "KEEL_SEED", hide_env_values = true)]
     pub seed: Option<u64>,

@@ -84,6 +84,14 @@ pub struct Layer {
     pub loop_warn_at: Option<u32>,
     /// A call repeated this many times in a row stops the turn (default 8; 0 never).
     pub loop_stop_at: Option<u32>,
+    /// The model's context window in tokens (default: known models, the server's, or
+    /// the embedded model's context).
+    pub context_window: Option<u64>,
+    /// Compact the session when its context passes this share of the window (default
+    /// 0.8; 0 never).
+    pub compact_at: Option<f64>,
+    /// The share of the window a compaction keeps verbatim (default 0.2).
+    pub compact_keep: Option<f64>,
 }
 
 impl Layer {
@@ -122,6 +130,9 @@ impl Layer {
             sandbox: self.sandbox.or(base.sandbox),
             network: self.network.or(base.network),
             loop_stop_at: self.loop_stop_at.or(base.loop_stop_at),
+            context_window: self.context_window.or(base.context_window),
+            compact_at: self.compact_at.or(base.compact_at),
+            compact_keep: self.compact_keep.or(base.compact_keep),
         }
     }
 }
@@ -273,6 +284,8 @@ pub struct Settings {
     pub always_call: bool,
     /// Loop detection: warn at, stop at (0: never).
     pub loop_limits: (u32, u32),
+    /// The configured context window, if any, and when and how much to compact.
+    pub compaction: Compaction,
     /// The shell sandbox.
     pub sandbox: keel_tools::sandbox::SandboxSettings,
     /// The merged settings the model came from, to build another (`/model`).
@@ -297,6 +310,38 @@ impl Settings {
                 None => keel_local::models::default_model().name.to_owned(),
             },
         }
+    }
+}
+
+/// When and how much a long session is compacted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Compaction {
+    /// The context window, when configured.
+    pub window: Option<u64>,
+    /// Compact past this share of the window (0: never).
+    pub at: f64,
+    /// Keep about this share verbatim.
+    pub keep: f64,
+}
+
+impl Compaction {
+    fn from_layer(layer: &Layer) -> Result<Compaction, ConfigError> {
+        let at = layer.compact_at.unwrap_or(0.8);
+        if !(0.0..1.0).contains(&at) {
+            return Err(ConfigError(format!(
+                "compact_at must be a share of the context window below 1, e.g. 0.8, or 0 to never compact (got {at})"
+            )));
+        }
+        let keep = layer.compact_keep.unwrap_or(0.2);
+        if !(0.05..=0.5).contains(&keep) || (at > 0.0 && keep >= at) {
+            return Err(ConfigError(format!(
+                "compact_keep must be a share of the window between 0.05 and 0.5, below compact_at (got {keep})"
+            )));
+        }
+        if layer.context_window.is_some_and(|w| w < 1024) {
+            return Err(ConfigError("context_window must be at least 1024 tokens".into()));
+        }
+        Ok(Compaction { window: layer.context_window, at, keep })
     }
 }
 
@@ -333,6 +378,7 @@ fn flag_layer(cli: &Cli) -> Result<Layer, ConfigError> {
         permission: cli.permission.clone(),
         seed: cli.seed,
         temperature: cli.temperature,
+        compact_at: cli.compact_at,
         sandbox: cli.sandbox.clone(),
         network: cli.network.as_deref().map(|text| parse_on_off("--network", text)).transpose()?,
         ..Layer::default()
@@ -454,6 +500,7 @@ pub(crate) fn settings_from(
         mcp_servers: BTreeMap::new(),
         always_call: layer.always_call.unwrap_or(false),
         loop_limits: (layer.loop_warn_at.unwrap_or(3), layer.loop_stop_at.unwrap_or(8)),
+        compaction: Compaction::from_layer(&layer)?,
         sandbox,
         layer,
         profiles: BTreeMap::new(),

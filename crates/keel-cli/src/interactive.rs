@@ -28,7 +28,8 @@ const HELP: &str = "commands:
   /model PROVIDER [NAME]  switch to a preset's model (its server, API and key)
   /model PROFILE   switch to a profile of the config file
   /mcp             MCP servers: state and tools
-  /usage           tokens and cost of this session
+  /compact [FOCUS] summarize the older part of the session now (FOCUS: what to keep)
+  /usage           tokens, cost and context of this session
   /quit            leave (also Ctrl-D, or Ctrl-C twice at the prompt)
 While the agent works: Ctrl-C stops the turn; typing a line and Enter steers it.";
 
@@ -78,7 +79,38 @@ impl Repl {
         drop(interrupts);
         ticker.abort();
         let outcome = outcome?;
-        self.terminal.summary(&outcome, started.elapsed(), &self.settings.model_name(), &self.settings);
+        let context = self.agent.context_usage(&self.session, &self.ctx);
+        self.terminal.summary(
+            &outcome,
+            started.elapsed(),
+            &self.settings.model_name(),
+            &self.settings,
+            Some(context),
+        );
+        Ok(())
+    }
+
+    /// `/compact [focus]`: summarizes the older part of the session now (Ctrl-C stops it
+    /// and leaves the session unchanged).
+    async fn compact(&mut self, focus: Option<&str>) -> anyhow::Result<()> {
+        let before = self.agent.context_usage(&self.session, &self.ctx);
+        let cancel = CancellationToken::new();
+        let interrupts = crate::signals::during_turn(&cancel);
+        let ticker = ticker(Arc::clone(&self.terminal));
+        let end = self.agent.compact(&mut self.session, &self.ctx, focus, &*self.terminal, &cancel).await;
+        drop(interrupts);
+        ticker.abort();
+        self.session.sync()?;
+        match end? {
+            None => {
+                self.say(&format!("nothing to compact yet (context {})", crate::render::context_text(before)))
+            }
+            // The terminal sink has said how it ended.
+            Some(_) => self.say(&format!(
+                "context now {}",
+                crate::render::context_text(self.agent.context_usage(&self.session, &self.ctx))
+            )),
+        }
         Ok(())
     }
 
@@ -203,11 +235,13 @@ impl Repl {
                 let cost = pricing::cost(&self.settings.pricing, &self.settings.model_name(), &usage)
                     .map(|c| format!(" · ${c:.4}"))
                     .unwrap_or_default();
+                let context = self.agent.context_usage(&self.session, &self.ctx);
                 self.say(&format!(
-                    "session {} · {} turns · {}{cost}",
+                    "session {} · {} turns · {}{cost} · context {}",
                     self.session.id(),
                     self.session.projection().turns(),
-                    usage_text(&usage)
+                    usage_text(&usage),
+                    crate::render::context_text(context)
                 ));
             }
             _ => self.say(&format!("unknown command {name}; /help lists them")),
@@ -309,6 +343,15 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
                 last_was_ctrl_c = false;
                 let line = line.trim().to_owned();
                 if line.is_empty() {
+                    continue;
+                }
+                if let Some(rest) = line.strip_prefix("/compact")
+                    && (rest.is_empty() || rest.starts_with(char::is_whitespace))
+                {
+                    let focus = Some(rest.trim()).filter(|f| !f.is_empty());
+                    if let Err(e) = repl.compact(focus).await {
+                        repl.say(&format!("error: {e:#}"));
+                    }
                     continue;
                 }
                 if line.starts_with('/') {

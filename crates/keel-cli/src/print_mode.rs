@@ -149,7 +149,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
             {
                 println!("{}", outcome.final_text.trim_end());
             }
-            terminal.summary(&outcome, started.elapsed(), &settings.model_name(), &settings);
+            terminal.summary(&outcome, started.elapsed(), &settings.model_name(), &settings, None);
         }
     }
     Ok(code)

@@ -121,6 +121,9 @@ pub fn provider_config(layer: &Layer) -> Result<ProviderConfig, ConfigError> {
     if let Some(stream) = layer.stream {
         client.stream = stream;
     }
+    if let Some(window) = layer.context_window {
+        client.context_window = Some(window);
+    }
     api_options(layer, &mut client)?;
     Ok(client)
 }

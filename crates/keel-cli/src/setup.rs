@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use keel_agent::{Agent, AgentConfig, FinishCheck, HookChain, Session, SessionContext};
-use keel_llm::{ModelClient, ProviderConfig};
+use keel_llm::{ModelClient, Preset, ProviderConfig};
 use keel_session::{JsonlStore, SessionStore};
 use keel_tools::profile;
 use keel_tools::{PermissionPolicy, ToolsConfig};
@@ -43,7 +43,16 @@ pub fn policy(settings: &Settings) -> Result<PermissionPolicy, ConfigError> {
 /// and downloaded first if needed, with progress on stderr when `progress`).
 pub async fn model(settings: &Settings, progress: bool) -> Result<Arc<dyn ModelClient>, ConfigError> {
     match &settings.model {
-        ModelSettings::Remote(config) => client(config),
+        ModelSettings::Remote(config) => {
+            let is_local = Preset::find(&config.provider).is_some_and(|p| p.local);
+            if config.context_window.is_none() && is_local {
+                // llama.cpp says how large its context is; others are asked nothing.
+                let mut config = config.clone();
+                config.context_window = keel_llm::server_context_window(&config.base_url).await;
+                return client(&config);
+            }
+            client(config)
+        }
         ModelSettings::Local(local) => crate::local::load(local, progress).await,
     }
 }
@@ -83,6 +92,9 @@ pub fn agent(
         always_call: settings.always_call,
         loop_warn_at: settings.loop_limits.0,
         loop_stop_at: settings.loop_limits.1,
+        context_window: settings.compaction.window,
+        compact_at: settings.compaction.at,
+        compact_keep: settings.compaction.keep,
         ..AgentConfig::default()
     };
     let mut hooks = HookChain::new().with(policy);

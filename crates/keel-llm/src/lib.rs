@@ -36,6 +36,8 @@ pub use message::{
     AssistantMessage, ContentBlock, FinishReason, Message, ToolCall, ToolResultMessage, Usage, UserMessage,
 };
 pub use windows::known_context_window;
+#[cfg(feature = "http")]
+pub use windows::server_context_window;
 
 /// Re-exported so implementers and callers share one token type.
 pub use tokio_util::sync::CancellationToken;

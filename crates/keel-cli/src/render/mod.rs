@@ -173,6 +173,7 @@ impl Terminal {
         wall: std::time::Duration,
         model: &str,
         prices: &crate::config::Settings,
+        context: Option<keel_agent::ContextUsage>,
     ) {
         self.spin(None);
         let (mark, what) = match outcome.reason {
@@ -191,12 +192,41 @@ impl Terminal {
             parts.push(format!("${cost:.4}"));
         }
         parts.push(duration(wall));
+        if let Some(context) = context.filter(|c| c.window.is_some()) {
+            parts.push(format!("context {}", context_text(context)));
+        }
         self.line(&format!("{mark} {what} · {}", self.paint("2", &parts.join(" · "))));
         if let Some(message) = &outcome.message
             && outcome.reason != TurnEndReason::Completed
         {
             self.line(&format!("  {message}"));
         }
+    }
+}
+
+/// One line saying how a compaction ended.
+pub fn compaction_text(end: &keel_session::CompactionEnd) -> String {
+    match end.outcome {
+        keel_session::CompactionOutcome::Compacted => format!(
+            "  context compacted: ~{} → ~{} tokens (older steps summarized)",
+            thousands(end.tokens_before),
+            thousands(end.tokens_after)
+        ),
+        keel_session::CompactionOutcome::Dropped => format!(
+            "  context compacted: ~{} → ~{} tokens (older steps dropped: no usable summary)",
+            thousands(end.tokens_before),
+            thousands(end.tokens_after)
+        ),
+        _ => "  compaction stopped; the conversation is unchanged".to_owned(),
+    }
+}
+
+/// `61% of 32k` (or `~12,345 tokens` when the window is unknown).
+pub fn context_text(usage: keel_agent::ContextUsage) -> String {
+    match (usage.percent(), usage.window) {
+        (Some(percent), Some(window)) if window >= 1000 => format!("{percent}% of {}k", window / 1000),
+        (Some(percent), Some(window)) => format!("{percent}% of {window}"),
+        _ => format!("~{} tokens", thousands(usage.tokens)),
     }
 }
 
@@ -228,6 +258,26 @@ impl Sink for Terminal {
                             state.text_open = false;
                         }
                     });
+                }
+                EventKind::ContextPruned(pruned) => {
+                    self.line(&self.paint(
+                        "2",
+                        &format!(
+                            "  context: {} old tool output(s) pruned (~{} tokens freed)",
+                            pruned.results.len(),
+                            thousands(pruned.tokens_freed)
+                        ),
+                    ));
+                }
+                EventKind::CompactionStart(start) => {
+                    self.spin(Some(format!(
+                        "compacting the context ({} tokens)",
+                        thousands(start.tokens_before)
+                    )));
+                }
+                EventKind::CompactionEnd(end) => {
+                    self.spin(None);
+                    self.line(&self.paint("33", &compaction_text(end)));
                 }
                 EventKind::TurnEnd(_) | EventKind::StepEnd(_) => {
                     self.spin(None);
