@@ -78,6 +78,9 @@ fn writing_script() -> ScriptedModel {
     ScriptedModel::new(replies)
 }
 
+/// What a request looked like: its tool choice, estimated tokens and messages.
+type Seen = (ToolChoice, u64, Vec<Message>);
+
 /// A model with a context window: requests past it fail with `context_overflow`
 /// (estimated as keel estimates); summary requests (no tools offered) are answered
 /// with a fixed summary; everything else goes to the script.
@@ -86,7 +89,7 @@ struct Windowed {
     script: ScriptedModel,
     window: u64,
     /// Every request: (tool choice, estimated tokens, messages).
-    seen: Arc<Mutex<Vec<(ToolChoice, u64, Vec<Message>)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Windowed {
@@ -94,7 +97,7 @@ impl Windowed {
         Windowed { script, window, seen: Arc::default() }
     }
 
-    fn seen(&self) -> Vec<(ToolChoice, u64, Vec<Message>)> {
+    fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 }
