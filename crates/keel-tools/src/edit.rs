@@ -254,6 +254,12 @@ pub fn edit(roots: &Roots, args: &EditArgs) -> Result<String, ToolError> {
     let new = convert(&args.new_text);
     let (count, first_lines) = occurrences(&content, &old);
     match count {
+        0 if !args.replace_all => {
+            return match crate::loose::loose_match(&content, &old) {
+                Some(range) => write_loose(file, &content, range, &new, roots, &canonical, &args.path),
+                None => Err(ToolError::new("no_match", not_found_hint(&content, &args.old_text, &args.path))),
+            };
+        }
         0 => return Err(ToolError::new("no_match", not_found_hint(&content, &args.old_text, &args.path))),
         n if n > 1 && !args.replace_all => {
             let mut lines: Vec<String> = first_lines.iter().map(usize::to_string).collect();
@@ -288,6 +294,34 @@ pub fn edit(roots: &Roots, args: &EditArgs) -> Result<String, ToolError> {
     Ok(format!(
         "Edited {shown}: {count} replacement{plural} (first at line {first_line}).\n{}",
         diff(&content, &updated, &shown)
+    ))
+}
+
+/// Replaces the loosely matched `range` of `content` with `new` (see
+/// [`crate::loose`]) and says so, showing the text that was there.
+fn write_loose(
+    mut file: std::fs::File,
+    content: &str,
+    range: std::ops::Range<usize>,
+    new: &str,
+    roots: &Roots,
+    canonical: &std::path::Path,
+    path: &str,
+) -> Result<String, ToolError> {
+    let io = |e: std::io::Error| ToolError::msg(format!("cannot edit `{path}`: {e}"));
+    let updated = format!("{}{new}{}", &content[..range.start], &content[range.end..]);
+    if updated.len() as u64 > MAX_EDIT_BYTES {
+        return Err(too_big(path, updated.len() as u64, true));
+    }
+    file.set_len(0).map_err(io)?;
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    file.write_all(updated.as_bytes()).map_err(io)?;
+    let shown = roots.display(canonical);
+    let line = content[..range.start].matches('\n').count() + 1;
+    Ok(format!(
+        "Edited {shown}: 1 replacement at line {line}. old_text was not in the file exactly; it matched this text, which differs only in whitespace or quote marks:\n{}\n{}",
+        clip_line(&content[range], SHOWN_LINE_CHARS),
+        diff(content, &updated, &shown)
     ))
 }
 

@@ -17,6 +17,7 @@ pub mod glob;
 pub mod grep;
 pub mod launch;
 pub mod list;
+mod loose;
 pub mod output;
 mod policy;
 pub mod profile;

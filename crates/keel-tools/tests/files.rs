@@ -131,10 +131,53 @@ async fn edit_without_a_match_shows_the_closest_lines() {
         "{}",
         error.message
     );
-    // Same text, different indentation.
-    let error = err(ws.path(), "edit_file", json!({"path": "a.rs", "old_text": "let total = add(1, 2);\nprintln!(\"{total}\");", "new_text": "x"})).await;
+    // Same text, different indentation, in two places: not edited, the hint shows the
+    // first place's exact text.
+    std::fs::write(
+        ws.path().join("b.rs"),
+        "fn a() {\n    let total = add(1, 2);\n    println!(\"{total}\");\n}\nfn b() {\n  let total = add(1, 2);\n  println!(\"{total}\");\n}\n",
+    )
+    .unwrap();
+    let error = err(ws.path(), "edit_file", json!({"path": "b.rs", "old_text": "let total = add(1, 2);\nprintln!(\"{total}\");", "new_text": "x"})).await;
     assert!(error.message.contains("Lines 2-3 match it except for whitespace"), "{}", error.message);
     assert!(error.message.contains("    let total = add(1, 2);\n    println!"), "{}", error.message);
+}
+
+/// A small model's usual slips: other quote marks and other indentation. One
+/// unambiguous place that differs only in those is edited, and the result says so.
+#[tokio::test]
+async fn edit_matches_loosely_when_only_whitespace_and_quotes_differ() {
+    let ws = tempfile::tempdir().unwrap();
+    let path = ws.path().join("greet.py");
+    std::fs::write(&path, "def main():\n    parser.add_argument(\"--name\", default=\"world\")\n    args = parser.parse_args()\n").unwrap();
+    let report = ok(
+        ws.path(),
+        "edit_file",
+        json!({"path": "greet.py", "old_text": "parser.add_argument('--name', default='world')", "new_text": "parser.add_argument('--name', default='you')"}),
+    )
+    .await;
+    assert!(report.contains("1 replacement at line 2"), "{report}");
+    assert!(
+        report.contains(
+            "differs only in whitespace or quote marks:\nparser.add_argument(\"--name\", default=\"world\")"
+        ),
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "def main():\n    parser.add_argument('--name', default='you')\n    args = parser.parse_args()\n"
+    );
+    // Indented old_text: the replacement's indentation replaces the file's.
+    ok(
+        ws.path(),
+        "edit_file",
+        json!({"path": "greet.py", "old_text": "\targs = parser.parse_args()", "new_text": "    args = parser.parse_args()\n    print(args)"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "def main():\n    parser.add_argument('--name', default='you')\n    args = parser.parse_args()\n    print(args)\n"
+    );
 }
 
 #[tokio::test]
