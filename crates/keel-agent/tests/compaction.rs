@@ -355,3 +355,17 @@ async fn a_crash_at_any_event_of_a_compaction_resumes_whole() {
     }
     assert!(checked >= 4, "{checked}");
 }
+
+/// A turn (which may compact) and a compaction can be spawned on a multi-threaded
+/// runtime: their futures are `Send`.
+#[test]
+fn turn_and_compaction_futures_are_send() {
+    fn send<T: Send>(_: T) {}
+    let model = Windowed::new(reading_script(), 8000);
+    let agent = agent(model, AgentConfig::default());
+    let mut session = keel_agent::Session::in_memory("/w");
+    let ctx = SessionContext::default();
+    let cancel = CancellationToken::new();
+    send(agent.run_turn(&mut session, &ctx, "x", &NullSink, &cancel));
+    send(agent.compact(&mut session, &ctx, None, &NullSink, &cancel));
+}

@@ -171,7 +171,8 @@ impl Compactor<'_> {
         let summary = if request_tokens + self.limits.reply_room() > self.limits.window {
             Err("the older part is too long to summarize within the window".to_owned())
         } else {
-            self.request_summary(&older, &instruction).await
+            let id = self.session.id().to_owned();
+            request_summary(self.model, self.system, self.tools, &id, self.cancel, &older, &instruction).await
         };
         if self.cancel.is_cancelled() {
             let end = aborted(tokens_before, summary.as_ref().map(|s| s.1).unwrap_or_default());
@@ -211,31 +212,35 @@ impl Compactor<'_> {
         self.log(EventKind::CompactionEnd(end.clone()))?;
         Ok(Some(end))
     }
+}
 
-    /// Asks the model for the summary, offering no tools. The request's messages are
-    /// the logged older part plus the logged instruction.
-    async fn request_summary(
-        &self,
-        older: &[keel_llm::Message],
-        instruction: &str,
-    ) -> Result<(String, Usage), String> {
-        let messages = plan::summary_request(older, instruction);
-        let request = ModelRequest::new(self.system, &messages, self.tools)
-            .tool_choice(ToolChoice::None)
-            .cache_key(self.session.id());
-        let mut stream = self.model.stream(request, self.cancel.child_token());
-        loop {
-            let item = tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => return Err("aborted".into()),
-                item = stream.next() => item,
-            };
-            match item {
-                Some(Ok(ModelEvent::Completed(message))) => return Ok((message.text(), message.usage)),
-                Some(Ok(_)) => {}
-                Some(Err(error)) => return Err(format!("the summary request failed: {}", error.message)),
-                None => return Err("the summary request ended without a reply".into()),
-            }
+/// Asks the model for the summary, offering no tools. The request's messages are the
+/// logged older part plus the logged instruction. (A free function: the future must not
+/// hold a borrow of the session, which is not `Sync`.)
+async fn request_summary(
+    model: &dyn ModelClient,
+    system: &str,
+    tools: &[ToolDefinition],
+    session_id: &str,
+    cancel: &CancellationToken,
+    older: &[keel_llm::Message],
+    instruction: &str,
+) -> Result<(String, Usage), String> {
+    let messages = plan::summary_request(older, instruction);
+    let request =
+        ModelRequest::new(system, &messages, tools).tool_choice(ToolChoice::None).cache_key(session_id);
+    let mut stream = model.stream(request, cancel.child_token());
+    loop {
+        let item = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err("aborted".into()),
+            item = stream.next() => item,
+        };
+        match item {
+            Some(Ok(ModelEvent::Completed(message))) => return Ok((message.text(), message.usage)),
+            Some(Ok(_)) => {}
+            Some(Err(error)) => return Err(format!("the summary request failed: {}", error.message)),
+            None => return Err("the summary request ended without a reply".into()),
         }
     }
 }
