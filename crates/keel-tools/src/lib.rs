@@ -21,6 +21,7 @@ pub mod output;
 mod policy;
 pub mod profile;
 pub mod read;
+pub mod rules;
 pub mod sandbox;
 mod seen;
 pub mod shell;
