@@ -68,7 +68,7 @@ pub async fn run(cli: &crate::cli::Cli) -> anyhow::Result<u8> {
     let program = std::env::current_exe()?;
     let support = keel_tools::launch::sandbox_support(&program).await;
     let pid_namespace = keel_tools::launch::pid_namespace_available().await;
-    print!("{}", report(&support, pid_namespace, &settings));
+    out!("{}", report(&support, pid_namespace, &settings));
     Ok(crate::exit::OK)
 }
 

@@ -48,10 +48,12 @@ impl TurnInput {
     pub fn ask_fn(self: &Arc<Self>, terminal: Arc<Terminal>, workspace: &std::path::Path) -> AskFn {
         let input = Arc::clone(self);
         let folder = workspace.display().to_string();
+        let roots = keel_tools::workspace::Roots::new(workspace, &[], &[]).ok().map(Arc::new);
         Arc::new(move |request: AskRequest| {
             let input = Arc::clone(&input);
             let terminal = Arc::clone(&terminal);
             let folder = folder.clone();
+            let roots = roots.clone();
             Box::pin(async move {
                 if !input.attached.load(Ordering::Relaxed) {
                     terminal.line(&format!(
@@ -64,7 +66,14 @@ impl TurnInput {
                 if let Ok(mut pending) = input.pending.lock() {
                     *pending = Some(sender);
                 }
-                for line in crate::render::approval::question(&request.tool, &request.arguments, &folder) {
+                let question = crate::render::approval::Question {
+                    request: &request,
+                    folder: &folder,
+                    width: crate::render::width(),
+                    color: terminal.color(),
+                    roots: roots.as_deref(),
+                };
+                for line in crate::render::approval::question(&question) {
                     terminal.line(&line);
                 }
                 // Anything but an explicit yes (Enter included) is a no.

@@ -274,9 +274,9 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let terminal = Arc::new(Terminal::new(true));
+    let terminal = Arc::new(Terminal::new(true).with_changes(&workspace));
     let input = TurnInput::new();
-    let policy = match setup::policy(&settings) {
+    let policy = match setup::policy(&settings, &workspace) {
         Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal), &workspace)),
         Err(e) => {
             eprintln!("keel: {e}");

@@ -118,24 +118,24 @@ pub async fn models_command(action: Option<ModelsAction>) -> anyhow::Result<u8> 
     match action.unwrap_or(ModelsAction::List) {
         ModelsAction::List => {
             let cached = models::list_cached(&cache);
-            println!("cache: {}", cache.display());
+            outln!("cache: {}", cache.display());
             if cached.is_empty() {
-                println!("  (empty)");
+                outln!("  (empty)");
             }
             for model in &cached {
                 let known = model.known.map(|k| format!("  [{k}]")).unwrap_or_default();
-                println!(
+                outln!(
                     "  {}  {}{known}",
                     model.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
                     mb(model.size)
                 );
             }
-            println!("known models (keel models pull NAME):");
+            outln!("known models (keel models pull NAME):");
             for known in models::KNOWN {
                 let have = cached.iter().any(|c| c.known == Some(known.name));
                 let default =
                     if known.name == models::default_model().name { ", default for --local" } else { "" };
-                println!(
+                outln!(
                     "  {:<20} {}{default}{}",
                     known.name,
                     mb(known.size),
@@ -158,12 +158,12 @@ pub async fn models_command(action: Option<ModelsAction>) -> anyhow::Result<u8> 
             };
             let dest = cache.join(known.file);
             if dest.is_file() {
-                println!("{} is already cached: {}", known.name, dest.display());
+                outln!("{} is already cached: {}", known.name, dest.display());
                 return Ok(exit::OK);
             }
             match fetch(known, &dest, true).await {
                 Ok(()) => {
-                    println!("{}", dest.display());
+                    outln!("{}", dest.display());
                     Ok(exit::OK)
                 }
                 Err(e) => {

@@ -1,5 +1,7 @@
 //! `keel`: a coding agent in your terminal.
 
+#[macro_use]
+mod out;
 mod cli;
 mod config;
 mod doctor;
@@ -8,6 +10,8 @@ mod interactive;
 mod local;
 mod mcp;
 mod paths;
+mod permissions;
+mod piped;
 mod pricing;
 mod print_mode;
 mod prompt;
@@ -61,16 +65,30 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
         Some(cli::Command::Sessions { action }) => return sessions::run(action),
         Some(cli::Command::Models { action }) => return local::models_command(action).await,
         Some(cli::Command::Sandbox) => return doctor::run(&cli).await,
+        Some(cli::Command::Permissions) => return permissions::command(&cli),
         Some(cli::Command::Mcp { action: None | Some(cli::McpAction::List) }) => {
             return mcp::list_command(&cli).await;
         }
         None => {}
+    }
+    if let Some(word) = cli.task.as_deref()
+        && let Some(command) = cli::misspelled_command(word)
+    {
+        eprintln!(
+            "keel: `{word}` is not a command; did you mean `keel {command}`? (To send `{word}` to the model as a task: keel -p {word})"
+        );
+        return Ok(exit::USAGE);
     }
     let mut task = cli.print.take().or(cli.task.take());
     if task.is_none() && !std::io::stdin().is_terminal() {
         let mut text = String::new();
         std::io::stdin().read_to_string(&mut text)?;
         task = Some(text);
+    } else if let Some(given) = &task
+        && piped::piped_stdin()
+    {
+        let (piped, total) = piped::read_capped(std::io::stdin().lock(), piped::PIPED_BYTES)?;
+        task = Some(piped::with_piped(given, &piped, total));
     }
     match task {
         Some(task) if task.trim().is_empty() => {

@@ -115,7 +115,7 @@ pub fn run(action: Option<SessionsAction>) -> anyhow::Result<u8> {
     match action.unwrap_or(SessionsAction::List { here: false }) {
         SessionsAction::List { here } => {
             let cwd = std::env::current_dir()?.canonicalize()?.display().to_string();
-            println!("{}", table(&store, here.then_some(cwd.as_str()), 50)?);
+            outln!("{}", table(&store, here.then_some(cwd.as_str()), 50)?);
         }
         SessionsAction::Show { id, raw } => {
             let events = match store.read(&id) {
@@ -127,15 +127,15 @@ pub fn run(action: Option<SessionsAction>) -> anyhow::Result<u8> {
             };
             if raw {
                 for event in &events {
-                    println!("{}", serde_json::to_string(event)?);
+                    outln!("{}", serde_json::to_string(event)?);
                 }
             } else {
-                println!("{}", transcript(&events));
+                outln!("{}", transcript(&events));
             }
         }
         SessionsAction::Fork { id, at } => match store.fork(&id, at) {
             Ok(fork) => {
-                println!("{}", fork.id());
+                outln!("{}", fork.id());
                 eprintln!("forked {id} → {}; continue it with: keel --resume {}", fork.id(), fork.id());
             }
             Err(e) => {

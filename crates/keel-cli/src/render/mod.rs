@@ -1,6 +1,8 @@
 //! Sinks for the terminal and for JSON, and the closing summary.
 
 pub mod approval;
+pub mod changes;
+pub mod diff;
 pub mod format;
 pub mod json;
 
@@ -35,6 +37,11 @@ struct State {
     reply_started: bool,
 }
 
+/// The terminal's width in columns (100 when it cannot be told).
+pub fn width() -> usize {
+    crossterm::terminal::size().map(|(w, _)| usize::from(w)).ok().filter(|w| *w >= 20).unwrap_or(100)
+}
+
 /// True when text starts like a tool call written as text.
 fn may_be_text_call(text: &str) -> bool {
     let start = text.trim_start();
@@ -48,6 +55,7 @@ pub struct Terminal {
     spinner: bool,
     stream_text: bool,
     state: Mutex<State>,
+    changes: Option<changes::Changes>,
 }
 
 impl Terminal {
@@ -55,7 +63,18 @@ impl Terminal {
     pub fn new(stream_text: bool) -> Self {
         let tty = std::io::stderr().is_terminal();
         let color = tty && std::env::var_os("NO_COLOR").is_none();
-        Terminal { color, spinner: tty, stream_text, state: Mutex::new(State::default()) }
+        Terminal { color, spinner: tty, stream_text, state: Mutex::new(State::default()), changes: None }
+    }
+
+    /// Shows under each write or edit its diff, read from files under `workspace`.
+    pub fn with_changes(mut self, workspace: &std::path::Path) -> Self {
+        self.changes = changes::Changes::new(workspace);
+        self
+    }
+
+    /// Whether stderr gets colors.
+    pub fn color(&self) -> bool {
+        self.color
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -81,7 +100,7 @@ impl Terminal {
         self.with(|state| {
             self.clear(state);
             if state.text_open {
-                println!();
+                outln!();
                 state.text_open = false;
             }
             eprintln!("{text}");
@@ -148,7 +167,7 @@ impl Terminal {
         }
         state.spinning = None;
         self.clear(state);
-        print!("{text}");
+        out!("{text}");
         let _ = std::io::stdout().flush();
         state.reply_started = true;
         state.text_open = !text.ends_with('\n');
@@ -254,7 +273,7 @@ impl Sink for Terminal {
                     self.spin(None);
                     self.with(|state| {
                         if state.text_open {
-                            println!();
+                            outln!();
                             state.text_open = false;
                         }
                     });
@@ -283,7 +302,7 @@ impl Sink for Terminal {
                     self.spin(None);
                     self.with(|state| {
                         if state.text_open {
-                            println!();
+                            outln!();
                             state.text_open = false;
                         }
                     });
@@ -312,6 +331,9 @@ impl Sink for Terminal {
             }
             AgentEvent::Model(_) => {}
             AgentEvent::ToolStarted { call, .. } => {
+                if let Some(changes) = &self.changes {
+                    changes.started(&call.id, &call.name, &call.arguments);
+                }
                 self.spin(Some(format!("{} {}", call.name, short_args(&call.name, &call.arguments))));
             }
             AgentEvent::ToolProgress { .. } => {}
@@ -328,6 +350,15 @@ impl Sink for Terminal {
                     "{step:>3} {mark} {} {args}  → {summary}{timing}",
                     self.paint("1", &call.name)
                 ));
+                let shown = match &self.changes {
+                    Some(changes) if !result.is_error || call.name == "shell" => {
+                        changes.finished(&call.id, &call.name, &call.arguments, &result.content, self.color)
+                    }
+                    _ => Vec::new(),
+                };
+                for line in shown {
+                    self.line(&if line.contains('\x1b') { line } else { self.paint("2", &line) });
+                }
                 self.spin(Some("thinking".into()));
             }
         }

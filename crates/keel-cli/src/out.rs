@@ -1,0 +1,47 @@
+//! stdout without panics: `println!` panics when stdout is closed (`keel sessions show
+//! ID --raw | head -1`); these end keel quietly instead, as a pipe's reader expects.
+
+use std::io::Write;
+
+/// The exit status when stdout was closed by its reader (128 + SIGPIPE, what a program
+/// killed by the signal reports).
+pub const CLOSED_STDOUT: i32 = 141;
+
+/// Writes `text` and a newline to stdout.
+pub fn print(text: &str) {
+    write(&format!("{text}\n"));
+}
+
+/// Writes `text` to stdout and flushes it; leaves quietly if stdout is closed.
+pub fn write(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let result = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+    if let Err(e) = result {
+        closed(&e);
+    }
+}
+
+/// Leaves quietly when `e` says the reader went away; other errors are logged.
+pub fn closed(e: &std::io::Error) {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(CLOSED_STDOUT);
+    }
+    tracing::warn!("cannot write to stdout: {e}");
+}
+
+/// `println!` that leaves quietly when stdout is closed.
+macro_rules! outln {
+    () => {
+        $crate::out::write("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::out::print(&format!($($arg)*))
+    };
+}
+
+/// `print!` (flushed) that leaves quietly when stdout is closed.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::out::write(&format!($($arg)*))
+    };
+}
