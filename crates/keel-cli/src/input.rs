@@ -66,6 +66,7 @@ impl TurnInput {
                 if let Ok(mut pending) = input.pending.lock() {
                     *pending = Some(sender);
                 }
+                terminal.stop_spinner();
                 let question = crate::render::approval::Question {
                     request: &request,
                     folder: &folder,

@@ -72,6 +72,11 @@ impl Terminal {
         self
     }
 
+    /// Stops the spinner (while a question waits for an answer).
+    pub fn stop_spinner(&self) {
+        self.spin(None);
+    }
+
     /// Whether stderr gets colors.
     pub fn color(&self) -> bool {
         self.color

@@ -1,0 +1,281 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Issue 14, the terminal experience, through the real binary: permission rules from
+//! config, approvals shown whole with their diff (under a pseudo-terminal), diffs and
+//! output tails after calls, piped input, a closed stdout, misspelled subcommands.
+
+mod common;
+#[path = "common/pty.rs"]
+mod pty;
+
+use std::io::{BufRead, Write};
+use std::process::{Command, Stdio};
+
+use common::*;
+use keel_session::SessionStore;
+use keel_testkit::{ChatStream, MockResponse, MockServer};
+use pretty_assertions::assert_eq;
+
+fn answer(text: &str) -> MockResponse {
+    ChatStream::new().text(text, 3).finish("stop").usage(500, 20).response()
+}
+
+fn calls(list: &[(&str, &str, &str)]) -> MockResponse {
+    let mut stream = ChatStream::new();
+    for (id, name, args) in list {
+        stream = stream.tool_call(id, name, args, 2);
+    }
+    stream.finish("tool_calls").usage(400, 30).response()
+}
+
+fn keel_with(env: &Env, server: &MockServer, set: impl FnOnce(&mut Command)) -> Command {
+    let mut keel = env.keel(&server.base_url());
+    set(&mut keel);
+    keel
+}
+
+fn tool_results(server: &MockServer, request: usize) -> Vec<String> {
+    server.requests()[request].json()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rules_in_config_allow_and_refuse_in_print_mode_and_changes_show_on_stderr() {
+    let env = Env::new();
+    std::fs::write(
+        env.root.path().join("config/config.toml"),
+        "[permissions]\nallow = [\"shell(echo ok*)\", \"shell(seq *)\", \"write_file(./*.txt)\"]\ndeny = [\"shell(touch *)\", \"read_file(.env*)\"]\n",
+    )
+    .unwrap();
+    std::fs::write(env.workspace().join(".env"), "KEY=secret\n").unwrap();
+    let server = MockServer::start().await;
+    server.push(calls(&[
+        ("c1", "shell", r#"{"command":"echo ok && touch pwned"}"#),
+        ("c2", "read_file", r#"{"path":".env"}"#),
+        ("c3", "shell", r#"{"command":"echo ok; seq 1 9"}"#),
+        ("c4", "write_file", r#"{"path":"notes.txt","content":"one\ntwo\n"}"#),
+    ]));
+    server.push(answer("done"));
+    for mode in ["ask", "auto", "read-only"] {
+        let server_requests = server.requests().len();
+        if server_requests > 0 {
+            server.push(calls(&[
+                ("c1", "shell", r#"{"command":"echo ok && touch pwned"}"#),
+                ("c2", "read_file", r#"{"path":".env"}"#),
+            ]));
+            server.push(answer("done"));
+        }
+        let mut keel = env.keel(&server.base_url());
+        keel.args(["--no-session", "--permission", mode, "go"]);
+        let out = output(keel).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{mode}: {stderr}");
+        assert!(!env.workspace().join("pwned").exists(), "{mode}");
+        let results = tool_results(&server, server_requests + 1);
+        assert!(results[0].contains("`deny: shell(touch *)`"), "{mode}: {results:?}");
+        assert!(results[1].contains("`deny: read_file(.env*)`") && !results[1].contains("secret"), "{mode}");
+        if server_requests == 0 {
+            // Ask mode: the allowed command and write ran without a question.
+            assert!(results[2].starts_with("ok\n1\n2\n"), "{results:?}");
+            assert!(results[3].starts_with("Created notes.txt"), "{results:?}");
+            assert!(!stderr.contains("allow shell?"), "{stderr}");
+            // After the write, its diff; after the shell call, its last lines.
+            assert!(
+                stderr.contains("notes.txt: +2 -0\n      @@ -0,0 +1,2 @@\n      +one\n      +two"),
+                "{stderr}"
+            );
+            assert!(
+                stderr.contains("      … 5 lines above\n      5\n      6\n      7\n      8\n      9\n"),
+                "{stderr}"
+            );
+        }
+    }
+    // `keel permissions` names each rule's source; options may come before it.
+    let mut keel = env.keel(&server.base_url());
+    keel.args(["--permission", "ask", "permissions"]);
+    let out = output(keel).await;
+    let shown = text(&out.stdout);
+    assert!(shown.starts_with("mode: ask\n"), "{shown}");
+    assert!(shown.contains("  deny   shell(touch *)       config.toml [permissions]\n"), "{shown}");
+    assert!(shown.contains("  allow  write_file(./*.txt)  config.toml [permissions]\n"), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn piped_text_follows_the_task_in_a_fence() {
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(answer("It is a main function."));
+    let mut keel = env.keel(&server.base_url());
+    keel.arg("explain this").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = keel.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(b"fn main() {}\n").unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let body = server.requests()[0].json();
+    let first = body["messages"][1]["content"].as_str().unwrap();
+    assert!(first.ends_with("</environment>\n\nexplain this\n\n```\nfn main() {}\n```"), "{first}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closed_stdout_ends_keel_quietly() {
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(answer("hello"));
+    let out = output(keel_with(&env, &server, |k| {
+        k.arg("hi");
+    }))
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let id = env.store().list().unwrap()[0].id.clone();
+    let keel = env!("CARGO_BIN_EXE_keel");
+    let home = env.home();
+    let report = tokio::task::spawn_blocking(move || {
+        // `| head -1`, a hundred times: never a panic.
+        for _ in 0..100 {
+            let mut child = Command::new(keel)
+                .args(["sessions", "show", &id, "--raw"])
+                .env("KEEL_HOME", &home)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut first = String::new();
+            std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(first.contains("session/header"), "{first}");
+            assert!(matches!(out.status.code(), Some(0 | 141)), "{:?} {}", out.status, text(&out.stderr));
+            assert_eq!(text(&out.stderr), "");
+        }
+        // A pipe closed before keel writes: the first write fails, keel leaves with 141.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(keel)
+            .args(["sessions", "show", &id])
+            .env("KEEL_HOME", &home)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stderr))
+    })
+    .await
+    .unwrap();
+    assert_eq!(report, (Some(141), String::new()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_misspelled_subcommand_is_an_error_with_a_suggestion() {
+    let env = Env::new();
+    let server = MockServer::start().await;
+    for (typo, meant) in [("sesions", "sessions"), ("modles", "models"), ("model", "models")] {
+        let out = output(keel_with(&env, &server, |k| {
+            k.arg(typo);
+        }))
+        .await;
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            text(&out.stderr).contains(&format!("did you mean `keel {meant}`?")),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    assert!(server.requests().is_empty(), "nothing went to the model");
+    // `-p` sends the word as a task; so does a task of several words.
+    server.push(answer("A model is…"));
+    server.push(answer("Sessions are…"));
+    let out = output(keel_with(&env, &server, |k| {
+        k.args(["-p", "model"]);
+    }))
+    .await;
+    assert_eq!(text(&out.stdout), "A model is…\n");
+    let out = output(keel_with(&env, &server, |k| {
+        k.arg("explain sessions");
+    }))
+    .await;
+    assert_eq!(text(&out.stdout), "Sessions are…\n");
+}
+
+/// Under a pseudo-terminal: a 300-character command is shown whole; an edit's diff comes
+/// before the question; [a]lways offers and adds its rule; a configured allow rule runs
+/// without a question.
+#[tokio::test(flavor = "multi_thread")]
+async fn approvals_show_everything_before_the_question() {
+    if !pty::has_script() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is not installed");
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(
+        env.root.path().join("config/config.toml"),
+        "[permissions]\nallow = [\"shell(echo allowed*)\"]\n",
+    )
+    .unwrap();
+    let long = format!("echo '{}' && echo tail-of-the-command-END", "x".repeat(280));
+    assert!(long.len() > 300);
+    let server = MockServer::start().await;
+    let shell_args = serde_json::json!({ "command": long }).to_string();
+    server.push(calls(&[("c1", "shell", &shell_args)]));
+    server.push(calls(&[
+        ("c2", "read_file", r#"{"path":"hello.py"}"#),
+        ("c3", "edit_file", r#"{"path":"hello.py","old_text":"hello from keel","new_text":"hello, world"}"#),
+    ]));
+    server.push(calls(&[(
+        "c4",
+        "edit_file",
+        r#"{"path":"hello.py","old_text":"hello, world","new_text":"hello, keel"}"#,
+    )]));
+    server.push(calls(&[("c5", "shell", r#"{"command":"echo allowed"}"#)]));
+    server.push(answer("All done."));
+    let script = pty::under_script(&env.keel(&server.base_url()), "--permission ask");
+    let terminal = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("Change the greeting");
+        terminal.wait_for("(Enter: no)", 1);
+        terminal.type_line("y");
+        terminal.wait_for("(Enter: no)", 2);
+        terminal.type_line("a");
+        terminal.wait_for("All done.", 1);
+        terminal.wait_for("completed", 1);
+        terminal.type_line("/quit");
+        terminal
+    })
+    .await
+    .unwrap();
+    let mut terminal = terminal;
+    let status = terminal.child.wait().unwrap();
+    let screen = pty::plain(&terminal.text());
+    if let Some(dir) = std::env::var_os("KEEL_SCREEN_DIR") {
+        std::fs::write(std::path::Path::new(&dir).join("approvals.txt"), &screen).unwrap();
+    }
+    assert!(status.success(), "{screen}");
+    // The command whole, wrapped at the terminal's width: joined back, it is all there.
+    let question = &screen[screen.find("allow shell?").unwrap()..];
+    let question = &question[..question.find("[y]es").unwrap()];
+    let joined: String = question.lines().skip(1).map(|l| l.strip_prefix("    ").unwrap_or(l)).collect();
+    assert!(joined.contains(&long), "{question}");
+    assert!(question.lines().all(|l| l.chars().count() <= 100), "{question}");
+    // The edit's diff, then the question offering the rule.
+    let edit = &screen[screen.find("allow edit_file?").unwrap()..];
+    let expected = "    hello.py  (in ";
+    assert!(edit.contains(expected), "{edit}");
+    let diff = edit.find("    -print('hello from keel')\n    +print('hello, world')").expect(edit);
+    let choices = edit.find("[y]es  [a]lways: edit_file(./*.py)  [n]o  [s]top  (Enter: no)").expect(edit);
+    assert!(diff < choices, "{edit}");
+    // [a]lways covered the second edit; the config's rule the echo: no more questions.
+    assert_eq!(screen.matches("(Enter: no)").count(), 2, "{screen}");
+    assert_eq!(std::fs::read_to_string(env.workspace().join("hello.py")).unwrap(), "print('hello, keel')\n");
+    assert!(
+        tool_results(&server, 4).last().unwrap().starts_with("allowed"),
+        "{:?}",
+        tool_results(&server, 4)
+    );
+}
