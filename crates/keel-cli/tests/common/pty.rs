@@ -81,7 +81,7 @@ pub fn plain(text: &str) -> String {
             '\x1b' => {
                 if chars.peek() == Some(&'[') {
                     chars.next();
-                    while let Some(c) = chars.next() {
+                    for c in chars.by_ref() {
                         if c.is_ascii_alphabetic() || c == '~' {
                             break;
                         }
