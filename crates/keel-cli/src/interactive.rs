@@ -118,6 +118,20 @@ impl Repl {
         self.session = session;
         self.refresh_context();
         self.say(&format!("{note} {}", self.session.id()));
+        self.show_last_exchange();
+    }
+
+    /// Where a resumed conversation was: its last prompt and answer, shortened.
+    fn show_last_exchange(&self) {
+        let Some(store) = &self.store else { return };
+        let Ok(events) = store.read(self.session.id()) else { return };
+        let lines = sessions::last_exchange(&events);
+        if !lines.is_empty() {
+            self.say(&self.terminal.dim("  last exchange:"));
+            for line in lines {
+                self.say(&self.terminal.dim(&line));
+            }
+        }
     }
 
     /// A context for the current session, keeping a model chosen with `/model` and the
@@ -327,6 +341,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             turns,
             thousands(repl.session.projection().usage().input_tokens)
         ));
+        repl.show_last_exchange();
     }
 
     let history = FileBackedHistory::with_file(10_000, crate::paths::history_file()).ok();
@@ -388,6 +403,9 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         }
     }
     repl.session.sync()?;
+    if repl.store.is_some() && repl.session.projection().turns() > 0 {
+        repl.say(&format!("to come back to this session: keel --resume {}", repl.session.id()));
+    }
     if let Some(mcp) = &repl.mcp {
         mcp.shutdown().await;
     }

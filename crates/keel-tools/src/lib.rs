@@ -26,6 +26,7 @@ pub mod sandbox;
 mod seen;
 pub mod shell;
 mod suggest;
+pub mod undo;
 pub mod workspace;
 pub mod write;
 

@@ -77,6 +77,11 @@ impl Terminal {
         self.spin(None);
     }
 
+    /// `text` dimmed when stderr gets colors.
+    pub fn dim(&self, text: &str) -> String {
+        self.paint("2", text)
+    }
+
     /// Whether stderr gets colors.
     pub fn color(&self) -> bool {
         self.color
