@@ -29,6 +29,7 @@ const HELP: &str = "commands:
   /model PROFILE   switch to a profile of the config file
   /mcp             MCP servers: state and tools
   /compact [FOCUS] summarize the older part of the session now (FOCUS: what to keep)
+  /undo            put back the files the last turn wrote or edited (not what its shell commands did)
   /usage           tokens, cost and context of this session
   /quit            leave (also Ctrl-D, or Ctrl-C twice at the prompt)
 While the agent works: Ctrl-C stops the turn; typing a line and Enter steers it.";
@@ -119,6 +120,32 @@ impl Repl {
         self.refresh_context();
         self.say(&format!("{note} {}", self.session.id()));
         self.show_last_exchange();
+    }
+
+    /// `/undo`: puts back the files of the last turn's write/edit calls and tells the
+    /// model at the start of its next turn.
+    fn undo(&mut self) {
+        let Some(store) = &self.store else {
+            self.say("undo needs the session's log (not kept with --no-session)");
+            return;
+        };
+        let (Ok(events), Some(artifacts)) = (store.read(self.session.id()), self.ctx.artifacts.clone())
+        else {
+            self.say("cannot read this session's log");
+            return;
+        };
+        let roots =
+            match keel_tools::workspace::Roots::new(&self.workspace, &self.settings.allowed_roots, &[]) {
+                Ok(roots) => roots,
+                Err(e) => return self.say(&format!("cannot undo: {}", e.message)),
+            };
+        let report = crate::undo::last_turn(&events, &artifacts, &roots);
+        for line in &report.lines {
+            self.say(line);
+        }
+        if let Some(note) = report.note {
+            self.ctx.inbox.steer(note);
+        }
     }
 
     /// Where a resumed conversation was: its last prompt and answer, shortened.
@@ -244,6 +271,7 @@ impl Repl {
                 }
                 None => self.say(&crate::mcp::table(&[])),
             },
+            ("/undo", _) => self.undo(),
             ("/usage", _) => {
                 let usage = self.session.projection().usage();
                 let cost = pricing::cost(&self.settings.pricing, &self.settings.model_name(), &usage)

@@ -279,3 +279,95 @@ async fn approvals_show_everything_before_the_question() {
         tool_results(&server, 4)
     );
 }
+
+/// `/undo` puts back what the last turn wrote and edited (and says shell effects stay);
+/// the model hears of it; leaving names `keel --resume ID`; `--continue` shows the last
+/// exchange before the prompt.
+#[tokio::test(flavor = "multi_thread")]
+async fn undo_then_leave_then_continue() {
+    if !pty::has_script() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is not installed");
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(calls(&[
+        ("c1", "read_file", r#"{"path":"hello.py"}"#),
+        ("c1b", "read_file", r#"{"path":"README.md"}"#),
+        ("c2", "edit_file", r#"{"path":"hello.py","old_text":"hello from keel","new_text":"bye"}"#),
+        ("c3", "write_file", r#"{"path":"made/new.txt","content":"new\n"}"#),
+        ("c4", "write_file", r#"{"path":"README.md","content":"gone\n"}"#),
+        ("c5", "shell", r#"{"command":"echo side > effect.txt"}"#),
+    ]));
+    server.push(answer("Changed three files."));
+    server.push(answer("Understood, they are back."));
+    let original = std::fs::read(env.workspace().join("README.md")).unwrap();
+    let script = pty::under_script(&env.keel(&server.base_url()), "--permission auto");
+    let ws = env.workspace();
+    let terminal = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("Change things");
+        terminal.wait_for("completed", 1);
+        assert_eq!(std::fs::read_to_string(ws.join("hello.py")).unwrap(), "print('bye')\n");
+        terminal.type_line("/undo");
+        terminal.wait_for("not undone:", 1);
+        terminal.type_line("/undo");
+        terminal.wait_for("undone already", 1);
+        terminal.type_line("What now?");
+        terminal.wait_for("completed", 2);
+        terminal.type_line("/quit");
+        terminal
+    })
+    .await
+    .unwrap();
+    let mut terminal = terminal;
+    assert!(terminal.child.wait().unwrap().success());
+    let screen = pty::plain(&terminal.text());
+    if let Some(dir) = std::env::var_os("KEEL_SCREEN_DIR") {
+        std::fs::write(std::path::Path::new(&dir).join("undo.txt"), &screen).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.workspace().join("hello.py")).unwrap(),
+        "print('hello from keel')\n"
+    );
+    assert_eq!(std::fs::read(env.workspace().join("README.md")).unwrap(), original);
+    assert!(!env.workspace().join("made/new.txt").exists());
+    assert!(env.workspace().join("effect.txt").exists(), "shell effects stay");
+    for line in [
+        "  restored hello.py\n",
+        "  removed made/new.txt (the turn created it)\n",
+        "  restored README.md\n",
+        "  not undone: what the turn's 1 shell command did",
+    ] {
+        assert!(screen.contains(line), "{line:?} in\n{screen}");
+    }
+    let note = server.requests()[2].json().to_string();
+    assert!(note.contains("the user undid your last turn's file changes: hello.py (restored), made/new.txt (removed), README.md (restored)"), "{note}");
+    let id = env.store().list().unwrap()[0].id.clone();
+    assert!(screen.contains(&format!("to come back to this session: keel --resume {id}")), "{screen}");
+
+    server.push(answer("Still here."));
+    let script = pty::under_script(&env.keel(&server.base_url()), "--continue --permission auto");
+    let terminal = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.wait_for("last exchange:", 1);
+        terminal.type_line("/quit");
+        terminal
+    })
+    .await
+    .unwrap();
+    let mut terminal = terminal;
+    assert!(terminal.child.wait().unwrap().success());
+    let screen = pty::plain(&terminal.text());
+    if let Some(dir) = std::env::var_os("KEEL_SCREEN_DIR") {
+        std::fs::write(std::path::Path::new(&dir).join("continue.txt"), &screen).unwrap();
+    }
+    assert!(
+        screen.contains(&format!(
+            "resumed session {id} · 2 turns · 1,400 tokens\n  last exchange:\n  you: What now?\n  keel: Understood, they are back.\n"
+        )),
+        "{screen}"
+    );
+}
