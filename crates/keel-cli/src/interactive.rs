@@ -44,6 +44,8 @@ struct Repl {
     terminal: Arc<Terminal>,
     input: Arc<TurnInput>,
     mcp: Option<SessionTools>,
+    /// Typed during the last turn without Enter: put back at the prompt.
+    unfinished: String,
 }
 
 impl Repl {
@@ -76,7 +78,8 @@ impl Repl {
         });
         let started = Instant::now();
         let outcome = self.agent.run_turn(&mut self.session, &self.ctx, text, &*self.terminal, &cancel).await;
-        drop(reader);
+        // A line typed but not sent carries over to the prompt.
+        self.unfinished = reader.map(LineReader::finish).unwrap_or_default();
         drop(interrupts);
         ticker.abort();
         let outcome = outcome?;
@@ -337,7 +340,18 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let (session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
     let ctx = setup::context(&settings, &workspace, &session);
     let mcp = mcp.map(|m| SessionTools::new(m, settings.permission == keel_tools::PermissionMode::ReadOnly));
-    let mut repl = Repl { settings, workspace, agent, store, session, ctx, terminal, input, mcp };
+    let mut repl = Repl {
+        settings,
+        workspace,
+        agent,
+        store,
+        session,
+        ctx,
+        terminal,
+        input,
+        mcp,
+        unfinished: String::new(),
+    };
     let profile = repl.settings.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default();
     repl.say(&format!(
         "keel · {}{profile} · {} · {} · /help for commands",
@@ -380,6 +394,10 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let prompt = DefaultPrompt::new(DefaultPromptSegment::Basic("keel".into()), DefaultPromptSegment::Empty);
     let mut last_was_ctrl_c = false;
     loop {
+        let unfinished = std::mem::take(&mut repl.unfinished);
+        if !unfinished.is_empty() {
+            editor.run_edit_commands(&[reedline::EditCommand::InsertString(unfinished)]);
+        }
         let signal = editor.read_line(&prompt);
         match signal {
             Ok(Signal::Success(line)) => {

@@ -20,6 +20,7 @@ mod render;
 mod sessions;
 mod setup;
 mod signals;
+mod typing;
 mod undo;
 
 use std::io::{IsTerminal, Read};

@@ -24,6 +24,7 @@ pub fn write(text: &str) {
 /// Leaves quietly when `e` says the reader went away; other errors are logged.
 pub fn closed(e: &std::io::Error) {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
+        crate::typing::restore();
         std::process::exit(CLOSED_STDOUT);
     }
     tracing::warn!("cannot write to stdout: {e}");

@@ -371,3 +371,110 @@ async fn undo_then_leave_then_continue() {
         "{screen}"
     );
 }
+
+/// On a terminal an answer is rendered as Markdown (no `**` or fences left, words kept
+/// whole at the terminal's width); with NO_COLOR it stays raw.
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_render_as_markdown_on_a_terminal() {
+    if !pty::has_script() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is not installed");
+        return;
+    }
+    let markdown = "## Summary\n\nI changed **hello.py** so it greets the *world*:\n\n- one edit\n- no new files\n\n```python\nprint('hello, world')\n```\n\nRun it with `python3 hello.py`. This last sentence is long enough to wrap at the terminal's width, and it must wrap between words, never inside one.";
+    for no_color in [false, true] {
+        let env = Env::new();
+        let server = MockServer::start().await;
+        server.push(answer(markdown));
+        let mut keel = env.keel(&server.base_url());
+        if no_color {
+            keel.env("NO_COLOR", "1");
+        }
+        let script = pty::under_script(&keel, "--permission auto");
+        let terminal = tokio::task::spawn_blocking(move || {
+            let terminal = pty::Terminal::start(script);
+            terminal.wait_for("/help for commands", 1);
+            terminal.type_line("What did you do?");
+            terminal.wait_for("completed", 1);
+            terminal.type_line("/quit");
+            terminal
+        })
+        .await
+        .unwrap();
+        let mut terminal = terminal;
+        assert!(terminal.child.wait().unwrap().success());
+        let screen = pty::plain(&terminal.text());
+        let answer = &screen[screen.find("What did you do?").unwrap()..screen.find("completed").unwrap()];
+        if no_color {
+            assert!(answer.contains("I changed **hello.py** so it greets the *world*:"), "{answer}");
+            continue;
+        }
+        if let Some(dir) = std::env::var_os("KEEL_SCREEN_DIR") {
+            std::fs::write(std::path::Path::new(&dir).join("markdown.txt"), answer).unwrap();
+        }
+        assert!(answer.contains("I changed hello.py so it greets the world:"), "{answer}");
+        assert!(!answer.contains("**") && !answer.contains("```") && !answer.contains("## "), "{answer}");
+        assert!(answer.contains("print('hello, world')") && answer.contains("Summary"), "{answer}");
+        for word in ["sentence", "between", "words,", "never", "inside"] {
+            assert!(answer.split_whitespace().any(|w| w == word), "{word} cut in\n{answer}");
+        }
+        assert!(answer.lines().all(|l| l.chars().count() <= 100), "{answer}");
+    }
+}
+
+/// Text typed while the agent works stays on screen after the spinner; Enter steers; a
+/// line left unfinished carries over to the prompt; Ctrl-C still stops the turn.
+#[tokio::test(flavor = "multi_thread")]
+async fn typed_text_stays_visible_and_ctrl_c_still_aborts() {
+    if !pty::has_script() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is not installed");
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(calls(&[("c1", "shell", r#"{"command":"sleep 1.5"}"#)]));
+    server.push(calls(&[("c2", "shell", r#"{"command":"sleep 1.5"}"#)]));
+    server.push(answer("ok"));
+    server.push(calls(&[("c3", "shell", r#"{"command":"sleep 20"}"#)]));
+    let script = pty::under_script(&env.keel(&server.base_url()), "--permission auto");
+    let terminal = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("Work slowly");
+        terminal.wait_for("shell sleep 1.5", 1);
+        terminal.keys("fix th");
+        terminal.wait_for("› fix th", 1);
+        terminal.keys("e tests\r");
+        terminal.wait_for("queued for the next step: fix the tests", 1);
+        terminal.wait_for("shell sleep 1.5", 2);
+        terminal.keys("later");
+        terminal.wait_for("› later", 1);
+        terminal.wait_for("completed", 1);
+        terminal.keys("\r");
+        terminal.wait_for("shell sleep 20", 1);
+        terminal.keys("\x03");
+        terminal.wait_for("aborted", 1);
+        terminal.type_line("/quit");
+        terminal
+    })
+    .await
+    .unwrap();
+    let mut terminal = terminal;
+    let status = terminal.child.wait().unwrap();
+    let screen = pty::plain(&terminal.text());
+    if let Some(dir) = std::env::var_os("KEEL_SCREEN_DIR") {
+        std::fs::write(std::path::Path::new(&dir).join("typing.txt"), &screen).unwrap();
+    }
+    assert!(status.success(), "{status:?}\n{screen}");
+    let user_messages = |request: usize| -> Vec<String> {
+        server.requests()[request].json()["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert!(user_messages(1).last().unwrap().ends_with("fix the tests"), "{:?}", user_messages(1));
+    assert_eq!(user_messages(3).last().unwrap(), "later", "the unfinished line became the next prompt");
+    assert_eq!(server.requests().len(), 4, "{screen}");
+}

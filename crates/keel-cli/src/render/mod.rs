@@ -5,6 +5,7 @@ pub mod changes;
 pub mod diff;
 pub mod format;
 pub mod json;
+pub mod markdown;
 
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
@@ -35,6 +36,10 @@ struct State {
     held: Option<String>,
     /// Whether anything of this reply was printed yet.
     reply_started: bool,
+    /// The line being typed during a turn, drawn after the spinner.
+    typed: String,
+    /// Streamed answer text waiting for its block to end (Markdown rendering).
+    markdown: markdown::MarkdownStream,
 }
 
 /// The terminal's width in columns (100 when it cannot be told).
@@ -54,6 +59,8 @@ pub struct Terminal {
     color: bool,
     spinner: bool,
     stream_text: bool,
+    /// Streamed answers are rendered as Markdown (stdout is a terminal, colors allowed).
+    markdown: bool,
     state: Mutex<State>,
     changes: Option<changes::Changes>,
 }
@@ -63,7 +70,14 @@ impl Terminal {
     pub fn new(stream_text: bool) -> Self {
         let tty = std::io::stderr().is_terminal();
         let color = tty && std::env::var_os("NO_COLOR").is_none();
-        Terminal { color, spinner: tty, stream_text, state: Mutex::new(State::default()), changes: None }
+        Terminal {
+            color,
+            spinner: tty,
+            stream_text,
+            markdown: stream_text && markdown::enabled(),
+            state: Mutex::new(State::default()),
+            changes: None,
+        }
     }
 
     /// Shows under each write or edit its diff, read from files under `workspace`.
@@ -136,19 +150,63 @@ impl Terminal {
             return;
         }
         self.with(|state| {
-            let Some((label, since)) = &state.spinning else { return };
-            if state.text_open {
-                return;
+            if state.spinning.is_some() {
+                state.frame = (state.frame + 1) % SPINNER.len();
             }
-            state.frame = (state.frame + 1) % SPINNER.len();
-            let mut text = format!("{} {label} {}", SPINNER[state.frame], duration(since.elapsed()));
-            if state.streamed_chars > 0 {
-                text.push_str(&format!(" · {} chars", thousands(state.streamed_chars as u64)));
-            }
-            eprint!("\r\x1b[2K{}", self.paint("2", &text));
-            let _ = std::io::stderr().flush();
-            state.drawn = true;
+            self.draw(state);
         });
+    }
+
+    /// True when stderr is a terminal the spinner is drawn on.
+    pub fn draws(&self) -> bool {
+        self.spinner
+    }
+
+    /// The line being typed changed: redraw it after the spinner.
+    pub fn typing(&self, text: &str) {
+        self.with(|state| {
+            state.typed = text.to_owned();
+            self.draw(state);
+        });
+    }
+
+    /// Draws the status line: the spinner, then the line being typed (its end, if long).
+    fn draw(&self, state: &mut State) {
+        if state.text_open {
+            return;
+        }
+        let mut status = match &state.spinning {
+            Some((label, since)) => {
+                let mut text = format!("{} {label} {}", SPINNER[state.frame], duration(since.elapsed()));
+                if state.streamed_chars > 0 {
+                    text.push_str(&format!(" · {} chars", thousands(state.streamed_chars as u64)));
+                }
+                text
+            }
+            None => String::new(),
+        };
+        if status.is_empty() && state.typed.is_empty() {
+            self.clear(state);
+            return;
+        }
+        let room = width().saturating_sub(status.chars().count() + 5).max(10);
+        let typed = crate::render::approval::visible(&state.typed);
+        let count = typed.chars().count();
+        let typed: String = if count > room {
+            format!("…{}", typed.chars().skip(count + 1 - room).collect::<String>())
+        } else {
+            typed
+        };
+        let has_status = !status.is_empty();
+        status = self.paint("2", &status);
+        let line = match (!has_status, state.typed.is_empty()) {
+            (_, true) => status,
+            (true, false) => format!("› {typed}"),
+            (false, false) => format!("{status}  › {typed}"),
+        };
+        eprint!("\r\x1b[2K{line}");
+        let _ = std::io::stderr().flush();
+        state.drawn = true;
     }
 
     fn text(&self, delta: &str) {
@@ -175,6 +233,18 @@ impl Terminal {
         if text.is_empty() {
             return;
         }
+        if self.markdown {
+            state.reply_started = true;
+            if let Some(rendered) = state.markdown.push(text, width()) {
+                self.show(state, &rendered);
+            }
+            return;
+        }
+        self.show(state, text);
+    }
+
+    /// Prints answer text on stdout (the spinner cleared first).
+    fn show(&self, state: &mut State, text: &str) {
         state.spinning = None;
         self.clear(state);
         out!("{text}");
@@ -190,6 +260,11 @@ impl Terminal {
                 && !message.has_tool_calls()
             {
                 self.print_text(state, &held);
+            }
+            if self.markdown
+                && let Some(rendered) = state.markdown.finish(width())
+            {
+                self.show(state, &rendered);
             }
             state.reply_started = false;
         });

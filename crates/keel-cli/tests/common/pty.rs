@@ -45,6 +45,13 @@ impl Terminal {
         String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
     }
 
+    /// Sends keys as they are (no Enter).
+    pub fn keys(&self, keys: &str) {
+        let mut input = self.input.lock().unwrap();
+        input.write_all(keys.as_bytes()).unwrap();
+        input.flush().unwrap();
+    }
+
     pub fn type_line(&self, line: &str) {
         let mut input = self.input.lock().unwrap();
         input.write_all(line.as_bytes()).unwrap();
@@ -72,34 +79,58 @@ pub fn has_script() -> bool {
     Command::new("script").arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
-/// `text` without terminal escapes and carriage returns: what a person reads.
+/// What a person reads: escapes dropped, `\r` returning to the line's start (later text
+/// overwrites), `ESC[2K` clearing the line.
 pub fn plain(text: &str) -> String {
     let mut out = String::new();
+    let mut line: Vec<char> = Vec::new();
+    let mut col = 0;
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
             '\x1b' => {
                 if chars.peek() == Some(&'[') {
                     chars.next();
+                    let mut sequence = String::new();
                     for c in chars.by_ref() {
+                        sequence.push(c);
                         if c.is_ascii_alphabetic() || c == '~' {
                             break;
                         }
+                    }
+                    if sequence == "2K" {
+                        line.clear();
+                        col = 0;
                     }
                 } else {
                     chars.next();
                 }
             }
-            '\r' => {}
-            c => out.push(c),
+            '\r' => col = 0,
+            '\n' => {
+                out.extend(line.drain(..));
+                out.push('\n');
+                col = 0;
+            }
+            c => {
+                if col < line.len() {
+                    line[col] = c;
+                } else {
+                    line.push(c);
+                }
+                col += 1;
+            }
         }
     }
+    out.extend(line);
     out
 }
 
 /// `keel ARGS` under `script`, with `command`'s environment and folder.
 pub fn under_script(command: &Command, args: &str) -> Command {
-    let keel = format!("{} {args}", env!("CARGO_BIN_EXE_keel"));
+    // `exec`: keel replaces the shell `script` starts, so a Ctrl-C the shell also sees
+    // does not change the exit status.
+    let keel = format!("exec {} {args}", env!("CARGO_BIN_EXE_keel"));
     let mut script = Command::new("script");
     script.args(["-qfec", &keel, "/dev/null"]).env_clear();
     if let Some(dir) = command.get_current_dir() {
