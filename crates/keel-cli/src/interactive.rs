@@ -30,6 +30,7 @@ const HELP: &str = "commands:
   /mcp             MCP servers: state and tools
   /compact [FOCUS] summarize the older part of the session now (FOCUS: what to keep)
   /undo            put back the files the last turn wrote or edited (not what its shell commands did)
+  /rewind [N]      go back N turns (default 1): the files as /undo, the conversation as a fork
   /usage           tokens, cost and context of this session
   /quit            leave (also Ctrl-D, or Ctrl-C twice at the prompt)
 While the agent works: Ctrl-C stops the turn; typing a line and Enter steers it.";
@@ -149,6 +150,37 @@ impl Repl {
         if let Some(note) = report.note {
             self.ctx.inbox.steer(note);
         }
+    }
+
+    /// `/rewind [N]`: puts back the files of the last N turns and continues in a fork of
+    /// the session made just before them (the session itself stays as it was).
+    fn rewind(&mut self, arg: Option<&str>) -> anyhow::Result<()> {
+        let Some(n) = arg.map_or(Some(1), |a| a.parse::<usize>().ok().filter(|n| *n > 0)) else {
+            self.say("usage: /rewind [N] (N turns, default 1)");
+            return Ok(());
+        };
+        let Some(store) = &self.store else {
+            self.say("rewind needs the session's log (not kept with --no-session)");
+            return Ok(());
+        };
+        self.session.sync()?;
+        let events = store.read(self.session.id())?;
+        let Some(turns) = crate::undo::last_turns(&events, n) else {
+            self.say(&format!("this session has only {} turn(s)", self.session.projection().turns()));
+            return Ok(());
+        };
+        let Some(artifacts) = self.ctx.artifacts.clone() else { return Ok(()) };
+        let roots = keel_tools::workspace::Roots::new(&self.workspace, &self.settings.allowed_roots, &[])
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        let what = if n == 1 { "the last turn".to_owned() } else { format!("the last {n} turns") };
+        let report = crate::undo::restore(&turns, &artifacts, &roots, &what);
+        let from = self.session.id().to_owned();
+        let fork = store.fork(&from, Some(turns.before))?;
+        for line in &report.lines {
+            self.say(line);
+        }
+        self.switch_to(fork, &format!("rewound {what}; {from} is kept as it was; continuing in session"));
+        Ok(())
     }
 
     /// Where a resumed conversation was: its last prompt and answer, shortened.
@@ -275,6 +307,7 @@ impl Repl {
                 None => self.say(&crate::mcp::table(&[])),
             },
             ("/undo", _) => self.undo(),
+            ("/rewind", arg) => self.rewind(arg)?,
             ("/usage", _) => {
                 let usage = self.session.projection().usage();
                 let cost = pricing::cost(&self.settings.pricing, &self.settings.model_name(), &usage)

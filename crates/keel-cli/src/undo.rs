@@ -1,4 +1,5 @@
-//! `/undo`: puts back the files the last turn's write_file and edit_file calls changed.
+//! `/undo` and `/rewind N`: put back the files the last turns' write_file and edit_file
+//! calls changed; `/rewind` also forks the conversation from before those turns.
 
 use std::path::Path;
 
@@ -6,36 +7,64 @@ use keel_session::{Event, EventKind};
 use keel_tools::undo::Undone;
 use keel_tools::workspace::Roots;
 
-/// What `/undo` did: lines for the user and, when files changed, a note for the model.
+/// What `/undo` or `/rewind` did: lines for the user and, when files changed, a note for
+/// the model.
 #[derive(Debug, Default)]
 pub struct UndoReport {
     /// Lines to show.
     pub lines: Vec<String>,
     /// What the model is told before its next turn.
     pub note: Option<String>,
+    /// Files were put back.
+    pub changed: bool,
 }
 
-/// Undoes the file changes of the last turn recorded in `events`.
-pub fn last_turn(events: &[Event], artifacts: &Path, roots: &Roots) -> UndoReport {
-    let start = events.iter().rposition(|e| matches!(e.kind, EventKind::TurnStart(_))).unwrap_or(0);
-    let mut changes = Vec::new();
-    let mut shells = 0;
-    for event in &events[start..] {
+/// The last `n` turns of a log: where they start, their successful write/edit calls in
+/// the order they ran, and how many shell calls they made.
+#[derive(Debug, PartialEq)]
+pub struct LastTurns {
+    /// The seq just before the first of them (to fork the conversation there).
+    pub before: u64,
+    /// The write/edit calls that succeeded.
+    pub changes: Vec<String>,
+    /// Shell calls made.
+    pub shells: usize,
+}
+
+/// The last `n` turns of `events`, or `None` when the log has fewer.
+pub fn last_turns(events: &[Event], n: usize) -> Option<LastTurns> {
+    let starts: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e.kind, EventKind::TurnStart(_)))
+        .map(|(i, _)| i)
+        .collect();
+    if n == 0 || starts.len() < n {
+        return None;
+    }
+    let first = starts[starts.len() - n];
+    let mut turns = LastTurns { before: events[first].seq.saturating_sub(1), changes: Vec::new(), shells: 0 };
+    for event in &events[first..] {
         if let EventKind::ToolResult(result) = &event.kind {
             match result.name.as_str() {
-                "write_file" | "edit_file" if !result.is_error => changes.push(result.call_id.clone()),
-                "shell" => shells += 1,
+                "write_file" | "edit_file" if !result.is_error => turns.changes.push(result.call_id.clone()),
+                "shell" => turns.shells += 1,
                 _ => {}
             }
         }
     }
-    let done = keel_tools::undo::undo(artifacts, roots, &changes);
+    Some(turns)
+}
+
+/// Puts back the files of `turns`; `what` names them in messages ("the last turn").
+pub fn restore(turns: &LastTurns, artifacts: &Path, roots: &Roots, what: &str) -> UndoReport {
+    let done = keel_tools::undo::undo(artifacts, roots, &turns.changes);
     let mut report = UndoReport::default();
     if done.is_empty() {
-        report.lines.push(if changes.is_empty() {
-            "nothing to undo: the last turn changed no file with write_file or edit_file".to_owned()
+        report.lines.push(if turns.changes.is_empty() {
+            format!("no files to put back: {what} changed none with write_file or edit_file")
         } else {
-            "nothing to undo: the last turn's changes were undone already".to_owned()
+            format!("no files to put back: {what}'s changes were undone already")
         });
     }
     let mut changed = Vec::new();
@@ -46,24 +75,36 @@ pub fn last_turn(events: &[Event], artifacts: &Path, roots: &Roots) -> UndoRepor
                 changed.push(format!("{path} (restored)"));
             }
             Undone::Removed(path) => {
-                report.lines.push(format!("  removed {path} (the turn created it)"));
+                report.lines.push(format!("  removed {path} (created by {what})"));
                 changed.push(format!("{path} (removed)"));
             }
             Undone::Failed(path, why) => report.lines.push(format!("  could not restore {path}: {why}")),
             _ => {}
         }
     }
-    if shells > 0 && !done.is_empty() {
+    if turns.shells > 0 && !done.is_empty() {
         report.lines.push(format!(
-            "  not undone: what the turn's {shells} shell command{} did (keel cannot know what a command changed)",
-            if shells == 1 { "" } else { "s" }
+            "  not undone: what {what}'s {} shell command{} did (keel cannot know what a command changed)",
+            turns.shells,
+            if turns.shells == 1 { "" } else { "s" }
         ));
     }
-    if !changed.is_empty() {
+    report.changed = !changed.is_empty();
+    if report.changed {
         report.note = Some(format!(
             "[keel: the user undid your last turn's file changes: {}. Those files are back as they were before that turn; read them again before changing them.]",
             changed.join(", ")
         ));
     }
     report
+}
+
+/// Undoes the file changes of the last turn recorded in `events`.
+pub fn last_turn(events: &[Event], artifacts: &Path, roots: &Roots) -> UndoReport {
+    match last_turns(events, 1) {
+        Some(turns) => restore(&turns, artifacts, roots, "the last turn"),
+        None => {
+            UndoReport { lines: vec!["nothing to undo: no turn yet".to_owned()], ..UndoReport::default() }
+        }
+    }
 }

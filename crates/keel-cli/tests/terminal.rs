@@ -336,9 +336,9 @@ async fn undo_then_leave_then_continue() {
     assert!(env.workspace().join("effect.txt").exists(), "shell effects stay");
     for line in [
         "  restored hello.py\n",
-        "  removed made/new.txt (the turn created it)\n",
+        "  removed made/new.txt (created by the last turn)\n",
         "  restored README.md\n",
-        "  not undone: what the turn's 1 shell command did",
+        "  not undone: what the last turn's 1 shell command did",
     ] {
         assert!(screen.contains(line), "{line:?} in\n{screen}");
     }
@@ -477,4 +477,66 @@ async fn typed_text_stays_visible_and_ctrl_c_still_aborts() {
     assert!(user_messages(1).last().unwrap().ends_with("fix the tests"), "{:?}", user_messages(1));
     assert_eq!(user_messages(3).last().unwrap(), "later", "the unfinished line became the next prompt");
     assert_eq!(server.requests().len(), 4, "{screen}");
+}
+
+/// `/rewind 2` puts the files back as they were two turns ago and continues in a fork
+/// of the conversation made before those turns; the original session is kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn rewind_goes_back_in_files_and_conversation() {
+    if !pty::has_script() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is not installed");
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    for (n, content, extra) in [(1, "one", None), (2, "two", Some("b.txt")), (3, "three", None)] {
+        let args = serde_json::json!({"path": "a.txt", "content": content}).to_string();
+        let mut list = vec![(format!("w{n}"), "write_file", args)];
+        if let Some(path) = extra {
+            list.push((
+                format!("x{n}"),
+                "write_file",
+                serde_json::json!({"path": path, "content": "b"}).to_string(),
+            ));
+        }
+        let borrowed: Vec<(&str, &str, &str)> =
+            list.iter().map(|(i, t, a)| (i.as_str(), *t, a.as_str())).collect();
+        server.push(calls(&borrowed));
+        server.push(answer(&format!("Turn {n} done.")));
+    }
+    server.push(answer("Back at one."));
+    let script = pty::under_script(&env.keel(&server.base_url()), "--permission auto");
+    let ws = env.workspace();
+    let terminal = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        for (n, task) in ["first", "second", "third"].iter().enumerate() {
+            terminal.type_line(task);
+            terminal.wait_for("completed", n + 1);
+        }
+        assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "three");
+        terminal.type_line("/rewind 2");
+        terminal.wait_for("continuing in session", 1);
+        terminal.type_line("where are we?");
+        terminal.wait_for("completed", 4);
+        terminal.type_line("/quit");
+        terminal
+    })
+    .await
+    .unwrap();
+    let mut terminal = terminal;
+    let status = terminal.child.wait().unwrap();
+    let screen = pty::plain(&terminal.text());
+    assert!(status.success(), "{screen}");
+    assert_eq!(std::fs::read_to_string(env.workspace().join("a.txt")).unwrap(), "one", "{screen}");
+    assert!(!env.workspace().join("b.txt").exists(), "{screen}");
+    assert!(screen.contains("  restored a.txt\n  removed b.txt (created by the last 2 turns)\n"), "{screen}");
+    assert!(screen.contains("  last exchange:\n  you: first\n  keel: Turn 1 done.\n"), "{screen}");
+    // The model sees the first turn and the new prompt, nothing of turns 2 and 3.
+    let last = server.requests().last().unwrap().json().to_string();
+    assert!(last.contains("first") && last.contains("where are we?"), "{last}");
+    assert!(!last.contains("second") && !last.contains("Turn 2 done"), "{last}");
+    let mut sessions = env.store().list().unwrap();
+    sessions.sort_by_key(|s| s.turns);
+    assert_eq!(sessions.iter().map(|s| s.turns).collect::<Vec<_>>(), [2, 3], "the fork and the original");
 }
