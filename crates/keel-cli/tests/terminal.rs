@@ -540,3 +540,42 @@ async fn rewind_goes_back_in_files_and_conversation() {
     sessions.sort_by_key(|s| s.turns);
     assert_eq!(sessions.iter().map(|s| s.turns).collect::<Vec<_>>(), [2, 3], "the fork and the original");
 }
+
+/// While a command runs, its last line of output is shown after the spinner; after it,
+/// its last lines stay under its line.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_command_shows_its_output_live() {
+    if !pty::has_script() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is not installed");
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    let command = r#"{"command":"for i in 1 2 3 4; do echo step-$i; sleep 0.5; done"}"#;
+    server.push(calls(&[("c1", "shell", command)]));
+    server.push(answer("Four steps."));
+    let script = pty::under_script(&env.keel(&server.base_url()), "--permission auto");
+    let terminal = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("Count");
+        terminal.wait_for("│ step-2", 1);
+        let live = terminal.text();
+        terminal.wait_for("completed", 1);
+        terminal.type_line("/quit");
+        (terminal, live)
+    })
+    .await
+    .unwrap();
+    let (mut terminal, live) = terminal;
+    assert!(terminal.child.wait().unwrap().success());
+    let status = live.rsplit('\r').find(|s| s.contains("│ step-2")).unwrap();
+    assert!(status.contains("shell for i in 1 2 3 4; do echo step-$i; sleep 0.5; done "), "{status:?}");
+    assert!(!live.contains("step-4"), "live, not after the fact: {live}");
+    let screen = pty::plain(&terminal.text());
+    if let Some(dir) = std::env::var_os("KEEL_SCREEN_DIR") {
+        std::fs::write(std::path::Path::new(&dir).join("live.txt"), &screen).unwrap();
+        std::fs::write(std::path::Path::new(&dir).join("live-raw.txt"), &live).unwrap();
+    }
+    assert!(screen.contains("      step-1\n      step-2\n      step-3\n      step-4\n"), "{screen}");
+}

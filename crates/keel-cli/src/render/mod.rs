@@ -38,6 +38,8 @@ struct State {
     reply_started: bool,
     /// The line being typed during a turn, drawn after the spinner.
     typed: String,
+    /// The last line a running command printed, drawn after the spinner's label.
+    live: Option<String>,
     /// Streamed answer text waiting for its block to end (Markdown rendering).
     markdown: markdown::MarkdownStream,
 }
@@ -180,6 +182,14 @@ impl Terminal {
                 let mut text = format!("{} {label} {}", SPINNER[state.frame], duration(since.elapsed()));
                 if state.streamed_chars > 0 {
                     text.push_str(&format!(" · {} chars", thousands(state.streamed_chars as u64)));
+                }
+                if let Some(live) = &state.live {
+                    // Room is kept for the line being typed.
+                    let room = width()
+                        .saturating_sub(text.chars().count() + 5 + state.typed.chars().count().min(30));
+                    if room >= 10 {
+                        text.push_str(&format!(" │ {}", clip(live, room)));
+                    }
                 }
                 text
             }
@@ -421,8 +431,9 @@ impl Sink for Terminal {
                 }
                 self.spin(Some(format!("{} {}", call.name, short_args(&call.name, &call.arguments))));
             }
-            AgentEvent::ToolProgress { .. } => {}
+            AgentEvent::ToolProgress { text, .. } => self.with(|state| state.live = Some((*text).to_owned())),
             AgentEvent::ToolFinished { step, call, result, duration: took } => {
+                self.with(|state| state.live = None);
                 let mark = if result.is_error { self.paint("31", "✗") } else { self.paint("32", "✓") };
                 let args = short_args(&call.name, &call.arguments);
                 let summary = short_result(&call.name, &result.content, result.is_error);
