@@ -431,8 +431,8 @@ async fn typed_text_stays_visible_and_ctrl_c_still_aborts() {
     }
     let env = Env::new();
     let server = MockServer::start().await;
-    server.push(calls(&[("c1", "shell", r#"{"command":"sleep 1.5"}"#)]));
-    server.push(calls(&[("c2", "shell", r#"{"command":"sleep 1.5"}"#)]));
+    server.push(calls(&[("c1", "shell", r#"{"command":"sleep 3"}"#)]));
+    server.push(calls(&[("c2", "shell", r#"{"command":"sleep 2.5"}"#)]));
     server.push(answer("ok"));
     server.push(calls(&[("c3", "shell", r#"{"command":"sleep 20"}"#)]));
     let script = pty::under_script(&env.keel(&server.base_url()), "--permission auto");
@@ -440,12 +440,12 @@ async fn typed_text_stays_visible_and_ctrl_c_still_aborts() {
         let terminal = pty::Terminal::start(script);
         terminal.wait_for("/help for commands", 1);
         terminal.type_line("Work slowly");
-        terminal.wait_for("shell sleep 1.5", 1);
+        terminal.wait_for("shell sleep 3", 1);
         terminal.keys("fix th");
         terminal.wait_for("› fix th", 1);
         terminal.keys("e tests\r");
         terminal.wait_for("queued for the next step: fix the tests", 1);
-        terminal.wait_for("shell sleep 1.5", 2);
+        terminal.wait_for("shell sleep 2.5", 1);
         terminal.keys("later");
         terminal.wait_for("› later", 1);
         terminal.wait_for("completed", 1);
@@ -551,7 +551,7 @@ async fn a_running_command_shows_its_output_live() {
     }
     let env = Env::new();
     let server = MockServer::start().await;
-    let command = r#"{"command":"for i in 1 2 3 4; do echo step-$i; sleep 0.5; done"}"#;
+    let command = r#"{"command":"for i in 1 2 3 4; do echo step-$i; sleep 0.8; done"}"#;
     server.push(calls(&[("c1", "shell", command)]));
     server.push(answer("Four steps."));
     let script = pty::under_script(&env.keel(&server.base_url()), "--permission auto");
@@ -570,7 +570,7 @@ async fn a_running_command_shows_its_output_live() {
     let (mut terminal, live) = terminal;
     assert!(terminal.child.wait().unwrap().success());
     let status = live.rsplit('\r').find(|s| s.contains("│ step-2")).unwrap();
-    assert!(status.contains("shell for i in 1 2 3 4; do echo step-$i; sleep 0.5; done "), "{status:?}");
+    assert!(status.contains("shell for i in 1 2 3 4; do echo step-$i; sleep 0.8; done "), "{status:?}");
     assert!(!live.contains("step-4"), "live, not after the fact: {live}");
     let screen = pty::plain(&terminal.text());
     if let Some(dir) = std::env::var_os("KEEL_SCREEN_DIR") {
