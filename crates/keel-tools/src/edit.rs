@@ -252,6 +252,13 @@ pub fn edit_kept(roots: &Roots, args: &EditArgs, keep: Option<&Keeper>) -> Resul
             format!("`{}` is not valid UTF-8 text; edit_file only edits text", args.path),
         )
     })?;
+    // Kept for undo before any path below can change the file (a failed edit's copy is
+    // never used: undo takes only calls that succeeded).
+    if let Some(keeper) = keep
+        && let Err(e) = keeper.keep(&canonical, Some(&file))
+    {
+        tracing::warn!("cannot keep `{}` for undo: {e}", args.path);
+    }
     // Keep the file's line endings: a model writes `\n` even in a CRLF file.
     let crlf = content.contains("\r\n");
     let convert =
@@ -285,11 +292,6 @@ pub fn edit_kept(roots: &Roots, args: &EditArgs, keep: Option<&Keeper>) -> Resul
     }
     let updated =
         if args.replace_all { content.replace(&old, &new) } else { content.replacen(&old, &new, 1) };
-    if let Some(keeper) = keep
-        && let Err(e) = keeper.keep(&canonical, Some(&file))
-    {
-        tracing::warn!("cannot keep `{}` for undo: {e}", args.path);
-    }
     file.set_len(0).map_err(io)?;
     file.seek(SeekFrom::Start(0)).map_err(io)?;
     file.write_all(updated.as_bytes()).map_err(io)?;
