@@ -61,7 +61,7 @@ pub async fn run(cli: &crate::cli::Cli) -> anyhow::Result<u8> {
     let settings = match crate::config::resolve_sandbox(cli) {
         Ok(settings) => settings,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(crate::exit::USAGE);
         }
     };

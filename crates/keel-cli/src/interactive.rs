@@ -333,14 +333,14 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let settings = match config::resolve(cli, true) {
         Ok(settings) => settings,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
     let workspace = match setup::workspace(cli) {
         Ok(dir) => dir,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
@@ -348,7 +348,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let mcp = match crate::mcp::start(&settings.mcp_servers) {
         Ok(mcp) => mcp,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
@@ -357,14 +357,14 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let policy = match setup::policy(&settings, &workspace) {
         Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal), &workspace)),
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
     let model = match setup::model(&settings, true).await {
         Ok(model) => model,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };

@@ -76,7 +76,7 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
     if let Some(word) = cli.task.as_deref()
         && let Some(command) = cli::misspelled_command(word)
     {
-        eprintln!(
+        errln!(
             "keel: `{word}` is not a command; did you mean `keel {command}`? (To send `{word}` to the model as a task: keel -p {word})"
         );
         return Ok(exit::USAGE);
@@ -94,12 +94,12 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
     }
     match task {
         Some(task) if task.trim().is_empty() => {
-            eprintln!("keel: the task is empty");
+            errln!("keel: the task is empty");
             Ok(exit::USAGE)
         }
         Some(task) => print_mode::run(&cli, task).await,
         None if cli.json => {
-            eprintln!("keel: --json needs a task (an argument or stdin)");
+            errln!("keel: --json needs a task (an argument or stdin)");
             Ok(exit::USAGE)
         }
         None => interactive::run(&cli).await,
@@ -144,14 +144,14 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("keel: cannot start: {e}");
+            errln!("keel: cannot start: {e}");
             return ExitCode::from(exit::ERROR);
         }
     };
     let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("keel: {e:#}");
+            errln!("keel: {e:#}");
             exit::ERROR
         }
     };

@@ -207,7 +207,7 @@ pub async fn list_command(cli: &Cli) -> anyhow::Result<u8> {
     let servers = match config::mcp_servers(cli) {
         Ok(servers) => servers,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
@@ -218,7 +218,7 @@ pub async fn list_command(cli: &Cli) -> anyhow::Result<u8> {
             return Ok(exit::OK);
         }
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };

@@ -46,3 +46,22 @@ macro_rules! out {
         $crate::out::write(&format!($($arg)*))
     };
 }
+
+/// `eprintln!` that never panics: a closed stderr (`keel … 2>&1 | head -1`) loses the
+/// line, nothing more.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `eprint!` (flushed) that never panics.
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stderr = std::io::stderr();
+        let _ = write!(stderr, $($arg)*);
+        let _ = stderr.flush();
+    }};
+}

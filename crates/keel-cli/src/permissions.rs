@@ -75,14 +75,14 @@ pub fn command(cli: &Cli) -> anyhow::Result<u8> {
     let (file, profile, mode, deny) = match crate::config::permission_sources(cli) {
         Ok(found) => found,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(crate::exit::USAGE);
         }
     };
     let workspace = std::env::current_dir()?;
     let configured = configured(&file, profile.as_deref());
     if let Err(e) = rules(&configured, &workspace) {
-        eprintln!("keel: {e}");
+        errln!("keel: {e}");
         return Ok(crate::exit::USAGE);
     }
     crate::out::print(&report(&configured, mode.as_deref(), &deny));

@@ -45,7 +45,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     let fail = |message: String| -> anyhow::Result<u8> {
         match &json {
             Some(out) => out.write_value(&json!({"type": "keel/error", "data": {"message": message}})),
-            None => eprintln!("keel: {message}"),
+            None => errln!("keel: {message}"),
         }
         Ok(exit::USAGE)
     };
@@ -97,7 +97,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
                     Some(out) => {
                         out.write_value(&json!({"type": "keel/error", "data": {"message": e.to_string()}}))
                     }
-                    None => eprintln!("keel: {e}"),
+                    None => errln!("keel: {e}"),
                 }
                 return Ok(exit::ERROR);
             }

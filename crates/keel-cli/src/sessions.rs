@@ -152,7 +152,7 @@ pub fn run(action: Option<SessionsAction>) -> anyhow::Result<u8> {
             let events = match store.read(&id) {
                 Ok(events) => events,
                 Err(e) => {
-                    eprintln!("keel: {e}");
+                    errln!("keel: {e}");
                     return Ok(exit::USAGE);
                 }
             };
@@ -167,10 +167,10 @@ pub fn run(action: Option<SessionsAction>) -> anyhow::Result<u8> {
         SessionsAction::Fork { id, at } => match store.fork(&id, at) {
             Ok(fork) => {
                 outln!("{}", fork.id());
-                eprintln!("forked {id} → {}; continue it with: keel --resume {}", fork.id(), fork.id());
+                errln!("forked {id} → {}; continue it with: keel --resume {}", fork.id(), fork.id());
             }
             Err(e) => {
-                eprintln!("keel: {e}");
+                errln!("keel: {e}");
                 return Ok(exit::USAGE);
             }
         },

@@ -164,11 +164,15 @@ async fn a_closed_stdout_ends_keel_quietly() {
             .stderr(Stdio::piped())
             .output()
             .unwrap();
-        (out.status.code(), text(&out.stderr))
+        // A closed stderr loses the message; keel still says nothing else and exits 2.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let typo = Command::new(keel).arg("sesions").env("KEEL_HOME", &home).stderr(writer).status().unwrap();
+        (out.status.code(), text(&out.stderr), typo.code())
     })
     .await
     .unwrap();
-    assert_eq!(report, (Some(141), String::new()));
+    assert_eq!(report, (Some(141), String::new(), Some(2)));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -116,7 +116,7 @@ impl Terminal {
 
     fn clear(&self, state: &mut State) {
         if state.drawn {
-            eprint!("\r\x1b[2K");
+            err!("\r\x1b[2K");
             state.drawn = false;
         }
     }
@@ -129,7 +129,7 @@ impl Terminal {
                 outln!();
                 state.text_open = false;
             }
-            eprintln!("{text}");
+            errln!("{text}");
         });
     }
 
@@ -214,7 +214,7 @@ impl Terminal {
             (true, false) => format!("› {typed}"),
             (false, false) => format!("{status}  › {typed}"),
         };
-        eprint!("\r\x1b[2K{line}");
+        err!("\r\x1b[2K{line}");
         let _ = std::io::stderr().flush();
         state.drawn = true;
     }
