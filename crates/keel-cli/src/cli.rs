@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 /// `keel "task"` runs one task and prints the answer. `keel` alone starts an interactive
 /// session. Every run is a session you can list, show, resume and fork.
 #[derive(Debug, Parser)]
-#[command(name = "keel", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+#[command(name = "keel", version, about, long_about = None)]
 pub struct Cli {
     /// The task (print mode). Read from stdin when stdin is not a terminal.
     #[arg(value_name = "TASK")]
@@ -122,6 +122,59 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// The subcommand a one-word task was probably meant to be (`sesions`, `model`): within
+/// two edits of a subcommand's name, or a prefix of one. A task of several words is a
+/// task.
+pub fn misspelled_command(task: &str) -> Option<&'static str> {
+    use clap::CommandFactory;
+    let word = task.trim();
+    if word.is_empty() || word.contains(char::is_whitespace) || word.starts_with('-') {
+        return None;
+    }
+    let lower = word.to_lowercase();
+    let command = Cli::command();
+    let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).chain(["help"]).collect();
+    names
+        .into_iter()
+        .map(|name| (edit_distance(&lower, name), name))
+        .filter(|(distance, name)| {
+            *distance <= if name.len() > 4 { 2 } else { 1 } || (lower.len() >= 3 && name.starts_with(&lower))
+        })
+        .min()
+        .and_then(|(_, name)| match name {
+            "sessions" => Some("sessions"),
+            "models" => Some("models"),
+            "sandbox" => Some("sandbox"),
+            "mcp" => Some("mcp"),
+            "permissions" => Some("permissions"),
+            "help" => Some("help"),
+            _ => None,
+        })
+}
+
+/// Edit distance counting a swap of two neighbours as one edit (`mpc` → `mcp`).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -137,6 +190,8 @@ pub enum Command {
     },
     /// What the shell sandbox enforces on this system, policy by policy.
     Sandbox,
+    /// The permission mode and rules in force, and where each rule came from.
+    Permissions,
     /// MCP servers: `keel mcp list` starts each configured one and shows its state and tools.
     Mcp {
         #[command(subcommand)]
@@ -189,4 +244,29 @@ pub enum SessionsAction {
         #[arg(long)]
         at: Option<u64>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::misspelled_command;
+
+    #[test]
+    fn one_word_near_a_command_is_a_typo_and_sentences_are_tasks() {
+        for (typo, meant) in [
+            ("sesions", "sessions"),
+            ("session", "sessions"),
+            ("modles", "models"),
+            ("model", "models"),
+            ("sandbx", "sandbox"),
+            ("permisions", "permissions"),
+            ("perm", "permissions"),
+            ("mpc", "mcp"),
+            ("hlep", "help"),
+        ] {
+            assert_eq!(misspelled_command(typo), Some(meant), "{typo}");
+        }
+        for task in ["explain sessions", "refactor", "test", "hello", "fix the models", "lint", "-x"] {
+            assert_eq!(misspelled_command(task), None, "{task}");
+        }
+    }
 }

@@ -92,6 +92,9 @@ pub struct Layer {
     pub compact_at: Option<f64>,
     /// The share of the window a compaction keeps verbatim (default 0.2).
     pub compact_keep: Option<f64>,
+    /// Permission rules (`[permissions]`): collected from the top level and the profile,
+    /// not overridden by either.
+    pub permissions: Option<crate::permissions::PermissionsTable>,
 }
 
 impl Layer {
@@ -133,6 +136,7 @@ impl Layer {
             context_window: self.context_window.or(base.context_window),
             compact_at: self.compact_at.or(base.compact_at),
             compact_keep: self.compact_keep.or(base.compact_keep),
+            permissions: self.permissions.or(base.permissions),
         }
     }
 }
@@ -292,6 +296,8 @@ pub struct Settings {
     pub layer: Layer,
     /// The config file's profiles (`/model PROFILE`).
     pub profiles: BTreeMap<String, Layer>,
+    /// Permission rules from the config file, with their sources.
+    pub rules: Vec<crate::permissions::ConfiguredRule>,
 }
 
 pub(crate) fn env(name: &str) -> Option<String> {
@@ -420,6 +426,7 @@ To make it stick, put it in {}:
 pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
     let file = load_file()?;
     let (layer, profile_name) = layers(cli, &file)?;
+    let rules = crate::permissions::configured(&file, profile_name.as_deref());
     if cli.local || cli.local_model.is_some() {
         let local = LocalSettings {
             model: cli.local_model.clone().or_else(|| env("KEEL_LOCAL_MODEL")),
@@ -440,6 +447,7 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
             interactive,
         )?;
         settings.model = ModelSettings::Local(local);
+        settings.rules = rules;
         settings.tool_first = tool_first;
         settings.always_call = always_call;
         settings.mcp_servers = mcp;
@@ -448,6 +456,7 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
     let mcp = with_mcp_files(file.mcp_servers, cli)?;
     let mut settings = settings_from(layer, file.pricing, profile_name, interactive)?;
     settings.mcp_servers = mcp;
+    settings.rules = rules;
     settings.profiles = file.profiles;
     Ok(settings)
 }
@@ -504,6 +513,7 @@ pub(crate) fn settings_from(
         sandbox,
         layer,
         profiles: BTreeMap::new(),
+        rules: Vec::new(),
     })
 }
 
@@ -527,6 +537,22 @@ fn layers(cli: &Cli, file: &FileConfig) -> Result<(Layer, Option<String>), Confi
     };
     let layer = flag_layer(cli)?.over(env_layer()).over(profile).over(file.defaults.clone());
     Ok((layer, profile_name))
+}
+
+/// What `keel permissions` shows, without a model: the file, the profile in use, the
+/// mode if one is set, and the extra `deny` regexes.
+pub type PermissionSources = (FileConfig, Option<String>, Option<String>, Vec<String>);
+
+/// Reads what `keel permissions` shows (see [`PermissionSources`]).
+pub fn permission_sources(cli: &Cli) -> Result<PermissionSources, ConfigError> {
+    let file = load_file()?;
+    let (layer, profile) = layers(cli, &file)?;
+    if let Some(text) = &layer.permission
+        && PermissionMode::parse(text).is_none()
+    {
+        return Err(ConfigError(format!("--permission must be auto, ask or read-only (got `{text}`)")));
+    }
+    Ok((file, profile, layer.permission, layer.deny.unwrap_or_default()))
 }
 
 /// The sandbox settings alone (for `keel sandbox`, which needs no model).

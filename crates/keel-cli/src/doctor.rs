@@ -61,14 +61,14 @@ pub async fn run(cli: &crate::cli::Cli) -> anyhow::Result<u8> {
     let settings = match crate::config::resolve_sandbox(cli) {
         Ok(settings) => settings,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(crate::exit::USAGE);
         }
     };
     let program = std::env::current_exe()?;
     let support = keel_tools::launch::sandbox_support(&program).await;
     let pid_namespace = keel_tools::launch::pid_namespace_available().await;
-    print!("{}", report(&support, pid_namespace, &settings));
+    out!("{}", report(&support, pid_namespace, &settings));
     Ok(crate::exit::OK)
 }
 

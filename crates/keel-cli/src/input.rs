@@ -21,6 +21,8 @@ pub struct TurnInput {
     pending: Mutex<Option<oneshot::Sender<String>>>,
     /// True while a reader is attached (a question can be answered).
     attached: AtomicBool,
+    /// Keys are read without the terminal's echo: keel shows typed lines itself.
+    typing: AtomicBool,
 }
 
 impl TurnInput {
@@ -34,6 +36,9 @@ impl TurnInput {
         let waiting = self.pending.lock().ok().and_then(|mut p| p.take());
         match waiting {
             Some(sender) => {
+                if self.typing.load(Ordering::Relaxed) {
+                    terminal.line(&format!("  › {line}"));
+                }
                 let _ = sender.send(line);
             }
             None if line.trim().is_empty() => {}
@@ -48,10 +53,12 @@ impl TurnInput {
     pub fn ask_fn(self: &Arc<Self>, terminal: Arc<Terminal>, workspace: &std::path::Path) -> AskFn {
         let input = Arc::clone(self);
         let folder = workspace.display().to_string();
+        let roots = keel_tools::workspace::Roots::new(workspace, &[], &[]).ok().map(Arc::new);
         Arc::new(move |request: AskRequest| {
             let input = Arc::clone(&input);
             let terminal = Arc::clone(&terminal);
             let folder = folder.clone();
+            let roots = roots.clone();
             Box::pin(async move {
                 if !input.attached.load(Ordering::Relaxed) {
                     terminal.line(&format!(
@@ -64,7 +71,15 @@ impl TurnInput {
                 if let Ok(mut pending) = input.pending.lock() {
                     *pending = Some(sender);
                 }
-                for line in crate::render::approval::question(&request.tool, &request.arguments, &folder) {
+                terminal.stop_spinner();
+                let question = crate::render::approval::Question {
+                    request: &request,
+                    folder: &folder,
+                    width: crate::render::width(),
+                    color: terminal.color(),
+                    roots: roots.as_deref(),
+                };
+                for line in crate::render::approval::question(&question) {
                     terminal.line(&line);
                 }
                 // Anything but an explicit yes (Enter included) is a no.
@@ -82,9 +97,10 @@ impl TurnInput {
 /// A reader thread polling a terminal for lines until dropped.
 pub struct LineReader {
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Option<std::thread::JoinHandle<String>>,
     task: tokio::task::JoinHandle<()>,
     input: Arc<TurnInput>,
+    terminal: Arc<Terminal>,
 }
 
 impl LineReader {
@@ -93,9 +109,14 @@ impl LineReader {
         let stop = Arc::new(AtomicBool::new(false));
         let (sender, mut receiver) = mpsc::unbounded_channel::<String>();
         let thread_stop = Arc::clone(&stop);
+        // Typed text is shown by keel only where the spinner is drawn.
+        let typing = terminal.draws() && crate::typing::start(&source);
+        input.typing.store(typing, Ordering::Relaxed);
+        let shown = typing.then(|| Arc::clone(&terminal));
+        let kept = Arc::clone(&terminal);
         let thread = std::thread::Builder::new()
             .name("keel-input".into())
-            .spawn(move || read_lines(source, &thread_stop, &sender))
+            .spawn(move || read_lines(source, &thread_stop, &sender, shown.as_deref()))
             .ok();
         input.attached.store(thread.is_some(), Ordering::Relaxed);
         let router = Arc::clone(&input);
@@ -104,23 +125,43 @@ impl LineReader {
                 router.deliver(line, &inbox, &terminal);
             }
         });
-        LineReader { stop, thread, task, input }
+        LineReader { stop, thread, task, input, terminal: kept }
+    }
+
+    /// Stops reading; returns the line typed but not finished (to carry over to the
+    /// prompt).
+    pub fn finish(mut self) -> String {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> String {
+        self.stop.store(true, Ordering::Relaxed);
+        self.input.attached.store(false, Ordering::Relaxed);
+        let unfinished = self.thread.take().and_then(|thread| thread.join().ok()).unwrap_or_default();
+        if self.input.typing.swap(false, Ordering::Relaxed) {
+            crate::typing::restore();
+            self.terminal.typing("");
+        }
+        self.task.abort();
+        unfinished
     }
 }
 
 impl Drop for LineReader {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        self.input.attached.store(false, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        self.task.abort();
+        self.stop();
     }
 }
 
-fn read_lines(mut source: File, stop: &AtomicBool, sender: &mpsc::UnboundedSender<String>) {
-    let mut pending = Vec::new();
+/// Reads keys until `stop`, sending finished lines; with `shown`, the line being typed is
+/// drawn there after each key.
+fn read_lines(
+    mut source: File,
+    stop: &AtomicBool,
+    sender: &mpsc::UnboundedSender<String>,
+    shown: Option<&Terminal>,
+) -> String {
+    let mut editor = crate::typing::LineEditor::default();
     let mut buf = [0u8; 4096];
     while !stop.load(Ordering::Relaxed) {
         let fd = source.as_fd();
@@ -130,30 +171,31 @@ fn read_lines(mut source: File, stop: &AtomicBool, sender: &mpsc::UnboundedSende
             Ok(0) => continue,
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => return,
+            Err(_) => return editor.current(),
         }
         let readable = fds[0].revents();
         if !readable.intersects(rustix::event::PollFlags::IN) {
             if readable.intersects(rustix::event::PollFlags::HUP | rustix::event::PollFlags::ERR) {
-                return;
+                return editor.current();
             }
             std::thread::sleep(Duration::from_millis(50));
             continue;
         }
         match source.read(&mut buf) {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return editor.current(),
             Ok(n) => {
-                pending.extend_from_slice(&buf[..n]);
-                while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = pending.drain(..=end).collect();
-                    let text = String::from_utf8_lossy(&line).trim_end_matches(['\n', '\r']).to_owned();
-                    if sender.send(text).is_err() {
-                        return;
+                for line in editor.feed(&buf[..n]) {
+                    if sender.send(line).is_err() {
+                        return editor.current();
                     }
+                }
+                if let Some(terminal) = shown {
+                    terminal.typing(&editor.current());
                 }
             }
         }
     }
+    editor.current()
 }
 
 /// The terminal to read typed lines from: stdin if it is one, else /dev/tty.

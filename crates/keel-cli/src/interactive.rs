@@ -29,6 +29,8 @@ const HELP: &str = "commands:
   /model PROFILE   switch to a profile of the config file
   /mcp             MCP servers: state and tools
   /compact [FOCUS] summarize the older part of the session now (FOCUS: what to keep)
+  /undo            put back the files the last turn wrote or edited (not what its shell commands did)
+  /rewind [N]      go back N turns (default 1): the files as /undo, the conversation as a fork
   /usage           tokens, cost and context of this session
   /quit            leave (also Ctrl-D, or Ctrl-C twice at the prompt)
 While the agent works: Ctrl-C stops the turn; typing a line and Enter steers it.";
@@ -43,6 +45,8 @@ struct Repl {
     terminal: Arc<Terminal>,
     input: Arc<TurnInput>,
     mcp: Option<SessionTools>,
+    /// Typed during the last turn without Enter: put back at the prompt.
+    unfinished: String,
 }
 
 impl Repl {
@@ -75,7 +79,8 @@ impl Repl {
         });
         let started = Instant::now();
         let outcome = self.agent.run_turn(&mut self.session, &self.ctx, text, &*self.terminal, &cancel).await;
-        drop(reader);
+        // A line typed but not sent carries over to the prompt.
+        self.unfinished = reader.map(LineReader::finish).unwrap_or_default();
         drop(interrupts);
         ticker.abort();
         let outcome = outcome?;
@@ -118,6 +123,77 @@ impl Repl {
         self.session = session;
         self.refresh_context();
         self.say(&format!("{note} {}", self.session.id()));
+        self.show_last_exchange();
+    }
+
+    /// `/undo`: puts back the files of the last turn's write/edit calls and tells the
+    /// model at the start of its next turn.
+    fn undo(&mut self) {
+        let Some(store) = &self.store else {
+            self.say("undo needs the session's log (not kept with --no-session)");
+            return;
+        };
+        let (Ok(events), Some(artifacts)) = (store.read(self.session.id()), self.ctx.artifacts.clone())
+        else {
+            self.say("cannot read this session's log");
+            return;
+        };
+        let roots =
+            match keel_tools::workspace::Roots::new(&self.workspace, &self.settings.allowed_roots, &[]) {
+                Ok(roots) => roots,
+                Err(e) => return self.say(&format!("cannot undo: {}", e.message)),
+            };
+        let report = crate::undo::last_turn(&events, &artifacts, &roots);
+        for line in &report.lines {
+            self.say(line);
+        }
+        if let Some(note) = report.note {
+            self.ctx.inbox.steer(note);
+        }
+    }
+
+    /// `/rewind [N]`: puts back the files of the last N turns and continues in a fork of
+    /// the session made just before them (the session itself stays as it was).
+    fn rewind(&mut self, arg: Option<&str>) -> anyhow::Result<()> {
+        let Some(n) = arg.map_or(Some(1), |a| a.parse::<usize>().ok().filter(|n| *n > 0)) else {
+            self.say("usage: /rewind [N] (N turns, default 1)");
+            return Ok(());
+        };
+        let Some(store) = &self.store else {
+            self.say("rewind needs the session's log (not kept with --no-session)");
+            return Ok(());
+        };
+        self.session.sync()?;
+        let events = store.read(self.session.id())?;
+        let Some(turns) = crate::undo::last_turns(&events, n) else {
+            self.say(&format!("this session has only {} turn(s)", self.session.projection().turns()));
+            return Ok(());
+        };
+        let Some(artifacts) = self.ctx.artifacts.clone() else { return Ok(()) };
+        let roots = keel_tools::workspace::Roots::new(&self.workspace, &self.settings.allowed_roots, &[])
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        let what = if n == 1 { "the last turn".to_owned() } else { format!("the last {n} turns") };
+        let report = crate::undo::restore(&turns, &artifacts, &roots, &what);
+        let from = self.session.id().to_owned();
+        let fork = store.fork(&from, Some(turns.before))?;
+        for line in &report.lines {
+            self.say(line);
+        }
+        self.switch_to(fork, &format!("rewound {what}; {from} is kept as it was; continuing in session"));
+        Ok(())
+    }
+
+    /// Where a resumed conversation was: its last prompt and answer, shortened.
+    fn show_last_exchange(&self) {
+        let Some(store) = &self.store else { return };
+        let Ok(events) = store.read(self.session.id()) else { return };
+        let lines = sessions::last_exchange(&events);
+        if !lines.is_empty() {
+            self.say(&self.terminal.dim("  last exchange:"));
+            for line in lines {
+                self.say(&self.terminal.dim(&line));
+            }
+        }
     }
 
     /// A context for the current session, keeping a model chosen with `/model` and the
@@ -230,6 +306,8 @@ impl Repl {
                 }
                 None => self.say(&crate::mcp::table(&[])),
             },
+            ("/undo", _) => self.undo(),
+            ("/rewind", arg) => self.rewind(arg)?,
             ("/usage", _) => {
                 let usage = self.session.projection().usage();
                 let cost = pricing::cost(&self.settings.pricing, &self.settings.model_name(), &usage)
@@ -255,14 +333,14 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let settings = match config::resolve(cli, true) {
         Ok(settings) => settings,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
     let workspace = match setup::workspace(cli) {
         Ok(dir) => dir,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
@@ -270,23 +348,23 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let mcp = match crate::mcp::start(&settings.mcp_servers) {
         Ok(mcp) => mcp,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
-    let terminal = Arc::new(Terminal::new(true));
+    let terminal = Arc::new(Terminal::new(true).with_changes(&workspace));
     let input = TurnInput::new();
-    let policy = match setup::policy(&settings) {
+    let policy = match setup::policy(&settings, &workspace) {
         Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal), &workspace)),
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
     let model = match setup::model(&settings, true).await {
         Ok(model) => model,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
@@ -295,7 +373,18 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let (session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
     let ctx = setup::context(&settings, &workspace, &session);
     let mcp = mcp.map(|m| SessionTools::new(m, settings.permission == keel_tools::PermissionMode::ReadOnly));
-    let mut repl = Repl { settings, workspace, agent, store, session, ctx, terminal, input, mcp };
+    let mut repl = Repl {
+        settings,
+        workspace,
+        agent,
+        store,
+        session,
+        ctx,
+        terminal,
+        input,
+        mcp,
+        unfinished: String::new(),
+    };
     let profile = repl.settings.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default();
     repl.say(&format!(
         "keel · {}{profile} · {} · {} · /help for commands",
@@ -327,6 +416,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             turns,
             thousands(repl.session.projection().usage().input_tokens)
         ));
+        repl.show_last_exchange();
     }
 
     let history = FileBackedHistory::with_file(10_000, crate::paths::history_file()).ok();
@@ -337,6 +427,10 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let prompt = DefaultPrompt::new(DefaultPromptSegment::Basic("keel".into()), DefaultPromptSegment::Empty);
     let mut last_was_ctrl_c = false;
     loop {
+        let unfinished = std::mem::take(&mut repl.unfinished);
+        if !unfinished.is_empty() {
+            editor.run_edit_commands(&[reedline::EditCommand::InsertString(unfinished)]);
+        }
         let signal = editor.read_line(&prompt);
         match signal {
             Ok(Signal::Success(line)) => {
@@ -388,6 +482,9 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         }
     }
     repl.session.sync()?;
+    if repl.store.is_some() && repl.session.projection().turns() > 0 {
+        repl.say(&format!("to come back to this session: keel --resume {}", repl.session.id()));
+    }
     if let Some(mcp) = &repl.mcp {
         mcp.shutdown().await;
     }

@@ -27,7 +27,7 @@ pub async fn fetch(known: &KnownModel, dest: &Path, show: bool) -> Result<(), ke
     let started = Instant::now();
     let mut last_draw = Instant::now() - std::time::Duration::from_secs(1);
     let mut last_decile = 0u64;
-    eprintln!(
+    errln!(
         "keel: fetching {} ({}) into {}",
         known.file,
         mb(known.size),
@@ -40,20 +40,20 @@ pub async fn fetch(known: &KnownModel, dest: &Path, show: bool) -> Result<(), ke
         if tty {
             if last_draw.elapsed().as_millis() >= 100 || have >= total {
                 last_draw = Instant::now();
-                eprint!("\r\x1b[2K  {percent:>3}%  {} / {}  {rate:.1} MB/s", mb(have), mb(total));
+                err!("\r\x1b[2K  {percent:>3}%  {} / {}  {rate:.1} MB/s", mb(have), mb(total));
                 let _ = std::io::stderr().flush();
             }
         } else if percent / 10 > last_decile || have >= total {
             last_decile = percent / 10;
-            eprintln!("  {percent}%  {} / {}", mb(have), mb(total));
+            errln!("  {percent}%  {} / {}", mb(have), mb(total));
         }
     };
     let result = keel_local::download::download(&known.url(), dest, Some(known.sha256), &mut progress).await;
     if tty {
-        eprintln!();
+        errln!();
     }
     if result.is_ok() {
-        eprintln!("keel: {} ready ({}, checksum verified)", known.file, duration(started.elapsed()));
+        errln!("keel: {} ready ({}, checksum verified)", known.file, duration(started.elapsed()));
     }
     result
 }
@@ -118,24 +118,24 @@ pub async fn models_command(action: Option<ModelsAction>) -> anyhow::Result<u8> 
     match action.unwrap_or(ModelsAction::List) {
         ModelsAction::List => {
             let cached = models::list_cached(&cache);
-            println!("cache: {}", cache.display());
+            outln!("cache: {}", cache.display());
             if cached.is_empty() {
-                println!("  (empty)");
+                outln!("  (empty)");
             }
             for model in &cached {
                 let known = model.known.map(|k| format!("  [{k}]")).unwrap_or_default();
-                println!(
+                outln!(
                     "  {}  {}{known}",
                     model.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
                     mb(model.size)
                 );
             }
-            println!("known models (keel models pull NAME):");
+            outln!("known models (keel models pull NAME):");
             for known in models::KNOWN {
                 let have = cached.iter().any(|c| c.known == Some(known.name));
                 let default =
                     if known.name == models::default_model().name { ", default for --local" } else { "" };
-                println!(
+                outln!(
                     "  {:<20} {}{default}{}",
                     known.name,
                     mb(known.size),
@@ -151,23 +151,23 @@ pub async fn models_command(action: Option<ModelsAction>) -> anyhow::Result<u8> 
                     Some(known) => known,
                     None => {
                         let names: Vec<&str> = models::KNOWN.iter().map(|k| k.name).collect();
-                        eprintln!("keel: unknown model `{name}`; known: {}", names.join(", "));
+                        errln!("keel: unknown model `{name}`; known: {}", names.join(", "));
                         return Ok(exit::USAGE);
                     }
                 },
             };
             let dest = cache.join(known.file);
             if dest.is_file() {
-                println!("{} is already cached: {}", known.name, dest.display());
+                outln!("{} is already cached: {}", known.name, dest.display());
                 return Ok(exit::OK);
             }
             match fetch(known, &dest, true).await {
                 Ok(()) => {
-                    println!("{}", dest.display());
+                    outln!("{}", dest.display());
                     Ok(exit::OK)
                 }
                 Err(e) => {
-                    eprintln!("keel: {e}");
+                    errln!("keel: {e}");
                     Ok(exit::ERROR)
                 }
             }

@@ -1,5 +1,7 @@
 //! `keel`: a coding agent in your terminal.
 
+#[macro_use]
+mod out;
 mod cli;
 mod config;
 mod doctor;
@@ -8,6 +10,8 @@ mod interactive;
 mod local;
 mod mcp;
 mod paths;
+mod permissions;
+mod piped;
 mod pricing;
 mod print_mode;
 mod prompt;
@@ -16,6 +20,8 @@ mod render;
 mod sessions;
 mod setup;
 mod signals;
+mod typing;
+mod undo;
 
 use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
@@ -61,25 +67,39 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
         Some(cli::Command::Sessions { action }) => return sessions::run(action),
         Some(cli::Command::Models { action }) => return local::models_command(action).await,
         Some(cli::Command::Sandbox) => return doctor::run(&cli).await,
+        Some(cli::Command::Permissions) => return permissions::command(&cli),
         Some(cli::Command::Mcp { action: None | Some(cli::McpAction::List) }) => {
             return mcp::list_command(&cli).await;
         }
         None => {}
+    }
+    if let Some(word) = cli.task.as_deref()
+        && let Some(command) = cli::misspelled_command(word)
+    {
+        errln!(
+            "keel: `{word}` is not a command; did you mean `keel {command}`? (To send `{word}` to the model as a task: keel -p {word})"
+        );
+        return Ok(exit::USAGE);
     }
     let mut task = cli.print.take().or(cli.task.take());
     if task.is_none() && !std::io::stdin().is_terminal() {
         let mut text = String::new();
         std::io::stdin().read_to_string(&mut text)?;
         task = Some(text);
+    } else if let Some(given) = &task
+        && piped::piped_stdin()
+    {
+        let (piped, total) = piped::read_capped(std::io::stdin().lock(), piped::PIPED_BYTES)?;
+        task = Some(piped::with_piped(given, &piped, total));
     }
     match task {
         Some(task) if task.trim().is_empty() => {
-            eprintln!("keel: the task is empty");
+            errln!("keel: the task is empty");
             Ok(exit::USAGE)
         }
         Some(task) => print_mode::run(&cli, task).await,
         None if cli.json => {
-            eprintln!("keel: --json needs a task (an argument or stdin)");
+            errln!("keel: --json needs a task (an argument or stdin)");
             Ok(exit::USAGE)
         }
         None => interactive::run(&cli).await,
@@ -124,14 +144,14 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("keel: cannot start: {e}");
+            errln!("keel: cannot start: {e}");
             return ExitCode::from(exit::ERROR);
         }
     };
     let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("keel: {e:#}");
+            errln!("keel: {e:#}");
             exit::ERROR
         }
     };

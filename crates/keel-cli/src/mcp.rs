@@ -207,24 +207,24 @@ pub async fn list_command(cli: &Cli) -> anyhow::Result<u8> {
     let servers = match config::mcp_servers(cli) {
         Ok(servers) => servers,
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
     let manager = match start(&servers) {
         Ok(Some(manager)) => manager,
         Ok(None) => {
-            println!("{}", table(&[]));
+            outln!("{}", table(&[]));
             return Ok(exit::OK);
         }
         Err(e) => {
-            eprintln!("keel: {e}");
+            errln!("keel: {e}");
             return Ok(exit::USAGE);
         }
     };
     manager.wait_for_startup().await;
     let statuses = manager.statuses();
-    println!("{}", table(&statuses));
+    outln!("{}", table(&statuses));
     manager.shutdown().await;
     let failed = statuses.iter().any(|s| !matches!(s.state, ServerState::Ready));
     Ok(if failed { exit::ERROR } else { exit::OK })

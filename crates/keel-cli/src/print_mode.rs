@@ -45,7 +45,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     let fail = |message: String| -> anyhow::Result<u8> {
         match &json {
             Some(out) => out.write_value(&json!({"type": "keel/error", "data": {"message": message}})),
-            None => eprintln!("keel: {message}"),
+            None => errln!("keel: {message}"),
         }
         Ok(exit::USAGE)
     };
@@ -62,9 +62,9 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Ok(mcp) => mcp.map(|m| SessionTools::new(m, settings.permission == PermissionMode::ReadOnly)),
         Err(e) => return fail(e.0),
     };
-    let terminal = Arc::new(Terminal::new(false));
+    let terminal = Arc::new(Terminal::new(false).with_changes(&workspace));
     let input = TurnInput::new();
-    let policy = match setup::policy(&settings) {
+    let policy = match setup::policy(&settings, &workspace) {
         Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal), &workspace)),
         Err(e) => return fail(e.0),
     };
@@ -97,7 +97,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
                     Some(out) => {
                         out.write_value(&json!({"type": "keel/error", "data": {"message": e.to_string()}}))
                     }
-                    None => eprintln!("keel: {e}"),
+                    None => errln!("keel: {e}"),
                 }
                 return Ok(exit::ERROR);
             }
@@ -147,7 +147,11 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
                 TurnEndReason::Completed | TurnEndReason::MaxSteps | TurnEndReason::Looping
             ) && !outcome.final_text.is_empty()
             {
-                println!("{}", outcome.final_text.trim_end());
+                if crate::render::markdown::enabled() {
+                    out!("{}", crate::render::markdown::render(&outcome.final_text, crate::render::width()));
+                } else {
+                    outln!("{}", outcome.final_text.trim_end());
+                }
             }
             terminal.summary(&outcome, started.elapsed(), &settings.model_name(), &settings, None);
         }

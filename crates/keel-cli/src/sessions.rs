@@ -109,37 +109,68 @@ pub fn transcript(events: &[Event]) -> String {
     out.trim_end().to_owned()
 }
 
+/// The last exchange of a session, shortened, to show where a resumed conversation was:
+/// the user's last prompt and the answer that followed it.
+pub fn last_exchange(events: &[Event]) -> Vec<String> {
+    let prompt = events.iter().rposition(
+        |e| matches!(&e.kind, EventKind::UserMessage(u) if u.source == keel_session::InputSource::Prompt),
+    );
+    let Some(at) = prompt else { return Vec::new() };
+    let EventKind::UserMessage(user) = &events[at].kind else { return Vec::new() };
+    let mut lines = vec![format!("  you: {}", clip(&user.text, 200))];
+    let answer = events[at..].iter().rev().find_map(|e| match &e.kind {
+        EventKind::AssistantMessage(m) => {
+            let text = m.text();
+            (!text.trim().is_empty()).then_some(text)
+        }
+        _ => None,
+    });
+    match answer {
+        Some(text) => {
+            let shown: Vec<&str> = text.trim().lines().filter(|l| !l.trim().is_empty()).collect();
+            for line in shown.iter().take(4) {
+                lines.push(format!("  keel: {}", clip(line, 200)));
+            }
+            if shown.len() > 4 {
+                lines.push(format!("  keel: … ({} more lines)", shown.len() - 4));
+            }
+        }
+        None => lines.push("  keel: (no answer)".to_owned()),
+    }
+    lines
+}
+
 /// Runs a sessions subcommand; returns the exit code.
 pub fn run(action: Option<SessionsAction>) -> anyhow::Result<u8> {
     let store = JsonlStore::new(crate::paths::sessions_dir());
     match action.unwrap_or(SessionsAction::List { here: false }) {
         SessionsAction::List { here } => {
             let cwd = std::env::current_dir()?.canonicalize()?.display().to_string();
-            println!("{}", table(&store, here.then_some(cwd.as_str()), 50)?);
+            outln!("{}", table(&store, here.then_some(cwd.as_str()), 50)?);
         }
         SessionsAction::Show { id, raw } => {
             let events = match store.read(&id) {
                 Ok(events) => events,
                 Err(e) => {
-                    eprintln!("keel: {e}");
+                    errln!("keel: {e}");
                     return Ok(exit::USAGE);
                 }
             };
             if raw {
                 for event in &events {
-                    println!("{}", serde_json::to_string(event)?);
+                    outln!("{}", serde_json::to_string(event)?);
                 }
             } else {
-                println!("{}", transcript(&events));
+                outln!("{}", transcript(&events));
             }
         }
         SessionsAction::Fork { id, at } => match store.fork(&id, at) {
             Ok(fork) => {
-                println!("{}", fork.id());
-                eprintln!("forked {id} → {}; continue it with: keel --resume {}", fork.id(), fork.id());
+                outln!("{}", fork.id());
+                errln!("forked {id} → {}; continue it with: keel --resume {}", fork.id(), fork.id());
             }
             Err(e) => {
-                eprintln!("keel: {e}");
+                errln!("keel: {e}");
                 return Ok(exit::USAGE);
             }
         },

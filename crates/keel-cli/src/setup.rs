@@ -32,11 +32,13 @@ pub fn client(config: &ProviderConfig) -> Result<Arc<dyn ModelClient>, ConfigErr
     config.client().map_err(|e| ConfigError(e.message))
 }
 
-/// The permission policy for the settings.
-pub fn policy(settings: &Settings) -> Result<PermissionPolicy, ConfigError> {
-    PermissionPolicy::new(settings.permission)
+/// The permission policy for the settings: the mode, the deny-list, the rules.
+pub fn policy(settings: &Settings, workspace: &Path) -> Result<PermissionPolicy, ConfigError> {
+    let rules = crate::permissions::rules(&settings.rules, workspace)?;
+    Ok(PermissionPolicy::new(settings.permission)
         .add_deny_patterns(&settings.deny)
-        .map_err(|e| ConfigError(format!("a deny pattern in the config is not a valid regex: {e}")))
+        .map_err(|e| ConfigError(format!("a deny pattern in the config is not a valid regex: {e}")))?
+        .with_rules(rules))
 }
 
 /// The model the settings name: a client for a server, or the embedded model (loaded,

@@ -75,7 +75,10 @@ impl Interrupts {
     fn received(&self, kind: SignalKind) {
         let mut state = match self.state.lock() {
             Ok(state) => state,
-            Err(_) => std::process::exit(i32::from(exit::INTERRUPTED)),
+            Err(_) => {
+                crate::typing::restore();
+                std::process::exit(i32::from(exit::INTERRUPTED))
+            }
         };
         match &state.turn {
             Some(turn) if !turn.is_cancelled() => {
@@ -83,8 +86,14 @@ impl Interrupts {
                 state.leave |= kind != SignalKind::interrupt();
             }
             // The second signal of a turn: leave now.
-            Some(_) => std::process::exit(i32::from(exit::INTERRUPTED)),
-            None => std::process::exit(128 + kind.as_raw_value()),
+            Some(_) => {
+                crate::typing::restore();
+                std::process::exit(i32::from(exit::INTERRUPTED))
+            }
+            None => {
+                crate::typing::restore();
+                std::process::exit(128 + kind.as_raw_value())
+            }
         }
     }
 }

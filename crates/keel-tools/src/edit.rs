@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::ToolsConfig;
+use crate::undo::Keeper;
 use crate::workspace::Roots;
 
 /// Arguments of `edit_file`.
@@ -210,6 +211,11 @@ fn too_big(path: &str, size: u64, after_edit: bool) -> ToolError {
 
 /// Applies the edit to `path` under `roots`; returns the report for the model.
 pub fn edit(roots: &Roots, args: &EditArgs) -> Result<String, ToolError> {
+    edit_kept(roots, args, None)
+}
+
+/// [`edit`], keeping the file as it was for undo before changing it when `keep` is given.
+pub fn edit_kept(roots: &Roots, args: &EditArgs, keep: Option<&Keeper>) -> Result<String, ToolError> {
     if args.old_text.is_empty() {
         return Err(ToolError::new(
             "invalid_arguments",
@@ -246,6 +252,13 @@ pub fn edit(roots: &Roots, args: &EditArgs) -> Result<String, ToolError> {
             format!("`{}` is not valid UTF-8 text; edit_file only edits text", args.path),
         )
     })?;
+    // Kept for undo before any path below can change the file (a failed edit's copy is
+    // never used: undo takes only calls that succeeded).
+    if let Some(keeper) = keep
+        && let Err(e) = keeper.keep(&canonical, Some(&file))
+    {
+        tracing::warn!("cannot keep `{}` for undo: {e}", args.path);
+    }
     // Keep the file's line endings: a model writes `\n` even in a CRLF file.
     let crlf = content.contains("\r\n");
     let convert =
@@ -343,11 +356,12 @@ impl Tool for EditFile {
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
         let state = Arc::clone(&ctx.state);
         let check = self.config.read_before_change;
+        let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
                 crate::seen::require(roots, &state, &args.path, "edit_file")?;
             }
-            edit(roots, &args)
+            edit_kept(roots, &args, keeper.as_ref())
         })
     }
 }

@@ -22,10 +22,12 @@ pub mod output;
 mod policy;
 pub mod profile;
 pub mod read;
+pub mod rules;
 pub mod sandbox;
 mod seen;
 pub mod shell;
 mod suggest;
+pub mod undo;
 pub mod workspace;
 pub mod write;
 

@@ -205,6 +205,73 @@ fn last_lines(text: &str, lines: usize) -> String {
     body[from..].to_owned()
 }
 
+/// The last line of output while a command runs (a live view for the user, never sent
+/// to the model): lines end at `\n` or `\r` (progress bars), terminal escapes are dropped,
+/// a line is kept to 200 characters.
+#[derive(Debug, Default)]
+pub struct LiveTail {
+    partial: Vec<u8>,
+    last: Option<String>,
+    changed: bool,
+}
+
+impl LiveTail {
+    /// Feeds output bytes.
+    pub fn push(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            if byte == b'\n' || byte == b'\r' {
+                let line = clean_line(&self.partial);
+                self.partial.clear();
+                if !line.trim().is_empty() {
+                    self.last = Some(line);
+                    self.changed = true;
+                }
+            } else if self.partial.len() < 4096 {
+                self.partial.push(byte);
+            }
+        }
+    }
+
+    /// The last complete line, if it changed since the last call.
+    pub fn take_new(&mut self) -> Option<String> {
+        if !self.changed {
+            return None;
+        }
+        self.changed = false;
+        self.last.clone()
+    }
+}
+
+/// A line of output as text: escape sequences and control characters dropped, at most
+/// 200 characters.
+fn clean_line(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        if c == '\t' {
+            out.push(' ');
+        } else if !c.is_control() {
+            out.push(c);
+        }
+        if out.chars().count() >= 200 {
+            break;
+        }
+    }
+    out.trim_end().to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,5 +320,20 @@ mod tests {
         let captured = capture.finish();
         assert!(captured.text.len() < 20 * 1024);
         assert!(captured.text.starts_with("éé"));
+    }
+
+    #[test]
+    fn the_live_tail_is_the_last_clean_line() {
+        let mut live = LiveTail::default();
+        live.push(b"Compiling a\nCompil");
+        assert_eq!(live.take_new().as_deref(), Some("Compiling a"));
+        assert_eq!(live.take_new(), None);
+        live.push(b"ing b\n\n");
+        assert_eq!(live.take_new().as_deref(), Some("Compiling b"));
+        live.push(b"\x1b[32m 40%\x1b[0m\t[====  ]\r 80%\r");
+        assert_eq!(live.take_new().as_deref(), Some(" 80%"));
+        live.push(&[b'x'; 300]);
+        live.push(b"\n");
+        assert_eq!(live.take_new().map(|l| l.len()), Some(200));
     }
 }

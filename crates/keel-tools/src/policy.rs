@@ -1,11 +1,12 @@
 //! The permission policy: which calls run, decided per call before the tool starts.
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::BoxFuture;
 use keel_agent::{HookDecision, Hooks, ToolCallRequest};
 use regex::{Regex, RegexSet};
+
+use crate::rules::{PermissionRules, RuleKind, RuleVerdict};
 
 /// How much the agent may do without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,7 +40,8 @@ impl PermissionMode {
 pub enum AskAnswer {
     /// Run this call.
     Allow,
-    /// Run this call and every later call of the same tool without asking.
+    /// Run this call, and add the request's suggested rules to the allow list for the
+    /// rest of the run (`shell(git status*)`, `edit_file(src/**)`).
     AllowAlways,
     /// Do not run it; the turn goes on.
     Deny,
@@ -49,11 +51,23 @@ pub enum AskAnswer {
 
 /// What the user is asked about.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AskRequest {
     /// The tool name.
     pub tool: String,
     /// The raw arguments.
     pub arguments: String,
+    /// The rules "always" would add to the allow list.
+    pub suggested: Vec<String>,
+    /// The `ask` rule that made this call ask, if one did.
+    pub rule: Option<String>,
+}
+
+impl AskRequest {
+    /// A request for a call of `tool` with raw `arguments`, suggesting no rule.
+    pub fn new(tool: impl Into<String>, arguments: impl Into<String>) -> Self {
+        AskRequest { tool: tool.into(), arguments: arguments.into(), suggested: Vec::new(), rule: None }
+    }
 }
 
 /// Asks the user (the CLI implements it with a prompt).
@@ -138,14 +152,16 @@ fn default_patterns() -> Vec<String> {
     patterns
 }
 
-/// Decides each call: deny-list for shell commands, then the mode.
+/// Decides each call: the deny-list for shell commands, then the rules (deny, ask,
+/// allow), then the mode.
 pub struct PermissionPolicy {
     mode: PermissionMode,
     deny: Vec<String>,
     /// Compiled on the first shell call: compiling costs milliseconds at start-up.
     deny_set: OnceLock<Option<RegexSet>>,
     ask: Option<AskFn>,
-    allowed_always: Mutex<HashSet<String>>,
+    /// The configured rules plus those "always" added.
+    rules: Mutex<PermissionRules>,
     stop_on_deny: bool,
 }
 
@@ -168,7 +184,7 @@ impl PermissionPolicy {
             deny: default_patterns(),
             deny_set: OnceLock::new(),
             ask: None,
-            allowed_always: Mutex::new(HashSet::new()),
+            rules: Mutex::new(PermissionRules::default()),
             stop_on_deny: false,
         }
     }
@@ -200,6 +216,24 @@ impl PermissionPolicy {
     pub fn with_ask(mut self, ask: AskFn) -> Self {
         self.ask = Some(ask);
         self
+    }
+
+    /// Sets the permission rules (see [`crate::rules`]).
+    pub fn with_rules(mut self, rules: PermissionRules) -> Self {
+        self.rules = Mutex::new(rules);
+        self
+    }
+
+    /// The rules now in force: the configured ones and those "always" added.
+    pub fn rules(&self) -> PermissionRules {
+        self.rules.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    fn verdict(&self, tool: &str, arguments: &str) -> RuleVerdict {
+        match self.rules.lock() {
+            Ok(rules) => rules.verdict(tool, arguments),
+            Err(poisoned) => poisoned.into_inner().verdict(tool, arguments),
+        }
     }
 
     /// Also stop the turn whenever a call is denied.
@@ -236,40 +270,65 @@ impl PermissionPolicy {
                 "The command was not run: it matches the deny-list pattern `{pattern}`. Do not try to work around this; find a safer way or ask the user."
             ));
         }
+        let verdict = self.verdict(&call.name, &call.arguments);
+        let read_only_refusal = || {
+            self.deny(format!(
+                "`{}` was not run: keel is in read-only mode, so only tools that read run. Describe the change instead, or ask the user to allow changes.",
+                call.name
+            ))
+        };
+        match verdict {
+            RuleVerdict::Deny(rule) => {
+                return self.deny(format!(
+                    "`{}` was not run: the user's permission rule `deny: {rule}` refuses it. Do not try to work around this; find another way or ask the user.",
+                    call.name
+                ));
+            }
+            RuleVerdict::Ask(_) if self.mode == PermissionMode::ReadOnly && !request.read_only => {
+                return read_only_refusal();
+            }
+            RuleVerdict::Ask(rule) => return self.ask_user(request, Some(rule)).await,
+            // Rules widen ask mode; read-only mode stays read-only.
+            RuleVerdict::Allow if self.mode != PermissionMode::ReadOnly => return HookDecision::Allow,
+            _ => {}
+        }
         if request.read_only {
             return HookDecision::Allow;
         }
         match self.mode {
             PermissionMode::Auto => HookDecision::Allow,
-            PermissionMode::ReadOnly => self.deny(format!(
-                "`{}` was not run: keel is in read-only mode, so only tools that read run. Describe the change instead, or ask the user to allow changes.",
+            PermissionMode::ReadOnly => read_only_refusal(),
+            PermissionMode::Ask => self.ask_user(request, None).await,
+        }
+    }
+
+    /// Asks the user about a call; "always" adds the suggested rules.
+    async fn ask_user(&self, request: ToolCallRequest<'_>, rule: Option<String>) -> HookDecision {
+        let call = request.call;
+        let Some(ask) = &self.ask else {
+            return self
+                .deny(format!("`{}` needs the user's permission and there is no way to ask.", call.name));
+        };
+        let suggested = self.rules.lock().map(|r| r.suggest(&call.name, &call.arguments)).unwrap_or_default();
+        let question =
+            AskRequest { tool: call.name.clone(), arguments: call.arguments.clone(), suggested, rule };
+        let suggested = question.suggested.clone();
+        match ask(question).await {
+            AskAnswer::Allow => HookDecision::Allow,
+            AskAnswer::AllowAlways => {
+                if let Ok(mut rules) = self.rules.lock() {
+                    // Suggested rules always parse; a failure only means asking again.
+                    let _ = rules.add(RuleKind::Allow, &suggested, "this session ([a]lways)");
+                }
+                HookDecision::Allow
+            }
+            AskAnswer::Deny => self.deny(format!(
+                "The user declined `{}`. Do not retry it; ask what they want instead.",
                 call.name
             )),
-            PermissionMode::Ask => {
-                let known = self.allowed_always.lock().map(|set| set.contains(&call.name)).unwrap_or(false);
-                if known {
-                    return HookDecision::Allow;
-                }
-                let Some(ask) = &self.ask else {
-                    return self.deny(format!("`{}` needs the user's permission and there is no way to ask.", call.name));
-                };
-                let answer = ask(AskRequest { tool: call.name.clone(), arguments: call.arguments.clone() }).await;
-                match answer {
-                    AskAnswer::Allow => HookDecision::Allow,
-                    AskAnswer::AllowAlways => {
-                        if let Ok(mut set) = self.allowed_always.lock() {
-                            set.insert(call.name.clone());
-                        }
-                        HookDecision::Allow
-                    }
-                    AskAnswer::Deny => {
-                        self.deny(format!("The user declined `{}`. Do not retry it; ask what they want instead.", call.name))
-                    }
-                    AskAnswer::DenyAndStop => HookDecision::DenyAndStop {
-                        reason: format!("The user declined `{}` and stopped the turn.", call.name),
-                    },
-                }
-            }
+            AskAnswer::DenyAndStop => HookDecision::DenyAndStop {
+                reason: format!("The user declined `{}` and stopped the turn.", call.name),
+            },
         }
     }
 }

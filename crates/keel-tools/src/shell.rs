@@ -313,6 +313,10 @@ async fn watch(
     let mut stop: Option<Stop> = None;
     let mut pipe_open = true;
     let mut abandoned = false;
+    // The last line of output, shown to whoever watches the loop, at most 4 times a second.
+    let mut live = crate::output::LiveTail::default();
+    let mut live_tick = tokio::time::interval(Duration::from_millis(250));
+    live_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
     let guard = &running.guard;
     let terminate = |stop_now: Stop, escalate: &mut Option<Pin<Box<Sleep>>>| {
@@ -326,7 +330,15 @@ async fn watch(
         tokio::select! {
             read = running.output.read(&mut buf), if pipe_open => match read {
                 Ok(0) | Err(_) => pipe_open = false,
-                Ok(n) => capture.push(&buf[..n]),
+                Ok(n) => {
+                    capture.push(&buf[..n]);
+                    live.push(&buf[..n]);
+                }
+            },
+            _ = live_tick.tick(), if pipe_open => {
+                if let Some(line) = live.take_new() {
+                    ctx.progress(line);
+                }
             },
             read = read_some(&mut running.status, &mut report), if status_open => match read {
                 Some(reported) => status = status.or(reported),

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::ToolsConfig;
+use crate::undo::Keeper;
 use crate::workspace::Roots;
 
 /// Arguments of `write_file`.
@@ -36,8 +37,23 @@ impl WriteFile {
 
 /// Writes `content` to `path` under `roots`; returns the report for the model.
 pub fn write(roots: &Roots, path: &str, content: &str) -> Result<String, ToolError> {
-    // The old size comes from the file's metadata: an old file is never read.
+    write_kept(roots, path, content, None)
+}
+
+/// [`write`], keeping the file as it was for undo first when `keep` is given.
+pub fn write_kept(
+    roots: &Roots,
+    path: &str,
+    content: &str,
+    keep: Option<&Keeper>,
+) -> Result<String, ToolError> {
+    // The old size comes from the file's metadata: an old file is read only for undo.
     let (mut file, canonical, before) = roots.open_write(path)?;
+    if let Some(keeper) = keep
+        && let Err(e) = keeper.keep(&canonical, before.is_some().then_some(&file))
+    {
+        tracing::warn!("cannot keep `{path}` for undo: {e}");
+    }
     let io = |e: std::io::Error| ToolError::msg(format!("cannot write `{path}`: {e}"));
     file.set_len(0).map_err(io)?;
     std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0)).map_err(io)?;
@@ -70,11 +86,12 @@ impl Tool for WriteFile {
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
         let state = Arc::clone(&ctx.state);
         let check = self.config.read_before_change;
+        let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
                 crate::seen::require(roots, &state, &args.path, "write_file")?;
             }
-            let report = write(roots, &args.path, &args.content)?;
+            let report = write_kept(roots, &args.path, &args.content, keeper.as_ref())?;
             crate::seen::mark(roots, &state, &args.path);
             Ok(report)
         })

@@ -154,3 +154,94 @@ async fn a_policy_can_stop_the_turn_on_denial_and_patterns_are_configurable() {
     assert_eq!(outcome.reason, TurnEndReason::Blocked);
     assert!(PermissionPolicy::new(PermissionMode::Auto).with_deny_patterns(["(unclosed"]).is_err());
 }
+
+/// Issue 14: rules from config decide before the mode, in every mode; deny beats ask
+/// beats allow; "always" adds the narrow rule it offered.
+#[tokio::test]
+async fn rules_decide_before_the_mode_and_always_adds_the_offered_rule() {
+    use keel_tools::rules::{PermissionRules, RuleKind};
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join(".env"), "KEY=1\n").unwrap();
+    let rules = || {
+        let mut rules = PermissionRules::new(ws.path());
+        rules.add(RuleKind::Allow, ["shell(echo ok*)", "shell(true)"], "test").unwrap();
+        rules.add(RuleKind::Ask, ["shell(echo ask*)"], "test").unwrap();
+        rules.add(RuleKind::Deny, ["read_file(.env*)", "shell(touch *)"], "test").unwrap();
+        rules
+    };
+    let script = || {
+        ScriptedModel::new([
+            reply()
+                .call("shell", r#"{"command":"echo ok && true"}"#)
+                .call("shell", r#"{"command":"true; touch denied"}"#)
+                .call("read_file", r#"{"path":".env"}"#)
+                .call("shell", r#"{"command":"echo ask"}"#),
+            reply().text("done"),
+        ])
+    };
+    for mode in [PermissionMode::Auto, PermissionMode::Ask, PermissionMode::ReadOnly] {
+        let asked: Arc<Mutex<Vec<AskRequest>>> = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&asked);
+        let ask: AskFn = Arc::new(move |request: AskRequest| {
+            log.lock().unwrap().push(request);
+            Box::pin(async { AskAnswer::Allow })
+        });
+        let policy = PermissionPolicy::new(mode).with_rules(rules()).with_ask(ask);
+        let mut session = Session::in_memory("/w");
+        agent(script(), policy)
+            .run_turn(
+                &mut session,
+                &SessionContext::new(ws.path()),
+                "go",
+                &NullSink,
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        let results = results(&session);
+        assert!(!ws.path().join("denied").exists(), "{mode:?}");
+        assert!(results[1].1 && results[1].0.contains("`deny: shell(touch *)`"), "{mode:?} {results:?}");
+        assert!(results[2].1 && results[2].0.contains("`deny: read_file(.env*)`"), "{mode:?}");
+        let asked: Vec<String> = asked.lock().unwrap().iter().map(|r| r.arguments.clone()).collect();
+        match mode {
+            PermissionMode::ReadOnly => {
+                assert!(results[0].1 && results[0].0.contains("read-only mode"), "{results:?}");
+                assert!(asked.is_empty(), "{asked:?}");
+            }
+            _ => {
+                assert_eq!(results[0], ("ok\n[exit code: 0]".to_owned(), false), "{mode:?}");
+                assert_eq!(asked, [r#"{"command":"echo ask"}"#], "{mode:?}: only the ask rule asks");
+            }
+        }
+    }
+
+    // "always" on `git status --short` allows `git status` later, not `git push`.
+    let asked: Arc<Mutex<Vec<AskRequest>>> = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&asked);
+    let ask: AskFn = Arc::new(move |request: AskRequest| {
+        log.lock().unwrap().push(request);
+        Box::pin(async { AskAnswer::AllowAlways })
+    });
+    let policy = Arc::new(PermissionPolicy::new(PermissionMode::Ask).with_ask(ask));
+    let model = ScriptedModel::new([
+        reply().call("shell", r#"{"command":"echo a"}"#),
+        reply().call("shell", r#"{"command":"echo b && echo c"}"#),
+        reply().call("shell", r#"{"command":"printf d"}"#),
+        reply().text("done"),
+    ]);
+    let agent = Agent::builder(model)
+        .tools(builtin(Arc::new(ToolsConfig::default())))
+        .hooks(keel_agent::HookChain::new().with_shared(Arc::clone(&policy) as Arc<dyn keel_agent::Hooks>))
+        .build();
+    let mut session = Session::in_memory("/w");
+    agent
+        .run_turn(&mut session, &SessionContext::new(ws.path()), "go", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    let asked = asked.lock().unwrap();
+    let commands: Vec<&str> = asked.iter().map(|r| r.arguments.as_str()).collect();
+    assert_eq!(commands, [r#"{"command":"echo a"}"#, r#"{"command":"printf d"}"#]);
+    assert_eq!(asked[0].suggested, ["shell(echo*)"]);
+    let added: Vec<String> = policy.rules().rules().iter().map(|r| r.rule.text().to_owned()).collect();
+    assert_eq!(added, ["shell(echo*)", "shell(printf*)"]);
+}

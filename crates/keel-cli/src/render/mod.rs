@@ -1,8 +1,11 @@
 //! Sinks for the terminal and for JSON, and the closing summary.
 
 pub mod approval;
+pub mod changes;
+pub mod diff;
 pub mod format;
 pub mod json;
+pub mod markdown;
 
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
@@ -33,6 +36,17 @@ struct State {
     held: Option<String>,
     /// Whether anything of this reply was printed yet.
     reply_started: bool,
+    /// The line being typed during a turn, drawn after the spinner.
+    typed: String,
+    /// The last line a running command printed, drawn after the spinner's label.
+    live: Option<String>,
+    /// Streamed answer text waiting for its block to end (Markdown rendering).
+    markdown: markdown::MarkdownStream,
+}
+
+/// The terminal's width in columns (100 when it cannot be told).
+pub fn width() -> usize {
+    crossterm::terminal::size().map(|(w, _)| usize::from(w)).ok().filter(|w| *w >= 20).unwrap_or(100)
 }
 
 /// True when text starts like a tool call written as text.
@@ -47,7 +61,10 @@ pub struct Terminal {
     color: bool,
     spinner: bool,
     stream_text: bool,
+    /// Streamed answers are rendered as Markdown (stdout is a terminal, colors allowed).
+    markdown: bool,
     state: Mutex<State>,
+    changes: Option<changes::Changes>,
 }
 
 impl Terminal {
@@ -55,7 +72,35 @@ impl Terminal {
     pub fn new(stream_text: bool) -> Self {
         let tty = std::io::stderr().is_terminal();
         let color = tty && std::env::var_os("NO_COLOR").is_none();
-        Terminal { color, spinner: tty, stream_text, state: Mutex::new(State::default()) }
+        Terminal {
+            color,
+            spinner: tty,
+            stream_text,
+            markdown: stream_text && markdown::enabled(),
+            state: Mutex::new(State::default()),
+            changes: None,
+        }
+    }
+
+    /// Shows under each write or edit its diff, read from files under `workspace`.
+    pub fn with_changes(mut self, workspace: &std::path::Path) -> Self {
+        self.changes = changes::Changes::new(workspace);
+        self
+    }
+
+    /// Stops the spinner (while a question waits for an answer).
+    pub fn stop_spinner(&self) {
+        self.spin(None);
+    }
+
+    /// `text` dimmed when stderr gets colors.
+    pub fn dim(&self, text: &str) -> String {
+        self.paint("2", text)
+    }
+
+    /// Whether stderr gets colors.
+    pub fn color(&self) -> bool {
+        self.color
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -71,7 +116,7 @@ impl Terminal {
 
     fn clear(&self, state: &mut State) {
         if state.drawn {
-            eprint!("\r\x1b[2K");
+            err!("\r\x1b[2K");
             state.drawn = false;
         }
     }
@@ -81,10 +126,10 @@ impl Terminal {
         self.with(|state| {
             self.clear(state);
             if state.text_open {
-                println!();
+                outln!();
                 state.text_open = false;
             }
-            eprintln!("{text}");
+            errln!("{text}");
         });
     }
 
@@ -107,19 +152,71 @@ impl Terminal {
             return;
         }
         self.with(|state| {
-            let Some((label, since)) = &state.spinning else { return };
-            if state.text_open {
-                return;
+            if state.spinning.is_some() {
+                state.frame = (state.frame + 1) % SPINNER.len();
             }
-            state.frame = (state.frame + 1) % SPINNER.len();
-            let mut text = format!("{} {label} {}", SPINNER[state.frame], duration(since.elapsed()));
-            if state.streamed_chars > 0 {
-                text.push_str(&format!(" · {} chars", thousands(state.streamed_chars as u64)));
-            }
-            eprint!("\r\x1b[2K{}", self.paint("2", &text));
-            let _ = std::io::stderr().flush();
-            state.drawn = true;
+            self.draw(state);
         });
+    }
+
+    /// True when stderr is a terminal the spinner is drawn on.
+    pub fn draws(&self) -> bool {
+        self.spinner
+    }
+
+    /// The line being typed changed: redraw it after the spinner.
+    pub fn typing(&self, text: &str) {
+        self.with(|state| {
+            state.typed = text.to_owned();
+            self.draw(state);
+        });
+    }
+
+    /// Draws the status line: the spinner, then the line being typed (its end, if long).
+    fn draw(&self, state: &mut State) {
+        if state.text_open {
+            return;
+        }
+        let mut status = match &state.spinning {
+            Some((label, since)) => {
+                let mut text = format!("{} {label} {}", SPINNER[state.frame], duration(since.elapsed()));
+                if state.streamed_chars > 0 {
+                    text.push_str(&format!(" · {} chars", thousands(state.streamed_chars as u64)));
+                }
+                if let Some(live) = &state.live {
+                    // Room is kept for the line being typed.
+                    let room = width()
+                        .saturating_sub(text.chars().count() + 5 + state.typed.chars().count().min(30));
+                    if room >= 10 {
+                        text.push_str(&format!(" │ {}", clip(live, room)));
+                    }
+                }
+                text
+            }
+            None => String::new(),
+        };
+        if status.is_empty() && state.typed.is_empty() {
+            self.clear(state);
+            return;
+        }
+        let room = width().saturating_sub(status.chars().count() + 5).max(10);
+        let typed = crate::render::approval::visible(&state.typed);
+        let count = typed.chars().count();
+        let typed: String = if count > room {
+            format!("…{}", typed.chars().skip(count + 1 - room).collect::<String>())
+        } else {
+            typed
+        };
+        let has_status = !status.is_empty();
+        status = self.paint("2", &status);
+        let line = match (!has_status, state.typed.is_empty()) {
+            (_, true) => status,
+            (true, false) => format!("› {typed}"),
+            (false, false) => format!("{status}  › {typed}"),
+        };
+        err!("\r\x1b[2K{line}");
+        let _ = std::io::stderr().flush();
+        state.drawn = true;
     }
 
     fn text(&self, delta: &str) {
@@ -146,9 +243,21 @@ impl Terminal {
         if text.is_empty() {
             return;
         }
+        if self.markdown {
+            state.reply_started = true;
+            if let Some(rendered) = state.markdown.push(text, width()) {
+                self.show(state, &rendered);
+            }
+            return;
+        }
+        self.show(state, text);
+    }
+
+    /// Prints answer text on stdout (the spinner cleared first).
+    fn show(&self, state: &mut State, text: &str) {
         state.spinning = None;
         self.clear(state);
-        print!("{text}");
+        out!("{text}");
         let _ = std::io::stdout().flush();
         state.reply_started = true;
         state.text_open = !text.ends_with('\n');
@@ -161,6 +270,11 @@ impl Terminal {
                 && !message.has_tool_calls()
             {
                 self.print_text(state, &held);
+            }
+            if self.markdown
+                && let Some(rendered) = state.markdown.finish(width())
+            {
+                self.show(state, &rendered);
             }
             state.reply_started = false;
         });
@@ -254,7 +368,7 @@ impl Sink for Terminal {
                     self.spin(None);
                     self.with(|state| {
                         if state.text_open {
-                            println!();
+                            outln!();
                             state.text_open = false;
                         }
                     });
@@ -283,7 +397,7 @@ impl Sink for Terminal {
                     self.spin(None);
                     self.with(|state| {
                         if state.text_open {
-                            println!();
+                            outln!();
                             state.text_open = false;
                         }
                     });
@@ -312,10 +426,14 @@ impl Sink for Terminal {
             }
             AgentEvent::Model(_) => {}
             AgentEvent::ToolStarted { call, .. } => {
+                if let Some(changes) = &self.changes {
+                    changes.started(&call.id, &call.name, &call.arguments);
+                }
                 self.spin(Some(format!("{} {}", call.name, short_args(&call.name, &call.arguments))));
             }
-            AgentEvent::ToolProgress { .. } => {}
+            AgentEvent::ToolProgress { text, .. } => self.with(|state| state.live = Some((*text).to_owned())),
             AgentEvent::ToolFinished { step, call, result, duration: took } => {
+                self.with(|state| state.live = None);
                 let mark = if result.is_error { self.paint("31", "✗") } else { self.paint("32", "✓") };
                 let args = short_args(&call.name, &call.arguments);
                 let summary = short_result(&call.name, &result.content, result.is_error);
@@ -328,6 +446,15 @@ impl Sink for Terminal {
                     "{step:>3} {mark} {} {args}  → {summary}{timing}",
                     self.paint("1", &call.name)
                 ));
+                let shown = match &self.changes {
+                    Some(changes) if !result.is_error || call.name == "shell" => {
+                        changes.finished(&call.id, &call.name, &call.arguments, &result.content, self.color)
+                    }
+                    _ => Vec::new(),
+                };
+                for line in shown {
+                    self.line(&if line.contains('\x1b') { line } else { self.paint("2", &line) });
+                }
                 self.spin(Some("thinking".into()));
             }
         }

@@ -1,0 +1,430 @@
+//! Permission rules: `tool(pattern)` entries in `allow`, `ask` and `deny` lists.
+//!
+//! - `shell(cargo test*)`: the pattern matches a whole shell command; `*` matches any
+//!   text (spaces and slashes included), `?` one character. A compound command (`a && b`,
+//!   `a || b`, `a; b`, `a | b`, `a & b`, lines) is split outside quotes: a deny or ask
+//!   rule that matches the whole command or any part decides; an allow rule must match
+//!   *every* part, and a part with a command substitution (`$(…)`, backticks, `<(…)`) or
+//!   an output redirection to a file is never allowed by a rule.
+//! - `edit_file(src/**)`: for tools with a `path` argument, a glob over the path relative
+//!   to the workspace (`*` stays within a folder, `**` crosses folders). A pattern
+//!   without `/` matches the file name at any depth (`read_file(.env*)` matches
+//!   `config/.env.local`); a pattern with `/` (`./x.py` included) is anchored at the
+//!   workspace.
+//! - `tool` alone (or `tool(*)`) matches every call of the tool; tool names may use `*`
+//!   (`mcp__github__*`).
+//!
+//! Deny beats ask beats allow.
+
+use std::path::{Component, Path, PathBuf};
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde_json::Value;
+
+mod command;
+
+use command::wildcard;
+pub use command::{CommandPart, split_command};
+
+/// Which list a rule is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum RuleKind {
+    /// Runs without asking.
+    Allow,
+    /// Asks the user, whatever the mode.
+    Ask,
+    /// Refused, whatever the mode.
+    Deny,
+}
+
+impl RuleKind {
+    /// `allow`, `ask` or `deny`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleKind::Allow => "allow",
+            RuleKind::Ask => "ask",
+            RuleKind::Deny => "deny",
+        }
+    }
+}
+
+/// A rule that could not be read.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("permission rule `{rule}`: {reason}")]
+pub struct RuleError {
+    /// The rule as written.
+    pub rule: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone)]
+enum Matcher {
+    /// Every call of the tool.
+    Any,
+    /// A shell command pattern (`*`, `?`).
+    Command(String),
+    /// A path glob, anchored at the workspace or matched against the file name.
+    Path { glob: GlobMatcher, anchored: bool },
+}
+
+/// One rule: a tool name (with `*`) and what of its call it matches.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    text: String,
+    tool: String,
+    matcher: Matcher,
+}
+
+impl Rule {
+    /// Parses `tool` or `tool(pattern)`.
+    pub fn parse(text: &str) -> Result<Rule, RuleError> {
+        let err = |reason: &str| RuleError { rule: text.to_owned(), reason: reason.to_owned() };
+        let trimmed = text.trim();
+        let (tool, pattern) = match trimmed.find('(') {
+            Some(open) => {
+                let Some(inner) = trimmed[open + 1..].strip_suffix(')') else {
+                    return Err(err("expected `tool(pattern)`: the closing parenthesis is missing"));
+                };
+                (trimmed[..open].trim(), Some(inner))
+            }
+            None => (trimmed, None),
+        };
+        if tool.is_empty() || !tool.chars().all(|c| c.is_ascii_alphanumeric() || "_-*.".contains(c)) {
+            return Err(err("expected a tool name such as shell, edit_file or mcp__server__tool"));
+        }
+        let matcher = match pattern.map(str::trim) {
+            None | Some("*") | Some("**") => Matcher::Any,
+            Some("") => return Err(err("the pattern in parentheses is empty")),
+            Some(pattern) if tool == "shell" => Matcher::Command(pattern.to_owned()),
+            Some(pattern) => {
+                let anchored = pattern.contains('/');
+                let pattern = pattern.strip_prefix("./").unwrap_or(pattern);
+                let glob = GlobBuilder::new(pattern)
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|e| err(&format!("not a valid path glob: {}", e.kind())))?;
+                Matcher::Path { glob: glob.compile_matcher(), anchored }
+            }
+        };
+        Ok(Rule { text: trimmed.to_owned(), tool: tool.to_owned(), matcher })
+    }
+
+    /// The rule as written.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    fn names(&self, tool: &str) -> bool {
+        wildcard(&self.tool, tool)
+    }
+
+    fn matches_command(&self, command: &str) -> bool {
+        match &self.matcher {
+            Matcher::Any => true,
+            Matcher::Command(pattern) => wildcard(pattern, command.trim()),
+            Matcher::Path { .. } => false,
+        }
+    }
+
+    fn matches_path(&self, path: Option<&Path>) -> bool {
+        match (&self.matcher, path) {
+            (Matcher::Any, _) => true,
+            (Matcher::Path { glob, anchored: true }, Some(path)) => glob.is_match(path),
+            (Matcher::Path { glob, anchored: false }, Some(path)) => {
+                glob.is_match(path) || path.file_name().is_some_and(|name| glob.is_match(name))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A rule and where it came from.
+#[derive(Debug, Clone)]
+pub struct SourcedRule {
+    /// The list.
+    pub kind: RuleKind,
+    /// The rule.
+    pub rule: Rule,
+    /// Where it was written (a config file and table, "this session").
+    pub source: String,
+}
+
+/// What the rules say about a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RuleVerdict {
+    /// No rule decides: the mode does.
+    None,
+    /// Allowed by rules (each part of a compound command by one).
+    Allow,
+    /// Ask, by this rule.
+    Ask(String),
+    /// Refused, by this rule.
+    Deny(String),
+}
+
+/// The rules of a run, in order, with their sources.
+#[derive(Debug, Clone, Default)]
+pub struct PermissionRules {
+    rules: Vec<SourcedRule>,
+    workspace: Option<PathBuf>,
+}
+
+impl PermissionRules {
+    /// No rules; paths are taken relative to `workspace`.
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        PermissionRules { rules: Vec::new(), workspace: Some(workspace.into()) }
+    }
+
+    /// Adds the rules of one list from one source.
+    pub fn add<I, S>(&mut self, kind: RuleKind, rules: I, source: &str) -> Result<(), RuleError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        for text in rules {
+            let rule = Rule::parse(text.as_ref())?;
+            self.rules.push(SourcedRule { kind, rule, source: source.to_owned() });
+        }
+        Ok(())
+    }
+
+    /// Every rule, in the order added.
+    pub fn rules(&self) -> &[SourcedRule] {
+        &self.rules
+    }
+
+    /// What the rules say about a call of `tool` with raw `arguments`.
+    pub fn verdict(&self, tool: &str, arguments: &str) -> RuleVerdict {
+        let args: Option<serde_json::Map<String, Value>> = serde_json::from_str(arguments).ok();
+        let get = |key: &str| args.as_ref().and_then(|a| a.get(key)).and_then(Value::as_str);
+        let named = |kind: RuleKind| self.rules.iter().filter(move |r| r.kind == kind && r.rule.names(tool));
+        if tool == "shell" {
+            let command = get("command").unwrap_or_default();
+            let parts = split_command(command);
+            let hit = |r: &&SourcedRule| {
+                r.rule.matches_command(command) || parts.iter().any(|p| r.rule.matches_command(&p.text))
+            };
+            if let Some(rule) = named(RuleKind::Deny).find(hit) {
+                return RuleVerdict::Deny(rule.rule.text.clone());
+            }
+            if let Some(rule) = named(RuleKind::Ask).find(hit) {
+                return RuleVerdict::Ask(rule.rule.text.clone());
+            }
+            let allowed = !parts.is_empty()
+                && parts
+                    .iter()
+                    .all(|p| !p.opaque && named(RuleKind::Allow).any(|r| r.rule.matches_command(&p.text)));
+            return if allowed { RuleVerdict::Allow } else { RuleVerdict::None };
+        }
+        let path = get("path").map(|p| self.relative(p));
+        let hit = |r: &&SourcedRule| r.rule.matches_path(path.as_deref());
+        if let Some(rule) = named(RuleKind::Deny).find(hit) {
+            return RuleVerdict::Deny(rule.rule.text.clone());
+        }
+        if let Some(rule) = named(RuleKind::Ask).find(hit) {
+            return RuleVerdict::Ask(rule.rule.text.clone());
+        }
+        if named(RuleKind::Allow).any(|r| r.rule.matches_path(path.as_deref())) {
+            return RuleVerdict::Allow;
+        }
+        RuleVerdict::None
+    }
+
+    /// `path` as the rules see it: normalized, relative to the workspace when inside it.
+    fn relative(&self, path: &str) -> PathBuf {
+        let joined = match &self.workspace {
+            Some(ws) => ws.join(path),
+            None => PathBuf::from(path),
+        };
+        let mut normal = PathBuf::new();
+        for part in joined.components() {
+            match part {
+                Component::ParentDir => {
+                    normal.pop();
+                }
+                Component::CurDir => {}
+                other => normal.push(other),
+            }
+        }
+        match &self.workspace {
+            Some(ws) => normal.strip_prefix(ws).map(Path::to_path_buf).unwrap_or(normal),
+            None => normal,
+        }
+    }
+
+    /// The rules "always" would add for this call: `shell(git status*)` per part of a
+    /// command, `edit_file(src/**)` for a path in a folder, `edit_file(./x.py)` for a file
+    /// at the top, the bare tool name otherwise. Parts no rule can allow are left out.
+    pub fn suggest(&self, tool: &str, arguments: &str) -> Vec<String> {
+        let args: Option<serde_json::Map<String, Value>> = serde_json::from_str(arguments).ok();
+        let get = |key: &str| args.as_ref().and_then(|a| a.get(key)).and_then(Value::as_str);
+        if tool == "shell" {
+            let mut rules: Vec<String> = Vec::new();
+            for part in split_command(get("command").unwrap_or_default()) {
+                if part.opaque {
+                    continue;
+                }
+                let words: Vec<&str> = part.text.split_whitespace().collect();
+                let Some(first) = words.first() else { continue };
+                let take = if words.len() > 1 && takes_subcommand(first) && !words[1].starts_with('-') {
+                    2
+                } else {
+                    1
+                };
+                let prefix = words[..take].join(" ");
+                if prefix.contains(['*', '?', '(', ')']) {
+                    continue;
+                }
+                let rule = format!("shell({prefix}*)");
+                if !rules.contains(&rule) {
+                    rules.push(rule);
+                }
+            }
+            return rules;
+        }
+        match get("path").map(|p| self.relative(p)) {
+            Some(path) if !path.as_os_str().is_empty() => {
+                let mut parts = path.components();
+                let first = parts.next().map(|c| c.as_os_str().to_string_lossy().into_owned());
+                match (first, parts.next(), path.is_absolute()) {
+                    (_, _, true) => match path.parent() {
+                        Some(parent) => vec![format!("{tool}({}/**)", parent.display())],
+                        None => vec![tool.to_owned()],
+                    },
+                    (Some(first), Some(_), false) => vec![format!("{tool}({first}/**)")],
+                    (Some(first), None, false) => match first.rsplit_once('.') {
+                        Some((stem, ext)) if !stem.is_empty() && !ext.contains(['*', '?', '[', '{']) => {
+                            vec![format!("{tool}(./*.{ext})")]
+                        }
+                        _ => vec![format!("{tool}(./{first})")],
+                    },
+                    _ => vec![tool.to_owned()],
+                }
+            }
+            _ => vec![tool.to_owned()],
+        }
+    }
+}
+
+/// Programs whose first argument names what they do (`git status`, `cargo test`).
+fn takes_subcommand(program: &str) -> bool {
+    matches!(
+        program,
+        "git"
+            | "cargo"
+            | "npm"
+            | "pnpm"
+            | "yarn"
+            | "go"
+            | "docker"
+            | "kubectl"
+            | "make"
+            | "pip"
+            | "pip3"
+            | "uv"
+            | "poetry"
+            | "bun"
+            | "deno"
+            | "dotnet"
+            | "gradle"
+            | "mvn"
+            | "rustup"
+            | "apt"
+            | "brew"
+            | "systemctl"
+            | "gh"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn rules(allow: &[&str], ask: &[&str], deny: &[&str]) -> PermissionRules {
+        let mut rules = PermissionRules::new("/w");
+        rules.add(RuleKind::Allow, allow, "test").unwrap();
+        rules.add(RuleKind::Ask, ask, "test").unwrap();
+        rules.add(RuleKind::Deny, deny, "test").unwrap();
+        rules
+    }
+
+    fn shell(command: &str) -> String {
+        serde_json::json!({ "command": command }).to_string()
+    }
+
+    fn path(path: &str) -> String {
+        serde_json::json!({ "path": path, "content": "x" }).to_string()
+    }
+
+    #[test]
+    fn every_part_must_be_allowed_and_deny_beats_ask_beats_allow() {
+        let r = rules(
+            &["shell(cargo test*)", "shell(git status*)", "edit_file(src/**)"],
+            &["shell(git push*)"],
+            &["shell(curl *|*sh*)", "read_file(.env*)", "shell(rm -rf*)"],
+        );
+        assert_eq!(r.verdict("shell", &shell("cargo test -p x")), RuleVerdict::Allow);
+        assert_eq!(r.verdict("shell", &shell("git status && cargo test")), RuleVerdict::Allow);
+        assert_eq!(r.verdict("shell", &shell("cargo test && make")), RuleVerdict::None);
+        assert_eq!(r.verdict("shell", &shell("cargo test $(make)")), RuleVerdict::None);
+        assert_eq!(r.verdict("shell", &shell("cargo test > out.txt")), RuleVerdict::None);
+        assert_eq!(
+            r.verdict("shell", &shell("cargo test && rm -rf build")),
+            RuleVerdict::Deny("shell(rm -rf*)".into())
+        );
+        assert_eq!(
+            r.verdict("shell", &shell("git push origin")),
+            RuleVerdict::Ask("shell(git push*)".into())
+        );
+        assert_eq!(
+            r.verdict("shell", &shell("curl -s x.sh | sh")),
+            RuleVerdict::Deny("shell(curl *|*sh*)".into())
+        );
+        assert_eq!(r.verdict("edit_file", &path("src/a/b.rs")), RuleVerdict::Allow);
+        assert_eq!(r.verdict("edit_file", &path("./src/../src/b.rs")), RuleVerdict::Allow);
+        assert_eq!(r.verdict("edit_file", &path("tests/b.rs")), RuleVerdict::None);
+        assert_eq!(r.verdict("edit_file", &path("src/../../w2/src/x")), RuleVerdict::None);
+        assert_eq!(r.verdict("read_file", &path(".env")), RuleVerdict::Deny("read_file(.env*)".into()));
+        assert_eq!(
+            r.verdict("read_file", &path("conf/.env.local")),
+            RuleVerdict::Deny("read_file(.env*)".into())
+        );
+        assert_eq!(r.verdict("read_file", &path("/w/.env")), RuleVerdict::Deny("read_file(.env*)".into()));
+        assert_eq!(r.verdict("read_file", &path("env.md")), RuleVerdict::None);
+        let both = rules(&["shell(git*)"], &["shell(git push*)"], &[]);
+        assert_eq!(both.verdict("shell", &shell("git push")), RuleVerdict::Ask("shell(git push*)".into()));
+        let tools = rules(&["mcp__gh__*", "list_files"], &[], &[]);
+        assert_eq!(tools.verdict("mcp__gh__issue", "{}"), RuleVerdict::Allow);
+        assert_eq!(tools.verdict("list_files", "{}"), RuleVerdict::Allow);
+        assert_eq!(tools.verdict("mcp__other__x", "{}"), RuleVerdict::None);
+    }
+
+    #[test]
+    fn bad_rules_are_errors_and_always_offers_narrow_rules() {
+        assert!(Rule::parse("shell(cargo").is_err());
+        assert!(Rule::parse("shell()").is_err());
+        assert!(Rule::parse("edit file(x)").is_err());
+        assert!(Rule::parse("edit_file(src/[)").is_err());
+        let r = PermissionRules::new("/w");
+        assert_eq!(r.suggest("shell", &shell("git status --short")), ["shell(git status*)"]);
+        assert_eq!(
+            r.suggest("shell", &shell("ls -la && cargo test -q | tail")),
+            ["shell(ls*)", "shell(cargo test*)", "shell(tail*)"]
+        );
+        assert_eq!(r.suggest("shell", &shell("echo $(id)")), Vec::<String>::new());
+        assert_eq!(r.suggest("edit_file", &path("src/deep/x.rs")), ["edit_file(src/**)"]);
+        assert_eq!(r.suggest("write_file", &path("x.py")), ["write_file(./*.py)"]);
+        assert_eq!(r.suggest("write_file", &path("Makefile")), ["write_file(./Makefile)"]);
+        assert_eq!(r.suggest("mcp__a__b", "{}"), ["mcp__a__b"]);
+        // What it offers allows what it was offered for, and no more.
+        let mut offered = PermissionRules::new("/w");
+        offered.add(RuleKind::Allow, r.suggest("write_file", &path("x.py")), "s").unwrap();
+        assert_eq!(offered.verdict("write_file", &path("y.py")), RuleVerdict::Allow);
+        assert_eq!(offered.verdict("write_file", &path("sub/x.py")), RuleVerdict::None);
+        assert_eq!(offered.verdict("write_file", &path("x.sh")), RuleVerdict::None);
+    }
+}

@@ -1,0 +1,252 @@
+//! Undo of file changes: before write_file or edit_file changes a file, its content (or
+//! the fact that it did not exist) is kept in the session's artifacts folder, under
+//! `undo/<call id in hex>.before` and `.json`. [`undo`] puts files back as they were
+//! before a list of calls, newest first, and marks those calls undone.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::workspace::Roots;
+
+/// Largest file content kept for undo; a larger file's change cannot be undone.
+pub const MAX_KEPT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Where one call's undo record goes.
+#[derive(Debug, Clone)]
+pub struct Keeper {
+    dir: PathBuf,
+    call_id: String,
+}
+
+/// What was kept about a file before a call changed it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    /// The file's canonical path.
+    path: PathBuf,
+    /// It existed before the call (its bytes are in `.before`).
+    existed: bool,
+    /// Too large to keep: the change cannot be undone.
+    #[serde(default)]
+    too_large: bool,
+}
+
+fn hex(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Keeper {
+    /// A keeper for call `call_id` in the session's `artifacts` folder.
+    pub fn new(artifacts: &Path, call_id: &str) -> Self {
+        Keeper { dir: artifacts.join("undo"), call_id: hex(call_id) }
+    }
+
+    fn paths(dir: &Path, hexed: &str) -> (PathBuf, PathBuf) {
+        (dir.join(format!("{hexed}.json")), dir.join(format!("{hexed}.before")))
+    }
+
+    /// Keeps the content of `file` (open for reading, at `canonical`), or that there was
+    /// no file when `file` is `None`. Leaves the file's offset at its start.
+    pub fn keep(&self, canonical: &Path, file: Option<&File>) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let (meta, before) = Self::paths(&self.dir, &self.call_id);
+        // A call changes one file; the first record is the one that counts.
+        if meta.exists() {
+            return Ok(());
+        }
+        let mut record = Record { path: canonical.to_path_buf(), existed: file.is_some(), too_large: false };
+        if let Some(mut file) = file {
+            file.seek(SeekFrom::Start(0))?;
+            let mut out = File::create(&before)?;
+            let copied = std::io::copy(&mut file.take(MAX_KEPT_BYTES + 1), &mut out)?;
+            if copied > MAX_KEPT_BYTES {
+                drop(out);
+                std::fs::remove_file(&before)?;
+                record.too_large = true;
+            }
+            file.seek(SeekFrom::Start(0))?;
+        }
+        let text = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
+        std::fs::write(meta, text)
+    }
+}
+
+/// What undo did to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Undone {
+    /// Its earlier content was written back.
+    Restored(String),
+    /// The call had created it: removed.
+    Removed(String),
+    /// It could not be put back, and why.
+    Failed(String, String),
+}
+
+/// Puts back the files changed by `call_ids` (in the order they ran), newest first, from
+/// the records in `artifacts`; a call with no record (it failed, or was undone already) is
+/// skipped. Each restored call's record is marked undone.
+pub fn undo(artifacts: &Path, roots: &Roots, call_ids: &[String]) -> Vec<Undone> {
+    let dir = artifacts.join("undo");
+    let mut done: Vec<Undone> = Vec::new();
+    for call_id in call_ids.iter().rev() {
+        let hexed = hex(call_id);
+        let (meta, before) = Keeper::paths(&dir, &hexed);
+        let Ok(text) = std::fs::read(&meta) else { continue };
+        let Ok(record) = serde_json::from_slice::<Record>(&text) else { continue };
+        let shown = roots.display(&record.path);
+        let outcome = restore(&record, &before, roots);
+        let _ = std::fs::rename(&meta, dir.join(format!("{hexed}.undone")));
+        let entry = match outcome {
+            Ok(true) => Undone::Restored(shown),
+            Ok(false) => Undone::Removed(shown),
+            Err(why) => Undone::Failed(shown, why),
+        };
+        // A file changed by several calls is reported once, as its oldest state decides.
+        done.retain(|d| name(d) != name(&entry));
+        done.push(entry);
+    }
+    done.reverse();
+    done
+}
+
+fn name(undone: &Undone) -> &str {
+    match undone {
+        Undone::Restored(p) | Undone::Removed(p) | Undone::Failed(p, _) => p,
+    }
+}
+
+/// Restores one record: `Ok(true)` written back, `Ok(false)` removed.
+fn restore(record: &Record, before: &Path, roots: &Roots) -> Result<bool, String> {
+    if record.too_large {
+        return Err(format!(
+            "it was larger than {} MB; its earlier content was not kept",
+            MAX_KEPT_BYTES >> 20
+        ));
+    }
+    if !roots.allows(&record.path, true) {
+        return Err("it is outside the folders keel may write".to_owned());
+    }
+    let path = record.path.to_string_lossy();
+    if !record.existed {
+        return match std::fs::remove_file(&record.path) {
+            Ok(()) => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e.to_string()),
+        };
+    }
+    let mut kept = File::open(before).map_err(|e| format!("its kept copy cannot be read: {e}"))?;
+    let (mut file, _, _) = roots.open_write(&path).map_err(|e| e.message)?;
+    file.set_len(0).map_err(|e| e.to_string())?;
+    std::io::copy(&mut kept, &mut file).map_err(|e| e.to_string())?;
+    file.flush().map_err(|e| e.to_string())?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::edit::{EditArgs, edit_kept};
+    use crate::write::write_kept;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Write(usize, Vec<u8>),
+        Edit(usize, u8, u8, bool),
+    }
+
+    const FILES: [&str; 3] = ["a.txt", "sub/b.txt", "c.txt"];
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (
+                0..3usize,
+                proptest::collection::vec(
+                    prop_oneof![Just(b'x'), Just(b'y'), Just(b'\n'), Just(b'\r')],
+                    0..12
+                )
+            )
+                .prop_map(|(f, c)| Op::Write(f, c)),
+            (0..3usize, b'w'..=b'z', b'w'..=b'z', any::<bool>())
+                .prop_map(|(f, o, n, all)| Op::Edit(f, o, n, all)),
+        ]
+    }
+
+    fn state(root: &Path) -> BTreeMap<&'static str, Option<Vec<u8>>> {
+        FILES.iter().map(|f| (*f, std::fs::read(root.join(f)).ok())).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// Whatever a turn wrote and edited, undo restores every file's exact bytes
+        /// (and removes the files it created); a second undo changes nothing.
+        #[test]
+        fn undo_restores_exact_bytes(initial in proptest::collection::vec(proptest::option::of("[xyz\n]{0,8}"), 3), earlier in proptest::collection::vec(op(), 0..4), ops in proptest::collection::vec(op(), 1..10)) {
+            let ws = tempfile::tempdir().unwrap();
+            let artifacts = tempfile::tempdir().unwrap();
+            let roots = Roots::new(ws.path(), &[], &[]).unwrap();
+            for (file, content) in FILES.iter().zip(&initial) {
+                if let Some(content) = content {
+                    std::fs::create_dir_all(ws.path().join(file).parent().unwrap()).unwrap();
+                    std::fs::write(ws.path().join(file), content).unwrap();
+                }
+            }
+            let run = |ops: &[Op], prefix: &str| -> Vec<String> {
+                let mut ids = Vec::new();
+                for (n, op) in ops.iter().enumerate() {
+                    let id = format!("{prefix}{n}");
+                    let keeper = Keeper::new(artifacts.path(), &id);
+                    let ok = match op {
+                        Op::Write(f, content) => {
+                            write_kept(&roots, FILES[*f], &String::from_utf8_lossy(content), Some(&keeper)).is_ok()
+                        }
+                        Op::Edit(f, old, new, all) => {
+                            let args = EditArgs {
+                                path: FILES[*f].to_owned(),
+                                old_text: (*old as char).to_string(),
+                                new_text: format!("{}{}", *new as char, *new as char),
+                                replace_all: *all,
+                            };
+                            edit_kept(&roots, &args, Some(&keeper)).is_ok()
+                        }
+                    };
+                    if ok {
+                        ids.push(id);
+                    }
+                }
+                ids
+            };
+            // An earlier turn, then the turn to undo.
+            run(&earlier, "e");
+            let before = state(ws.path());
+            let ids = run(&ops, "t");
+            undo(artifacts.path(), &roots, &ids);
+            prop_assert_eq!(state(ws.path()), before.clone());
+            prop_assert!(undo(artifacts.path(), &roots, &ids).is_empty());
+            prop_assert_eq!(state(ws.path()), before);
+        }
+    }
+
+    #[test]
+    fn undo_reports_each_file_once() {
+        let ws = tempfile::tempdir().unwrap();
+        let artifacts = tempfile::tempdir().unwrap();
+        let roots = Roots::new(ws.path(), &[], &[]).unwrap();
+        std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+        for (id, path, content) in [("1", "a.txt", "two\n"), ("2", "new.txt", "x"), ("3", "a.txt", "three\n")]
+        {
+            write_kept(&roots, path, content, Some(&Keeper::new(artifacts.path(), id))).unwrap();
+        }
+        let done = undo(artifacts.path(), &roots, &["1".into(), "2".into(), "3".into()]);
+        assert_eq!(done, [Undone::Restored("a.txt".into()), Undone::Removed("new.txt".into())]);
+        assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "one\n");
+        assert!(!ws.path().join("new.txt").exists());
+    }
+}
