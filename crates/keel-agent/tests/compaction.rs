@@ -81,12 +81,14 @@ fn writing_script() -> ScriptedModel {
 /// A model with a context window: requests past it fail with `context_overflow`
 /// (estimated as keel estimates); summary requests (no tools offered) are answered
 /// with a fixed summary; everything else goes to the script.
+/// Every request: (tool choice, estimated tokens, messages).
+type Seen = Arc<Mutex<Vec<(ToolChoice, u64, Vec<Message>)>>>;
+
 #[derive(Clone)]
 struct Windowed {
     script: ScriptedModel,
     window: u64,
-    /// Every request: (tool choice, estimated tokens, messages).
-    seen: Arc<Mutex<Vec<(ToolChoice, u64, Vec<Message>)>>>,
+    seen: Seen,
 }
 
 impl Windowed {

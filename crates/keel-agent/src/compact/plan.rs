@@ -286,7 +286,7 @@ Check the current state of files before relying on what you remember.",
             ));
         }
     }
-    text.push_str("\n");
+    text.push('\n');
     text.push_str(SUMMARY_END);
     text
 }
