@@ -377,4 +377,16 @@ impl SessionStore for JsonlStore {
     fn read(&self, id: &str) -> Result<Vec<Event>, SessionError> {
         self.read_events(id)
     }
+
+    fn delete(&self, id: &str) -> Result<(), SessionError> {
+        let id = self.resolve_id(id)?;
+        let path = self.path_of(&id);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| SessionError::io(e).at_path(&path))?;
+        Self::lock(&file, &id, &path)?;
+        std::fs::remove_file(&path).map_err(|e| SessionError::io(e).at_path(&path))
+    }
 }

@@ -42,7 +42,7 @@ macro_rules! store_conformance {
     ($make:expr) => {
         $crate::store_conformance!(@tests $make;
             append_and_reopen, torn_tail, repair_on_open, fork, list, one_writer,
-            dropped_writer_releases, concurrent_sessions, unknown_ids);
+            dropped_writer_releases, concurrent_sessions, unknown_ids, delete);
     };
     (@tests $make:expr; $($check:ident),* $(,)?) => {
         $(
@@ -391,4 +391,19 @@ pub fn unknown_ids(h: &dyn StoreHarness) {
     let err = store.open("zz-no-such-session").unwrap_err();
     assert_eq!(err.kind, SessionErrorKind::NotFound, "{err}");
     assert_eq!(store.read(&id).unwrap().len(), 1);
+}
+
+/// A session can be deleted once nobody writes it; then it is gone from every view.
+pub fn delete(h: &dyn StoreHarness) {
+    let store = h.store();
+    let mut session = store.create("/work/delete").unwrap();
+    record_turn(&mut session, "doomed");
+    let id = session.id().to_owned();
+    assert_eq!(store.delete(&id).unwrap_err().kind, SessionErrorKind::Locked, "an open session stays");
+    session.close().unwrap();
+    store.delete(&id).unwrap();
+    assert_eq!(store.read(&id).unwrap_err().kind, SessionErrorKind::NotFound);
+    assert_eq!(store.open(&id).unwrap_err().kind, SessionErrorKind::NotFound);
+    assert!(store.list().unwrap().iter().all(|s| s.id != id));
+    assert_eq!(store.delete(&id).unwrap_err().kind, SessionErrorKind::NotFound);
 }
