@@ -68,6 +68,8 @@ pub struct AppState {
     pub manager: Manager,
     token: String,
     heartbeat: Duration,
+    /// Cancelled when the server stops: event streams end, so connections close.
+    stopping: keel_llm::CancellationToken,
 }
 
 /// The server: its router and its sessions.
@@ -96,7 +98,12 @@ impl Server {
         }
         let limits = Limits { roots, max_turns: config.max_turns, ask_timeout: config.ask_timeout };
         let manager = Manager::new(store, factory, limits);
-        let state = Arc::new(AppState { manager, token: config.token, heartbeat: config.heartbeat });
+        let state = Arc::new(AppState {
+            manager,
+            token: config.token,
+            heartbeat: config.heartbeat,
+            stopping: keel_llm::CancellationToken::new(),
+        });
         Ok(Server { state, body_limit: config.body_limit })
     }
 
@@ -133,6 +140,12 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let router = self.router();
+        let stopping = self.state.stopping.clone();
+        let shutdown = async move {
+            shutdown.await;
+            // Event streams never end by themselves; graceful shutdown waits for them.
+            stopping.cancel();
+        };
         let result = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
         self.state.manager.shutdown().await;
         result

@@ -226,6 +226,6 @@ pub async fn events(
         None => query.after,
     };
     let live = app.manager.open(&id).await?;
-    let sse = crate::sse::events(&app.manager, live, after, app.heartbeat).await?;
+    let sse = crate::sse::events(&app.manager, live, after, app.heartbeat, app.stopping.clone()).await?;
     Ok(sse.into_response())
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tokio::sync::broadcast;
 
 use crate::error::ApiError;
@@ -40,6 +40,7 @@ pub async fn events(
     live: Arc<Live>,
     after: Option<u64>,
     heartbeat: Duration,
+    stopping: keel_llm::CancellationToken,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>>, ApiError> {
     // Subscribe first: whatever is logged from now on arrives on the channel; what was
     // logged before is in the hub's copy (this turn) or durable in the store.
@@ -76,5 +77,6 @@ pub async fn events(
             }
         }
     });
+    let stream = stream.take_until(stopping.cancelled_owned());
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat")))
 }
