@@ -248,6 +248,10 @@ async fn turns_beyond_the_limit_get_503_with_retry_after() {
         .unwrap();
     assert_eq!(response.status().as_u16(), 503);
     assert_eq!(response.headers()["retry-after"], "5");
+    // Abort once the hanging reply is being streamed (so b's turn gets the next one).
+    while server.model.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     server.post(&format!("/v1/sessions/{a}/abort"), json!({})).await;
     server.wait_idle(&a).await;
     server.model.push(reply().text("now"));
