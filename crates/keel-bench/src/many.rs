@@ -20,7 +20,7 @@ use crate::trajectory;
 
 /// A `shell` stand-in that spawns nothing, so the figures show keel rather than the
 /// cost of starting 2,000 processes on 2 cores.
-struct InProcessShell;
+pub(crate) struct InProcessShell;
 
 impl Tool for InProcessShell {
     type Args = ShellArgs;
