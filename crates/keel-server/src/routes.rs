@@ -212,9 +212,10 @@ pub struct EventsQuery {
 pub async fn events(
     State(app): State<Arc<AppState>>,
     Path(id): Path<String>,
-    Query(query): Query<EventsQuery>,
+    query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let after = match headers.get("last-event-id") {
         Some(value) => Some(
             value

@@ -206,6 +206,8 @@ async fn hostile_input_gets_clear_json_errors() {
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 400);
+    let (status, body) = server.get(&format!("/v1/sessions/{id}/events?after=soon")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("bad_request")), "{body}");
     assert_eq!(server.get("/v2/nothing").await.0, 404);
 }
 
