@@ -162,6 +162,10 @@ pub struct ServeArgs {
     /// Turns running at once over all sessions; beyond, requests get 503.
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub max_turns: usize,
+    /// Close a session after this many seconds without a turn, a question or a client,
+    /// so another keel (or node) can run it; it reopens on the next request.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub idle_close: u64,
 }
 
 /// `keel mcp …`.

@@ -147,6 +147,7 @@ pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
     .context("opening the store")??;
     let mut config = ServerConfig::new(token.clone(), roots.clone());
     config.max_turns = args.max_turns.max(1);
+    config.idle_close = std::time::Duration::from_secs(args.idle_close.max(1));
     let factory = Arc::new(Factory { base: cli.clone() });
     let server = Server::new(config, store, factory).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let listener = tokio::net::TcpListener::bind(&args.listen)

@@ -46,6 +46,9 @@ pub struct ServerConfig {
     pub heartbeat: Duration,
     /// A permission question unanswered this long denies the call (default 5 min).
     pub ask_timeout: Duration,
+    /// A session with no turn, no question and no client for this long is closed, so
+    /// another process or node can run it (default 60 s); it reopens on the next request.
+    pub idle_close: Duration,
 }
 
 impl ServerConfig {
@@ -58,6 +61,7 @@ impl ServerConfig {
             body_limit: 1024 * 1024,
             heartbeat: Duration::from_secs(10),
             ask_timeout: Duration::from_secs(300),
+            idle_close: Duration::from_secs(60),
         }
     }
 }
@@ -76,6 +80,7 @@ pub struct AppState {
 pub struct Server {
     state: Arc<AppState>,
     body_limit: usize,
+    idle_close: Duration,
 }
 
 impl Server {
@@ -104,7 +109,7 @@ impl Server {
             heartbeat: config.heartbeat,
             stopping: keel_llm::CancellationToken::new(),
         });
-        Ok(Server { state, body_limit: config.body_limit })
+        Ok(Server { state, body_limit: config.body_limit, idle_close: config.idle_close })
     }
 
     /// The shared state (for shutdown and tests).
@@ -140,6 +145,16 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let router = self.router();
+        let state = Arc::clone(&self.state);
+        let idle = self.idle_close;
+        let sweeper = tokio::spawn(async move {
+            let mut tick =
+                tokio::time::interval((idle / 2).clamp(Duration::from_millis(10), Duration::from_secs(30)));
+            loop {
+                tick.tick().await;
+                state.manager.close_idle(idle).await;
+            }
+        });
         let stopping = self.state.stopping.clone();
         let shutdown = async move {
             shutdown.await;
@@ -147,6 +162,7 @@ impl Server {
             stopping.cancel();
         };
         let result = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
+        sweeper.abort();
         self.state.manager.shutdown().await;
         result
     }

@@ -90,6 +90,8 @@ pub struct Live {
     /// The running turn's cancel token.
     turn: Mutex<Option<CancellationToken>>,
     question: Arc<Mutex<Option<Question>>>,
+    /// When a request last touched the session or its turn ended.
+    used: Mutex<std::time::Instant>,
 }
 
 fn locked<T, R>(mutex: &Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
@@ -100,6 +102,18 @@ fn locked<T, R>(mutex: &Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
 }
 
 impl Live {
+    fn touch(&self) {
+        locked(&self.used, |used| *used = std::time::Instant::now());
+    }
+
+    /// Idle for `max`: no turn, no question, no client streaming, untouched that long.
+    fn idle(&self, max: Duration) -> bool {
+        !self.running()
+            && self.question().is_none()
+            && self.hub.clients() == 0
+            && locked(&self.used, |used| used.elapsed() >= max)
+    }
+
     /// Whether a turn is running.
     pub fn running(&self) -> bool {
         locked(&self.turn, |t| t.is_some())
@@ -282,6 +296,7 @@ impl Manager {
             hub,
             turn: Mutex::new(None),
             question,
+            used: Mutex::new(std::time::Instant::now()),
         });
         locked(&self.live, |map| map.insert(id, Arc::clone(&live)));
         Ok(live)
@@ -310,10 +325,12 @@ impl Manager {
     pub async fn open(&self, id: &str) -> Result<Arc<Live>, ApiError> {
         check_id(id)?;
         if let Some(live) = self.get(id) {
+            live.touch();
             return Ok(live);
         }
         let _opening = self.opening.lock().await;
         if let Some(live) = self.get(id) {
+            live.touch();
             return Ok(live);
         }
         let store = Arc::clone(&self.store);
@@ -368,6 +385,7 @@ impl Manager {
         let live = Arc::clone(live);
         tokio::spawn(async move {
             run_turn(&live, text, &cancel).await;
+            live.touch();
             locked(&live.turn, |turn| *turn = None);
             drop(permit);
         });
@@ -391,6 +409,40 @@ impl Manager {
         Ok(())
     }
 
+    /// Closes sessions idle for `max` (no turn, no question, no client, untouched), so
+    /// their lock goes back to the store: another process or node may run them, and a
+    /// database connection is freed. They reopen on the next request.
+    pub async fn close_idle(&self, max: Duration) -> usize {
+        let idle: Vec<Arc<Live>> =
+            locked(&self.live, |map| map.values().filter(|live| live.idle(max)).cloned().collect());
+        let mut closed = 0;
+        for live in idle {
+            // Opening is serialized with this, and a turn starts only on a held session.
+            let _opening = self.opening.lock().await;
+            let Ok(mut guard) = live.session.try_lock() else { continue };
+            let removed = locked(&self.live, |map| {
+                // Checked again under the map's lock: a request may have come meanwhile.
+                if live.idle(max) && map.get(&live.id).is_some_and(|held| Arc::ptr_eq(held, &live)) {
+                    map.remove(&live.id)
+                } else {
+                    None
+                }
+            });
+            if removed.is_none() {
+                continue;
+            }
+            if let Some(session) = guard.take() {
+                match blocking(move || session.close()).await {
+                    Ok(()) => closed += 1,
+                    Err(e) => {
+                        tracing::warn!(session = %live.id, error = %e, "closing an idle session failed")
+                    }
+                }
+            }
+        }
+        closed
+    }
+
     /// Aborts every turn and closes every session (server shutdown).
     pub async fn shutdown(&self) {
         let all: Vec<Arc<Live>> = locked(&self.live, |map| map.drain().map(|(_, live)| live).collect());
@@ -411,7 +463,11 @@ impl Manager {
 
 async fn run_turn(live: &Live, text: String, cancel: &CancellationToken) {
     let mut guard = live.session.lock().await;
-    let Some(session) = guard.as_mut() else { return };
+    let Some(session) = guard.as_mut() else {
+        let message = "the session was closed as idle just now; send the message again";
+        live.hub.publish_value(&serde_json::json!({"type": "keel/error", "data": {"message": message}}));
+        return;
+    };
     match live.agent.run_turn(session, &live.ctx, text, &*live.hub, cancel).await {
         // The turn ended with a sync: what the hub kept is in the store now.
         Ok(_) => live.hub.durable(),

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::start_with;
+use common::{start_idle, start_with};
 use keel_session::SessionStore;
 use keel_store_postgres::PgStore;
 use keel_testkit::{ScriptedModel, reply};
@@ -82,4 +82,55 @@ async fn a_hundred_clients_on_one_session_see_every_event_once_in_order() {
     let rest = late.until("turn/end").await;
     let seqs: Vec<u64> = rest.iter().filter_map(|e| e.id).collect();
     assert_eq!(seqs, (4..stored.len() as u64).collect::<Vec<_>>());
+}
+
+/// A session idle on one node is released, and the other node runs it; the first gets
+/// it back later. Nothing is lost or forked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_is_released_so_another_node_can_run_it() {
+    let (Some(store_a), Some(store_b)) = (store(), store()) else { return };
+    let idle = Duration::from_millis(150);
+    let a = start_idle(
+        ScriptedModel::new([reply().text("a1"), reply().text("a3")]),
+        Some(store_a),
+        4,
+        idle,
+        None,
+    )
+    .await;
+    // B serves A's folder too (nodes share the workspaces, e.g. over a network disk).
+    let b =
+        start_idle(ScriptedModel::new([reply().text("b2")]), Some(store_b), 4, idle, Some(a.folder())).await;
+    let id = a.session(json!({})).await;
+    a.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "one"})).await;
+    a.wait_idle(&id).await;
+    let (status, body) = b.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "two"})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("session_locked")), "held by A: {body}");
+    released("A", &a, &id).await;
+    assert_eq!(b.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "two"})).await.0, 202);
+    b.wait_idle(&id).await;
+    released("B", &b, &id).await;
+    assert_eq!(a.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "three"})).await.0, 202);
+    a.wait_idle(&id).await;
+    let events = a.store.read(&id).unwrap();
+    assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64));
+    let answers: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            keel_session::EventKind::AssistantMessage(m) => Some(m.text()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, ["a1", "b2", "a3"], "three turns on two nodes, in order");
+}
+
+/// Waits until `node` no longer holds session `id`.
+async fn released(name: &str, node: &common::TestServer, id: &str) {
+    for _ in 0..200 {
+        if node.get(&format!("/v1/sessions/{id}")).await.1["open"] == false {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{name} did not release the idle session");
 }

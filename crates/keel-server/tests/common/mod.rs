@@ -78,6 +78,17 @@ pub async fn start_with(
     store: Option<Arc<dyn SessionStore>>,
     max_turns: usize,
 ) -> TestServer {
+    start_idle(model, store, max_turns, Duration::from_secs(60), None).await
+}
+
+/// A server that closes sessions idle for `idle_close`, allowing `extra_root` too.
+pub async fn start_idle(
+    model: ScriptedModel,
+    store: Option<Arc<dyn SessionStore>>,
+    max_turns: usize,
+    idle_close: Duration,
+    extra_root: Option<PathBuf>,
+) -> TestServer {
     let root = tempfile::tempdir().unwrap();
     let (store, store_dir) = match store {
         Some(store) => (store, None),
@@ -87,10 +98,13 @@ pub async fn start_with(
             (store, Some(dir))
         }
     };
-    let mut config = ServerConfig::new(TOKEN, vec![root.path().to_path_buf()]);
+    let mut roots = vec![root.path().to_path_buf()];
+    roots.extend(extra_root);
+    let mut config = ServerConfig::new(TOKEN, roots);
     config.max_turns = max_turns;
     config.body_limit = 64 * 1024;
     config.heartbeat = Duration::from_millis(200);
+    config.idle_close = idle_close;
     let factory = Arc::new(Factory { model: model.clone() });
     let server = Server::new(config, Arc::clone(&store), factory).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
