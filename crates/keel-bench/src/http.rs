@@ -97,6 +97,8 @@ struct Seen {
     steps: Vec<Duration>,
     /// Sending the message to seeing `turn/end`.
     turn: Option<Duration>,
+    /// Sending the message to seeing its `turn/start` on the stream.
+    first: Option<Duration>,
     logged: u64,
     ok: bool,
 }
@@ -137,6 +139,7 @@ async fn client(http: reqwest::Client, base: String, folder: String) -> Seen {
             }
             let time = value["time"].as_str().and_then(ms_of_day);
             match value["type"].as_str() {
+                Some("turn/start") => seen.first = Some(sent_at.elapsed()),
                 Some("step/start") => step_started = time,
                 Some("step/end") => {
                     if let (Some(start), Some(end)) = (step_started.take(), time) {
@@ -206,6 +209,7 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
     let _ = server.wait();
     let mut steps: Vec<Duration> = results.iter().flat_map(|r| r.steps.iter().copied()).collect();
     let mut turns: Vec<Duration> = results.iter().filter_map(|r| r.turn).collect();
+    let mut firsts: Vec<Duration> = results.iter().filter_map(|r| r.first).collect();
     let pct = |values: &mut Vec<Duration>, p: f64| {
         values.sort();
         values.get(((values.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or_default()
@@ -213,8 +217,9 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
     let events: u64 = results.iter().map(|r| r.logged).sum();
     let errors = results.iter().filter(|r| !r.ok).count();
     println!(
-        "  {label}: {n} sessions in {} | step p50 {} p99 {} ({} steps) | turn p50 {} p99 {} | {:.0} events/s | server peak RSS {} | errors {errors}",
+        "  {label}: {n} sessions in {} | message → turn/start on the stream p50 {} | step p50 {} p99 {} ({} steps) | turn p50 {} p99 {} | {:.0} events/s | server peak RSS {} | errors {errors}",
         fmt(wall),
+        fmt(pct(&mut firsts, 0.5)),
         fmt(pct(&mut steps, 0.5)),
         fmt(pct(&mut steps, 0.99)),
         steps.len(),

@@ -161,6 +161,14 @@ impl Server {
             // Event streams never end by themselves; graceful shutdown waits for them.
             stopping.cancel();
         };
+        // Events are small writes that must leave at once: without TCP_NODELAY, Nagle's
+        // algorithm and the client's delayed ACK held each burst ~40 ms.
+        use axum::serve::ListenerExt;
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY");
+            }
+        });
         let result = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
         sweeper.abort();
         self.state.manager.shutdown().await;
