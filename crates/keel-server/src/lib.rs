@@ -10,6 +10,7 @@
 //! from the configuration); [`router`] is the whole HTTP surface.
 
 mod error;
+mod factory;
 mod hub;
 mod live;
 mod routes;
@@ -28,8 +29,9 @@ use axum::routing::{get, post};
 use keel_session::SessionStore;
 
 pub use error::ApiError;
+pub use factory::{AgentFactory, Prepared, SessionSpec};
 pub use hub::{Frame, Hub};
-pub use live::{AgentFactory, Limits, Live, Manager, Prepared, SessionSpec};
+pub use live::{Limits, Live, Manager};
 
 /// How the server runs.
 #[derive(Debug, Clone)]

@@ -8,60 +8,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use keel_agent::{Agent, SessionContext};
 use keel_llm::CancellationToken;
 use keel_session::{Session, SessionError, SessionStore};
 use keel_tools::{AskAnswer, AskFn, AskRequest};
-use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::error::ApiError;
+use crate::factory::{AgentFactory, SessionSpec};
 use crate::hub::Hub;
-
-/// What a client chose for a session (`POST /v1/sessions`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct SessionSpec {
-    /// The workspace folder; must be under one of the server's roots.
-    pub folder: PathBuf,
-    /// A model name, instead of the configured one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// A configuration profile.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<String>,
-    /// `auto`, `ask` or `read-only`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permission: Option<String>,
-    /// A sandbox mode, as `keel --sandbox` takes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<String>,
-}
-
-/// An agent and the session's context, made for one session.
-#[derive(Debug)]
-pub struct Prepared {
-    /// The agent (model, tools, hooks; the permission policy asks through the given
-    /// [`AskFn`]).
-    pub agent: Agent,
-    /// The session's context (workspace, artifacts, environment of a new session).
-    pub ctx: SessionContext,
-}
-
-/// Builds the agent for a session; the binary implements it from its configuration.
-pub trait AgentFactory: Send + Sync + 'static {
-    /// An agent and context for session `session_id` working as `spec` says, whose
-    /// permission policy asks through `ask`. `new_session`: it has no messages yet.
-    /// `Err` is a message for the client (a bad model, profile or mode).
-    fn prepare<'a>(
-        &'a self,
-        spec: &'a SessionSpec,
-        session_id: &'a str,
-        new_session: bool,
-        ask: AskFn,
-    ) -> BoxFuture<'a, Result<Prepared, String>>;
-}
 
 /// A permission question waiting for a client's answer.
 #[derive(Debug)]

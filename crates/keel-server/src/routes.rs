@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::live::{Live, SessionSpec, blocking, check_id};
+use crate::factory::SessionSpec;
+use crate::live::{Live, blocking, check_id};
 
 /// A JSON request body; a bad or oversized one is a JSON error, not a text page.
 pub struct JsonBody<T>(pub T);
