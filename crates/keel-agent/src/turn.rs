@@ -8,7 +8,7 @@ use keel_llm::{
 };
 use keel_session::{
     CompactionOutcome, CompactionReason, EventKind, InputSource, RequestHeader, Session, SessionError,
-    StepEnd, StepStart, TurnEnd, TurnEndReason, TurnStart, UserInput,
+    StepEnd, StepStart, SyncWork, TurnEnd, TurnEndReason, TurnStart, UserInput,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -77,21 +77,17 @@ impl TurnRun<'_> {
         self.session.append_observed(kind, |event| sink.emit(&AgentEvent::Logged(event)))
     }
 
-    /// Makes the log durable. On a multi-threaded runtime (many sessions) the fsync runs
-    /// on the blocking pool so other sessions go on; on a current-thread runtime (the
-    /// CLI) it runs inline, which is cheaper than a thread hand-off.
+    /// Makes the log durable the way the session's writer asks: inline (a CLI's file),
+    /// on the blocking pool (a server's files, so a slow disk does not stall other
+    /// sessions), or by awaiting the writer task's acknowledgement (a database).
     pub(crate) async fn sync(&mut self) -> Result<(), SessionError> {
-        let multi = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if !multi {
-            return self.session.sync();
-        }
-        match self.session.detached_sync() {
-            Some(job) => match tokio::task::spawn_blocking(job).await {
+        match self.session.sync_work() {
+            SyncWork::Blocking(job) => match tokio::task::spawn_blocking(job).await {
                 Ok(result) => result,
                 Err(_) => self.session.sync(),
             },
-            None => self.session.sync(),
+            SyncWork::Wait(ack) => ack.await,
+            _ => self.session.sync(),
         }
     }
 

@@ -84,6 +84,7 @@ type Seen = (ToolChoice, u64, Vec<Message>);
 /// A model with a context window: requests past it fail with `context_overflow`
 /// (estimated as keel estimates); summary requests (no tools offered) are answered
 /// with a fixed summary; everything else goes to the script.
+
 #[derive(Clone)]
 struct Windowed {
     script: ScriptedModel,

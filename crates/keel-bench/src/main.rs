@@ -3,11 +3,13 @@
 //! `cargo build --release -p keel-cli && cargo run --release -p keel-bench` prints every
 //! section; name sections (`task`, `loop`, `many`, `stream`, `reopen`, `shell`) to run
 //! only those.
-//! `many-real` (not in the default run) repeats `many` with real shell processes.
+//! `many-real` (not in the default run) repeats `many` with real shell processes;
+//! `http [N] [N_PG]` (not in the default run) runs sessions over HTTP against keel-server.
 //! See docs/performance.md for what each figure means and the latest results.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod http;
 #[cfg(feature = "local")]
 mod local;
 mod many;
@@ -24,6 +26,7 @@ fn main() {
         Some("reopen-child") => return sections::reopen_child(&which[1], &which[2]),
         Some("noop") => return println!("{}", measure::peak_rss()),
         Some("serve") => return task::serve(which.get(1).and_then(|ms| ms.parse().ok()).unwrap_or(0)),
+        Some("http-child") => return http::child(&which[1], &which[2], &which[3]),
         Some("many-child") => {
             let n = which.get(2).and_then(|n| n.parse().ok()).unwrap_or(1);
             return many::child(&which[1], n, which.get(3).is_some_and(|v| v == "real"));
@@ -48,6 +51,10 @@ fn main() {
     }
     if wants("many") {
         many::many(1000, false);
+    }
+    if which.iter().any(|w| w == "http") {
+        let n = |i: usize, default: usize| which.get(i).and_then(|v| v.parse().ok()).unwrap_or(default);
+        http::http(n(1, 1000), n(2, 200));
     }
     if which.iter().any(|w| w == "many-real") {
         many::many(1000, true);

@@ -20,7 +20,7 @@ use crate::trajectory;
 
 /// A `shell` stand-in that spawns nothing, so the figures show keel rather than the
 /// cost of starting 2,000 processes on 2 cores.
-struct InProcessShell;
+pub(crate) struct InProcessShell;
 
 impl Tool for InProcessShell {
     type Args = ShellArgs;
@@ -57,7 +57,7 @@ pub fn child(url: &str, n: usize, real_shell: bool) {
     let mut config = OpenAiConfig::new(url, "mock");
     config.max_retries = 0;
     let client = Arc::new(OpenAiClient::new(config).unwrap());
-    let store = Arc::new(JsonlStore::new(dir.path().join("sessions")));
+    let store = Arc::new(JsonlStore::new(dir.path().join("sessions")).detached_sync(true));
     for i in 0..n {
         trajectory::workspace(&dir.path().join(format!("ws{i}")));
     }

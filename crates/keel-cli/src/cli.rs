@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 ///
 /// `keel "task"` runs one task and prints the answer. `keel` alone starts an interactive
 /// session. Every run is a session you can list, show, resume and fork.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(name = "keel", version, about, long_about = None)]
 pub struct Cli {
     /// The task (print mode). Read from stdin when stdin is not a terminal.
@@ -176,7 +176,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// Subcommands.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// List, show or fork sessions.
     Sessions {
@@ -197,10 +197,34 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<McpAction>,
     },
+    /// Serve many sessions over HTTP (REST + server-sent events under /v1).
+    Serve(ServeArgs),
+}
+
+/// `keel serve …`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on (only this machine by default).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8421")]
+    pub listen: String,
+    /// Workspaces must be inside this folder; repeatable (default: the current folder).
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+    /// Where sessions live: `postgres://user@host:port/db`, or a folder for JSONL files
+    /// (default: keel's sessions folder).
+    #[arg(long, value_name = "URL|DIR", env = "KEEL_STORE", hide_env_values = true)]
+    pub store: Option<String>,
+    /// Turns running at once over all sessions; beyond, requests get 503.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub max_turns: usize,
+    /// Close a session after this many seconds without a turn, a question or a client,
+    /// so another keel (or node) can run it; it reopens on the next request.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub idle_close: u64,
 }
 
 /// `keel mcp …`.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum McpAction {
     /// Start every configured server, then show its state (ready, failed: why, starting)
     /// and its tools.
@@ -208,7 +232,7 @@ pub enum McpAction {
 }
 
 /// `keel models …`.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum ModelsAction {
     /// List the models in the cache, and the ones keel can fetch.
     List,
@@ -220,7 +244,7 @@ pub enum ModelsAction {
 }
 
 /// `keel sessions …`.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum SessionsAction {
     /// List sessions, newest first.
     List {

@@ -17,6 +17,7 @@ mod print_mode;
 mod prompt;
 mod provider;
 mod render;
+mod serve;
 mod sessions;
 mod setup;
 mod signals;
@@ -71,6 +72,7 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
         Some(cli::Command::Mcp { action: None | Some(cli::McpAction::List) }) => {
             return mcp::list_command(&cli).await;
         }
+        Some(cli::Command::Serve(args)) => return serve::run(&cli, args).await,
         None => {}
     }
     if let Some(word) = cli.task.as_deref()
@@ -141,7 +143,13 @@ fn main() -> ExitCode {
     signals::Interrupts::get();
     let cli = cli::Cli::parse();
     init_logging(&cli);
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    // The server runs many sessions at once: all cores; everything else one thread.
+    let runtime = if matches!(cli.command, Some(cli::Command::Serve(_))) {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    };
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(e) => {
             errln!("keel: cannot start: {e}");

@@ -12,13 +12,14 @@ use std::time::SystemTime;
 use crate::error::{SessionError, SessionErrorKind};
 use crate::event::{Event, EventKind, ParentRef};
 use crate::projection::Projection;
-use crate::session::{EventWriter, Session};
+use crate::session::{EventWriter, Session, SyncWork};
 use crate::store::{SessionStore, SessionSummary};
 
 /// Sessions as `<dir>/<id>.jsonl` files.
 #[derive(Debug, Clone)]
 pub struct JsonlStore {
     dir: PathBuf,
+    detached_sync: bool,
 }
 
 /// Appends events to a locked JSONL file.
@@ -27,10 +28,30 @@ pub struct JsonlWriter {
     file: std::sync::Arc<File>,
     path: PathBuf,
     line: Vec<u8>,
+    /// Syncs run on a blocking thread (see [`JsonlStore::detached_sync`]).
+    detached: bool,
+    closed: bool,
+}
+
+impl JsonlWriter {
+    fn new(file: File, path: PathBuf, detached: bool) -> Self {
+        JsonlWriter {
+            file: std::sync::Arc::new(file),
+            path,
+            line: Vec::with_capacity(4096),
+            detached,
+            closed: false,
+        }
+    }
 }
 
 impl EventWriter for JsonlWriter {
     fn append(&mut self, event: &Event) -> Result<(), SessionError> {
+        if self.closed {
+            return Err(
+                SessionError::new(SessionErrorKind::Invalid, "the session was closed").at_path(&self.path)
+            );
+        }
         self.line.clear();
         event.write_line(&mut self.line)?;
         (&*self.file).write_all(&self.line).map_err(|e| SessionError::io(e).at_path(&self.path))
@@ -40,10 +61,23 @@ impl EventWriter for JsonlWriter {
         self.file.sync_data().map_err(|e| SessionError::io(e).at_path(&self.path))
     }
 
-    fn detached_sync(&self) -> Option<crate::session::SyncJob> {
+    fn sync_work(&mut self) -> SyncWork {
+        if !self.detached {
+            return SyncWork::Inline;
+        }
         let file = std::sync::Arc::clone(&self.file);
         let path = self.path.clone();
-        Some(Box::new(move || file.sync_data().map_err(|e| SessionError::io(e).at_path(&path))))
+        SyncWork::Blocking(Box::new(move || file.sync_data().map_err(|e| SessionError::io(e).at_path(&path))))
+    }
+
+    fn close(&mut self) -> Result<(), SessionError> {
+        if self.closed {
+            return Ok(());
+        }
+        self.sync()?;
+        self.closed = true;
+        // The lock goes now, not when the last handle (a detached sync) drops the file.
+        self.file.unlock().map_err(|e| SessionError::io(e).at_path(&self.path))
     }
 }
 
@@ -108,7 +142,16 @@ fn read_log(
 impl JsonlStore {
     /// A store rooted at `dir` (created on first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        JsonlStore { dir: dir.into() }
+        JsonlStore { dir: dir.into(), detached_sync: false }
+    }
+
+    /// With `true`, sessions' syncs run on a blocking thread ([`SyncWork::Blocking`]),
+    /// so a slow disk does not stall other sessions served by the same executor (a
+    /// server); with `false` (the default, a CLI running one session) they run inline,
+    /// which is cheaper than a thread hand-off.
+    pub fn detached_sync(mut self, detached: bool) -> Self {
+        self.detached_sync = detached;
+        self
     }
 
     /// The folder holding the session files.
@@ -190,7 +233,7 @@ impl JsonlStore {
             }
         };
         Self::lock(&file, &id, &path)?;
-        let writer = JsonlWriter { file: std::sync::Arc::new(file), path, line: Vec::with_capacity(4096) };
+        let writer = JsonlWriter::new(file, path, self.detached_sync);
         let session = Session::create(id, cwd, parent, Box::new(writer))?;
         // Make the new directory entry durable too.
         if let Ok(dir) = File::open(&self.dir) {
@@ -279,11 +322,7 @@ impl SessionStore for JsonlStore {
         if loaded.missing_newline {
             file.write_all(b"\n").map_err(io)?;
         }
-        let writer = JsonlWriter {
-            file: std::sync::Arc::new(file),
-            path: path.clone(),
-            line: Vec::with_capacity(4096),
-        };
+        let writer = JsonlWriter::new(file, path.clone(), self.detached_sync);
         if projection.header().is_none() {
             // Nothing survived, not even the header: start the log over under the same id.
             let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
@@ -315,7 +354,7 @@ impl SessionStore for JsonlStore {
             if event.seq == 0 || event.seq > at || matches!(event.kind, EventKind::SessionHeader(_)) {
                 continue;
             }
-            session.append_event(event, |_| {})?;
+            session.append_copy(event)?;
         }
         session.sync()?;
         session.repair()?;
@@ -337,5 +376,17 @@ impl SessionStore for JsonlStore {
 
     fn read(&self, id: &str) -> Result<Vec<Event>, SessionError> {
         self.read_events(id)
+    }
+
+    fn delete(&self, id: &str) -> Result<(), SessionError> {
+        let id = self.resolve_id(id)?;
+        let path = self.path_of(&id);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| SessionError::io(e).at_path(&path))?;
+        Self::lock(&file, &id, &path)?;
+        std::fs::remove_file(&path).map_err(|e| SessionError::io(e).at_path(&path))
     }
 }

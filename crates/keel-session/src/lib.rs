@@ -31,7 +31,7 @@ pub use event::{
 pub use jsonl::{JsonlStore, JsonlWriter};
 pub use projection::{OpenTurn, PendingCall, Projection, derive_messages};
 pub use repair::{INTERRUPTED_CODE, NOT_STARTED, OUTCOME_UNKNOWN, RepairReport};
-pub use session::{EventWriter, MemoryWriter, NullWriter, Session, SyncJob};
+pub use session::{EventWriter, MemoryWriter, NullWriter, Session, SyncFuture, SyncJob, SyncWork};
 pub use store::{SessionStore, SessionSummary};
 pub use validate::{InvalidHistory, validate};
 

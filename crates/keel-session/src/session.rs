@@ -8,26 +8,63 @@ use crate::projection::Projection;
 use crate::repair::{self, RepairReport};
 use crate::time::now_rfc3339;
 
-/// Where a session's events are persisted. Implemented by the JSONL store; a SQLite or
-/// PostgreSQL store would implement it too.
-pub trait EventWriter: Send {
-    /// Persists one event. Must be written through (not held in a user-space buffer)
-    /// before returning, so a crash loses at most the event being written.
+/// Where a session's events are persisted: the JSONL file, PostgreSQL, memory.
+///
+/// `append` is called on the loop's path and must not wait for durability: a file writer
+/// writes through (no user-space buffer), a database writer hands the event to its
+/// writer task. Durability is [`EventWriter::sync`] (blocking) or
+/// [`EventWriter::sync_work`] (what an async caller should do instead of blocking).
+pub trait EventWriter: Send + Sync {
+    /// Hands one event to the store, in order. A crash may lose events not yet synced,
+    /// never reorder them. An error here (or from an earlier hand-off) means the session
+    /// can no longer be written.
     fn append(&mut self, event: &Event) -> Result<(), SessionError>;
 
-    /// Makes everything appended so far durable (fsync).
+    /// Makes everything appended so far durable (fsync, commit), blocking the thread.
     fn sync(&mut self) -> Result<(), SessionError>;
 
-    /// The same as [`EventWriter::sync`], detached so it can run on another thread
-    /// (the agent loop runs it on tokio's blocking pool, so a slow disk does not stall
-    /// other sessions). `None` means "sync inline".
-    fn detached_sync(&self) -> Option<SyncJob> {
-        None
+    /// How to make everything appended so far durable without blocking an async
+    /// executor. The writer decides (the loop no longer inspects the runtime): inline
+    /// (call [`EventWriter::sync`]), a job for a blocking thread, or a future to await.
+    fn sync_work(&mut self) -> SyncWork {
+        SyncWork::Inline
+    }
+
+    /// Makes everything durable and releases the session (its lock or lease), so
+    /// another writer may open it. Appending after `close` fails. Dropping a writer
+    /// without closing releases it too, as far as the store can (a process that dies
+    /// releases it as well).
+    fn close(&mut self) -> Result<(), SessionError> {
+        self.sync()
     }
 }
 
-/// A sync to run elsewhere; see [`EventWriter::detached_sync`].
+/// A sync to run on a blocking thread; see [`SyncWork::Blocking`].
 pub type SyncJob = Box<dyn FnOnce() -> Result<(), SessionError> + Send>;
+
+/// A sync to await; see [`SyncWork::Wait`].
+pub type SyncFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), SessionError>> + Send>>;
+
+/// What an async caller does to make a session durable; see [`EventWriter::sync_work`].
+#[non_exhaustive]
+pub enum SyncWork {
+    /// Call [`Session::sync`] on this thread (cheap, or the writer has nothing better).
+    Inline,
+    /// Run this job on a blocking thread (an fsync that may take a while).
+    Blocking(SyncJob),
+    /// Await this future (a writer task acknowledges when everything is committed).
+    Wait(SyncFuture),
+}
+
+impl std::fmt::Debug for SyncWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SyncWork::Inline => "SyncWork::Inline",
+            SyncWork::Blocking(_) => "SyncWork::Blocking",
+            SyncWork::Wait(_) => "SyncWork::Wait",
+        })
+    }
+}
 
 /// A writer that keeps nothing (`--no-session`).
 #[derive(Debug, Default)]
@@ -196,10 +233,23 @@ impl Session {
         self.writer.sync()
     }
 
-    /// A job that makes everything appended so far durable when run, for running off an
-    /// async executor; `None` when the writer only syncs inline (call [`Session::sync`]).
-    pub fn detached_sync(&self) -> Option<SyncJob> {
-        self.writer.detached_sync()
+    /// How an async caller makes everything appended so far durable without blocking
+    /// its executor; see [`EventWriter::sync_work`].
+    pub fn sync_work(&mut self) -> SyncWork {
+        self.writer.sync_work()
+    }
+
+    /// Makes everything durable and releases the session (its file lock, its database
+    /// lease), so another writer may open it at once. Blocks like [`Session::sync`]; an
+    /// async caller runs it on a blocking thread.
+    pub fn close(mut self) -> Result<(), SessionError> {
+        self.writer.close()
+    }
+
+    /// Appends an event that already has its seq and time, as a store copying a log does
+    /// (fork). Checked like any append; the seq must be after the last one.
+    pub fn append_copy(&mut self, event: Event) -> Result<(), SessionError> {
+        self.append_event(event, |_| {})
     }
 
     /// The model-visible conversation.

@@ -9,8 +9,11 @@ use crate::event::{Event, ParentRef};
 use crate::projection::Projection;
 use crate::session::Session;
 
-/// A place that creates, opens, lists and forks sessions. The JSONL store is the first
-/// implementation; the trait keeps room for SQLite or PostgreSQL.
+/// A place that creates, opens, lists and forks sessions: the JSONL store here,
+/// PostgreSQL in `keel-store-postgres`. Every store passes the conformance suite in
+/// `keel_testkit::store`.
+///
+/// The methods block (file or network I/O): async code runs them on a blocking thread.
 pub trait SessionStore: Send + Sync {
     /// Starts a new session for workspace `cwd`, locked for writing.
     fn create(&self, cwd: &str) -> Result<Session, SessionError>;
@@ -28,6 +31,9 @@ pub trait SessionStore: Send + Sync {
 
     /// All events of a session, read without locking it.
     fn read(&self, id: &str) -> Result<Vec<Event>, SessionError>;
+
+    /// Deletes a session for good. Refused (`Locked`) while it is open for writing.
+    fn delete(&self, id: &str) -> Result<(), SessionError>;
 }
 
 /// One line of a session listing.

@@ -1,0 +1,182 @@
+//! `keel serve`: the HTTP server (keel-server) with keel's configuration: each session's
+//! agent is built like `keel`'s own, with the client's model, profile, permission mode
+//! and sandbox applied over the configuration.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use futures::future::BoxFuture;
+use keel_server::{AgentFactory, Prepared, Server, ServerConfig, SessionSpec};
+use keel_session::{JsonlStore, SessionStore};
+use keel_tools::AskFn;
+
+use crate::cli::{Cli, ServeArgs};
+use crate::config::{self, ModelSettings};
+use crate::{exit, paths, setup, signals};
+
+/// Builds a session's agent from the configuration and the client's choices.
+struct Factory {
+    base: Cli,
+}
+
+impl Factory {
+    /// The flags of `keel` for this spec: the server's own, with the client's choices.
+    fn cli_for(&self, spec: &SessionSpec) -> Cli {
+        let mut cli = self.base.clone();
+        cli.command = None;
+        cli.cwd = Some(spec.folder.clone());
+        if spec.profile.is_some() {
+            cli.profile = spec.profile.clone();
+        }
+        if spec.model.is_some() {
+            cli.model = spec.model.clone();
+        }
+        if spec.permission.is_some() {
+            cli.permission = spec.permission.clone();
+        }
+        if spec.sandbox.is_some() {
+            cli.sandbox = spec.sandbox.clone();
+        }
+        cli
+    }
+}
+
+impl AgentFactory for Factory {
+    fn prepare<'a>(
+        &'a self,
+        spec: &'a SessionSpec,
+        session_id: &'a str,
+        new_session: bool,
+        ask: AskFn,
+    ) -> BoxFuture<'a, Result<Prepared, String>> {
+        Box::pin(async move {
+            let cli = self.cli_for(spec);
+            let settings = config::resolve(&cli, false).map_err(|e| e.0)?;
+            if matches!(settings.model, ModelSettings::Local(_)) {
+                return Err("keel serve does not run the embedded model; configure a model server".into());
+            }
+            let policy = setup::policy(&settings, &spec.folder).map_err(|e| e.0)?.with_ask(ask);
+            let model = setup::model(&settings, false).await.map_err(|e| e.0)?;
+            let (agent, _notes) = setup::agent(&settings, &spec.folder, policy, model);
+            let mut ctx = keel_agent::SessionContext::new(&spec.folder)
+                .artifacts(paths::sessions_dir().join(session_id));
+            if settings.environment && new_session {
+                let today = keel_session::time::now_rfc3339();
+                ctx = ctx.environment(keel_tools::environment::describe(
+                    &spec.folder,
+                    &today[..10.min(today.len())],
+                ));
+            }
+            Ok(Prepared { agent, ctx })
+        })
+    }
+}
+
+/// The token: `KEEL_SERVE_TOKEN`, else the one kept in keel's folder (made and printed
+/// on first start, readable only by the user).
+fn token() -> anyhow::Result<(String, bool)> {
+    if let Ok(token) = std::env::var("KEEL_SERVE_TOKEN")
+        && !token.trim().is_empty()
+    {
+        return Ok((token.trim().to_owned(), false));
+    }
+    let path = paths::keel_home().join("serve-token");
+    if let Ok(token) = std::fs::read_to_string(&path)
+        && token.trim().len() >= 16
+    {
+        return Ok((token.trim().to_owned(), false));
+    }
+    let mut bytes = [0u8; 24];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("cannot read /dev/urandom for a token")?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    write_private(&path, &token).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok((token, true))
+}
+
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    file.write_all(text.as_bytes())
+}
+
+/// The store `--store` / `KEEL_STORE` / `KEEL_DATABASE_URL` names.
+fn store(args: &ServeArgs) -> anyhow::Result<(Arc<dyn SessionStore>, String)> {
+    let chosen =
+        args.store.clone().or_else(|| std::env::var("KEEL_DATABASE_URL").ok().filter(|s| !s.is_empty()));
+    match chosen {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            let store =
+                keel_store_postgres::PgStore::connect(&url).map_err(|e| anyhow::anyhow!("--store: {e}"))?;
+            Ok((Arc::new(store), "PostgreSQL".to_owned()))
+        }
+        Some(dir) => {
+            Ok((Arc::new(JsonlStore::new(&dir).detached_sync(true)), format!("JSONL files in {dir}")))
+        }
+        None => {
+            let dir = paths::sessions_dir();
+            let label = format!("JSONL files in {}", dir.display());
+            Ok((Arc::new(JsonlStore::new(dir).detached_sync(true)), label))
+        }
+    }
+}
+
+/// Runs the server until Ctrl-C or SIGTERM.
+pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
+    let (token, fresh) = token()?;
+    let roots: Vec<PathBuf> = if args.roots.is_empty() {
+        vec![std::env::current_dir().context("cannot read the current folder")?]
+    } else {
+        args.roots.clone()
+    };
+    // The configuration must be usable before anyone connects.
+    config::resolve(cli, false).map_err(|e| anyhow::anyhow!("{}", e.0))?;
+    let (store, store_label) = tokio::task::spawn_blocking({
+        let args = args.clone();
+        move || store(&args)
+    })
+    .await
+    .context("opening the store")??;
+    let mut config = ServerConfig::new(token.clone(), roots.clone());
+    config.max_turns = args.max_turns.max(1);
+    config.idle_close = std::time::Duration::from_secs(args.idle_close.max(1));
+    let factory = Arc::new(Factory { base: cli.clone() });
+    let server = Server::new(config, store, factory).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let address = listener.local_addr()?;
+    errln!("keel serve: listening on http://{address}/v1 (sessions: {store_label})");
+    errln!(
+        "keel serve: workspaces under {}",
+        roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+    );
+    if fresh {
+        errln!(
+            "keel serve: new token (kept in {}): {token}",
+            paths::keel_home().join("serve-token").display()
+        );
+    } else {
+        errln!(
+            "keel serve: token from KEEL_SERVE_TOKEN or {}",
+            paths::keel_home().join("serve-token").display()
+        );
+    }
+    // Ctrl-C or SIGTERM stops the server gracefully; a second one leaves at once.
+    let stop = keel_llm::CancellationToken::new();
+    let _signals = signals::during_turn(&stop);
+    let shutdown = async move {
+        stop.cancelled().await;
+        errln!("keel serve: stopping (running turns are aborted, sessions closed)");
+    };
+    server.serve(listener, shutdown).await.context("serving")?;
+    Ok(exit::OK)
+}

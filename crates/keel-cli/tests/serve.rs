@@ -1,0 +1,123 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `keel serve`, the real binary, against the mock model server: token on first start,
+//! a turn over HTTP watched on the event stream, graceful stop on SIGTERM.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::Env;
+use futures::StreamExt;
+use keel_session::{EventKind, SessionStore, TurnEndReason};
+use keel_testkit::{ChatStream, MockServer};
+use serde_json::{Value, json};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keel_serve_runs_a_turn_over_http_and_stops_cleanly() {
+    let model = MockServer::start().await;
+    model.push(
+        ChatStream::new()
+            .tool_call("c1", "read_file", r#"{"path":"hello.py"}"#, 2)
+            .finish("tool_calls")
+            .response(),
+    );
+    model.push(ChatStream::new().text("It prints hello.", 3).finish("stop").response());
+    let env = Env::new();
+    let mut command = env.keel(&model.base_url());
+    command.args(["serve", "--listen", "127.0.0.1:0"]).stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let mut address = None;
+    let mut token = None;
+    while address.is_none() || token.is_none() {
+        let line =
+            lines_rx.recv_timeout(Duration::from_secs(30)).expect("keel serve printed its address and token");
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            address = rest.split('/').next().map(str::to_owned);
+        }
+        if let Some(rest) = line.split("): ").nth(1).filter(|_| line.contains("new token")) {
+            token = Some(rest.trim().to_owned());
+        }
+    }
+    let (address, token) = (address.unwrap(), token.unwrap());
+    let kept = std::fs::read_to_string(env.home().join("serve-token")).unwrap();
+    assert_eq!(kept.trim(), token, "the token is kept for the next start");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(env.home().join("serve-token")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder().tls_certs_only(Vec::new()).build().unwrap();
+    let base = format!("http://{address}/v1");
+    let refused = client.get(format!("{base}/sessions")).send().await.unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    let created = client
+        .post(format!("{base}/sessions"))
+        .bearer_auth(&token)
+        .body(json!({"folder": env.workspace()}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let id = serde_json::from_str::<Value>(&created.text().await.unwrap()).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let events = client.get(format!("{base}/sessions/{id}/events")).bearer_auth(&token).send().await.unwrap();
+    let sent = client
+        .post(format!("{base}/sessions/{id}/messages"))
+        .bearer_auth(&token)
+        .body(json!({"text": "what does hello.py print?"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status().as_u16(), 202);
+
+    // Read the stream until the turn ends.
+    let mut body = events.bytes_stream();
+    let mut text = String::new();
+    let mut kinds = Vec::new();
+    while !kinds.iter().any(|k| k == "turn/end") {
+        let chunk =
+            tokio::time::timeout(Duration::from_secs(30), body.next()).await.unwrap().unwrap().unwrap();
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+        while let Some(end) = text.find("\n\n") {
+            let block: String = text.drain(..end + 2).collect();
+            for data in block.lines().filter_map(|l| l.strip_prefix("data: ")) {
+                let value: Value = serde_json::from_str(data).unwrap();
+                kinds.push(value["type"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    assert!(kinds.iter().any(|k| k == "delta/text"), "{kinds:?}");
+    assert!(kinds.iter().any(|k| k == "tool/result"), "{kinds:?}");
+
+    // SIGTERM: the server stops and closes its sessions.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    assert!(status.success(), "{status:?}");
+    let events = env.store().read(&id).unwrap();
+    let answer = events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::AssistantMessage(m) => Some(m.text()),
+        _ => None,
+    });
+    assert_eq!(answer.as_deref(), Some("It prints hello."));
+    assert!(
+        matches!(&events.last().unwrap().kind, EventKind::TurnEnd(end) if end.reason == TurnEndReason::Completed)
+    );
+    // Closed: another keel can open it at once.
+    let store = env.store();
+    store.open(&id).unwrap().close().unwrap();
+}

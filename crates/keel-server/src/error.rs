@@ -1,0 +1,74 @@
+//! Errors as JSON: `{"error": {"code": "...", "message": "..."}}` with a fitting status.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use keel_session::{SessionError, SessionErrorKind};
+
+/// An error answered to a client.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// A stable machine-readable code (`not_found`, `turn_running`, …).
+    pub code: &'static str,
+    /// What went wrong, for a person.
+    pub message: String,
+    /// Seconds to wait before retrying (503).
+    pub retry_after: Option<u32>,
+}
+
+impl ApiError {
+    /// A new error.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, code, message: message.into(), retry_after: None }
+    }
+
+    /// 400: the request is malformed.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// 404: no such session.
+    pub fn not_found(id: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", format!("no session `{id}`"))
+    }
+
+    /// 409: the session's state does not allow this now.
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code, message)
+    }
+
+    /// 500: something on the server failed.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+}
+
+impl From<SessionError> for ApiError {
+    fn from(e: SessionError) -> Self {
+        let (status, code) = match e.kind {
+            SessionErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            SessionErrorKind::Locked => (StatusCode::CONFLICT, "session_locked"),
+            SessionErrorKind::Invalid => (StatusCode::BAD_REQUEST, "bad_request"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "store"),
+        };
+        ApiError::new(status, code, e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if let Some(secs) = self.retry_after
+            && let Ok(value) = HeaderValue::from_str(&secs.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

@@ -1,0 +1,233 @@
+//! The handlers of `/v1`.
+
+use std::sync::Arc;
+
+use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use keel_session::{Projection, SessionSummary};
+use keel_tools::AskAnswer;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::factory::SessionSpec;
+use crate::live::{Live, blocking, check_id};
+
+/// A JSON request body; a bad or oversized one is a JSON error, not a text page.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|r| ApiError::new(r.status(), "bad_body", r.body_text()))?;
+        serde_json::from_slice(&bytes)
+            .map(JsonBody)
+            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+    }
+}
+
+fn summary_json(summary: &SessionSummary, live: Option<&Live>) -> Value {
+    let modified =
+        summary.modified.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    json!({
+        "id": summary.id,
+        "created": summary.created,
+        "modified_ms": modified,
+        "folder": summary.cwd,
+        "first_prompt": summary.first_prompt,
+        "turns": summary.turns,
+        "usage": summary.usage,
+        "parent": summary.parent.as_ref().map(|p| json!({"id": p.id, "seq": p.seq})),
+        "events": summary.events,
+        "open": live.is_some(),
+        "running": live.is_some_and(Live::running),
+        "question": live.and_then(Live::question).map(|(id, tool, arguments)| json!({"id": id, "tool": tool, "arguments": arguments})),
+    })
+}
+
+/// `POST /v1/sessions`.
+pub async fn create(
+    State(app): State<Arc<AppState>>,
+    JsonBody(spec): JsonBody<SessionSpec>,
+) -> Result<Response, ApiError> {
+    let live = app.manager.create(spec).await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({"id": live.id, "folder": live.spec.folder}))).into_response())
+}
+
+/// `GET /v1/sessions`.
+pub async fn list(State(app): State<Arc<AppState>>) -> Result<Response, ApiError> {
+    let store = Arc::clone(app.manager.store());
+    let summaries = blocking(move || store.list()).await?;
+    let items: Vec<Value> =
+        summaries.iter().map(|s| summary_json(s, app.manager.get(&s.id).as_deref())).collect();
+    Ok(axum::Json(json!({"sessions": items})).into_response())
+}
+
+/// `GET /v1/sessions/{id}`.
+pub async fn show(State(app): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    check_id(&id)?;
+    let store = Arc::clone(app.manager.store());
+    let read_id = id.clone();
+    let events = blocking(move || store.read(&read_id)).await?;
+    let mut projection = Projection::new();
+    let count = events.len() as u64;
+    for event in events {
+        projection.apply(event).map_err(ApiError::from)?;
+    }
+    let summary =
+        SessionSummary::from_projection(id.clone(), &projection, std::time::SystemTime::now(), count);
+    Ok(axum::Json(summary_json(&summary, app.manager.get(&id).as_deref())).into_response())
+}
+
+/// A message, steering text.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextBody {
+    text: String,
+}
+
+fn text_of(body: TextBody) -> Result<String, ApiError> {
+    if body.text.trim().is_empty() {
+        return Err(ApiError::bad_request("`text` is empty"));
+    }
+    Ok(body.text)
+}
+
+/// `POST /v1/sessions/{id}/messages`: starts a turn (202).
+pub async fn message(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<TextBody>,
+) -> Result<Response, ApiError> {
+    let text = text_of(body)?;
+    let live = app.manager.open(&id).await?;
+    app.manager.start_turn(&live, text)?;
+    Ok((StatusCode::ACCEPTED, axum::Json(json!({"id": live.id, "running": true}))).into_response())
+}
+
+/// `POST /v1/sessions/{id}/steer`.
+pub async fn steer(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<TextBody>,
+) -> Result<Response, ApiError> {
+    let text = text_of(body)?;
+    let live = app.manager.get(&id).ok_or_else(|| ApiError::conflict("no_turn", "no turn is running"))?;
+    live.steer(text)?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// `POST /v1/sessions/{id}/abort`.
+pub async fn abort(State(app): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let live = app.manager.get(&id).ok_or_else(|| ApiError::conflict("no_turn", "no turn is running"))?;
+    live.abort()?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// The answer to a permission question.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionBody {
+    /// The question's id (from its `permission/ask` event); any pending one if absent.
+    #[serde(default)]
+    id: Option<u64>,
+    /// `allow`, `always`, `deny` or `stop`.
+    answer: String,
+}
+
+/// `POST /v1/sessions/{id}/permission`.
+pub async fn permission(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<PermissionBody>,
+) -> Result<Response, ApiError> {
+    let answer = match body.answer.as_str() {
+        "allow" => AskAnswer::Allow,
+        "always" => AskAnswer::AllowAlways,
+        "deny" => AskAnswer::Deny,
+        "stop" => AskAnswer::DenyAndStop,
+        other => {
+            return Err(ApiError::bad_request(format!("answer `{other}`: use allow, always, deny or stop")));
+        }
+    };
+    let live = app
+        .manager
+        .get(&id)
+        .ok_or_else(|| ApiError::conflict("no_question", "no permission question is pending"))?;
+    live.answer(body.id, answer)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Where to fork.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkBody {
+    /// The last event to keep (default: the last durable one).
+    #[serde(default)]
+    at: Option<u64>,
+}
+
+/// `POST /v1/sessions/{id}/fork` → `{id}` of the new session.
+pub async fn fork(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<ForkBody>,
+) -> Result<Response, ApiError> {
+    check_id(&id)?;
+    let store = Arc::clone(app.manager.store());
+    let new_id = blocking(move || {
+        let session = store.fork(&id, body.at)?;
+        let new_id = session.id().to_owned();
+        session.close()?;
+        Ok(new_id)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({"id": new_id}))).into_response())
+}
+
+/// `DELETE /v1/sessions/{id}`.
+pub async fn delete(State(app): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    check_id(&id)?;
+    app.manager.release(&id).await?;
+    let store = Arc::clone(app.manager.store());
+    blocking(move || store.delete(&id)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Where to resume the event stream.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Replay after this seq (as `Last-Event-ID`).
+    #[serde(default)]
+    after: Option<u64>,
+}
+
+/// `GET /v1/sessions/{id}/events`.
+pub async fn events(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let after = match headers.get("last-event-id") {
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be an event seq"))?,
+        ),
+        None => query.after,
+    };
+    let live = app.manager.open(&id).await?;
+    let sse = crate::sse::events(&app.manager, live, after, app.heartbeat, app.stopping.clone()).await?;
+    Ok(sse.into_response())
+}

@@ -1,0 +1,274 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `keel serve` over real HTTP, with a scripted model: turns, SSE resume, 409, abort,
+//! permission questions, auth, hostile input.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TOKEN, start, start_with};
+use keel_session::{EventKind, TurnEndReason};
+use keel_testkit::{ScriptedModel, reply};
+use serde_json::{Value, json};
+
+fn store_event_values(server: &common::TestServer, id: &str) -> Vec<Value> {
+    server.store.read(id).unwrap().iter().map(|e| serde_json::to_value(e).unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnecting_with_last_event_id_gets_exactly_the_missed_events() {
+    let model = ScriptedModel::new([
+        reply().call("bump", "{}").delay(Duration::from_millis(100)),
+        reply().text("done").delay(Duration::from_millis(300)),
+    ]);
+    let server = start(model).await;
+    let id = server.session(json!({})).await;
+    let mut sse = server.events(&id, None).await;
+    let header = sse.next().await.unwrap();
+    assert_eq!((header.id, header.kind()), (Some(0), "session/header"));
+
+    let (status, body) =
+        server.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "bump it"})).await;
+    assert_eq!(status, 202, "{body}");
+    // Leave in the middle of the turn, right after the tool call is logged.
+    let seen = sse.until("tool/call").await;
+    let last_seen = seen.iter().filter_map(|e| e.id).max().unwrap();
+    assert!(
+        seen.iter().any(|e| e.kind() == "delta/tool_call" && e.id.is_none()),
+        "live events are streamed too"
+    );
+    drop(sse);
+
+    // Reconnect while the turn still runs (the second reply takes 300 ms).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut resumed = server.events(&id, Some(last_seen)).await;
+    let rest = resumed.until("turn/end").await;
+    assert!(rest.iter().any(|e| e.kind() == "delta/text"), "and live events after the resume");
+    let logged: Vec<&common::SseEvent> = rest.iter().filter(|e| e.id.is_some()).collect();
+    let seqs: Vec<u64> = logged.iter().map(|e| e.id.unwrap()).collect();
+    server.wait_idle(&id).await;
+    let stored = store_event_values(&server, &id);
+    let expected: Vec<u64> = (last_seen + 1..stored.len() as u64).collect();
+    assert_eq!(seqs, expected, "exactly the missed events, in order, no duplicates");
+    for event in &logged {
+        assert_eq!(event.data, stored[event.id.unwrap() as usize], "each event as stored");
+    }
+    match &server.store.read(&id).unwrap().last().unwrap().kind {
+        EventKind::TurnEnd(end) => assert_eq!(end.reason, TurnEndReason::Completed),
+        other => panic!("the turn must end completed, not {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_mid_turn_does_not_stop_it() {
+    let model = ScriptedModel::new([
+        reply().call("bump", "{}").delay(Duration::from_millis(200)),
+        reply().text("finished without anyone watching").delay(Duration::from_millis(200)),
+    ]);
+    let server = start(model).await;
+    let id = server.session(json!({})).await;
+    let mut sse = server.events(&id, None).await;
+    server.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "go"})).await;
+    sse.until("turn/start").await;
+    drop(sse);
+    server.wait_idle(&id).await;
+    let events = server.store.read(&id).unwrap();
+    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::ToolResult(r) if r.content == "bumped")));
+    match &events.last().unwrap().kind {
+        EventKind::TurnEnd(end) => assert_eq!(end.reason, TurnEndReason::Completed),
+        other => panic!("the turn must complete, not {other:?}"),
+    }
+    // The session still works.
+    server.model.push(reply().text("again"));
+    let (status, _) = server.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "more"})).await;
+    assert_eq!(status, 202);
+    server.wait_idle(&id).await;
+    assert_eq!(server.get(&format!("/v1/sessions/{id}")).await.1["turns"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_message_while_a_turn_runs_is_409_and_abort_ends_it() {
+    let server = start(ScriptedModel::new([reply().text("never").hang()])).await;
+    let id = server.session(json!({})).await;
+    let path = format!("/v1/sessions/{id}/messages");
+    assert_eq!(server.post(&path, json!({"text": "first"})).await.0, 202);
+    let (status, body) = server.post(&path, json!({"text": "second"})).await;
+    assert_eq!(status, 409);
+    assert_eq!(body["error"]["code"], "turn_running");
+    assert_eq!(server.get(&format!("/v1/sessions/{id}")).await.1["running"], true);
+    let (status, _) = server.post(&format!("/v1/sessions/{id}/steer"), json!({"text": "hurry"})).await;
+    assert_eq!(status, 202);
+
+    assert_eq!(server.post(&format!("/v1/sessions/{id}/abort"), json!({})).await.0, 202);
+    server.wait_idle(&id).await;
+    match &server.store.read(&id).unwrap().last().unwrap().kind {
+        EventKind::TurnEnd(end) => assert_eq!(end.reason, TurnEndReason::Aborted),
+        other => panic!("the turn must end aborted, not {other:?}"),
+    }
+    let (status, body) = server.post(&format!("/v1/sessions/{id}/abort"), json!({})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("no_turn")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_question_is_asked_on_the_stream_and_answered_over_http() {
+    let model = ScriptedModel::new([reply().call("bump", "{}"), reply().text("bumped it")]);
+    let server = start(model).await;
+    let id = server.session(json!({"permission": "ask"})).await;
+    let mut sse = server.events(&id, None).await;
+    server.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "bump"})).await;
+    let asked = sse.until("permission/ask").await;
+    let question = asked.last().unwrap();
+    assert_eq!(question.id, None, "a question is live, not logged");
+    assert_eq!(question.data["data"]["tool"], "bump");
+    let qid = question.data["data"]["id"].as_u64().unwrap();
+    let shown = server.get(&format!("/v1/sessions/{id}")).await.1;
+    assert_eq!(shown["question"]["id"], qid);
+    let (status, body) = server
+        .post(&format!("/v1/sessions/{id}/permission"), json!({"id": qid + 1, "answer": "allow"}))
+        .await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("no_question")));
+    let (status, _) =
+        server.post(&format!("/v1/sessions/{id}/permission"), json!({"id": qid, "answer": "allow"})).await;
+    assert_eq!(status, 204);
+    let rest = sse.until("turn/end").await;
+    let result = rest.iter().find(|e| e.kind() == "tool/result").unwrap();
+    assert_eq!(result.data["data"]["content"], "bumped");
+    assert!(result.data["data"].get("is_error").is_none(), "the call ran: {result:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_the_token_are_refused() {
+    let server = start(ScriptedModel::new([])).await;
+    let client = server.client.clone();
+    for auth in [None, Some("Bearer wrong-token-0123456789"), Some(TOKEN)] {
+        let mut request = client.get(format!("{}/v1/sessions", server.url));
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 401, "{auth:?}");
+        assert_eq!(response.headers()["www-authenticate"], "Bearer");
+        let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(body["error"]["code"], "unauthorized");
+    }
+    let events = client.get(format!("{}/v1/sessions/x/events", server.url)).send().await.unwrap();
+    assert_eq!(events.status().as_u16(), 401);
+    let spec = client.get(format!("{}/openapi.json", server.url)).send().await.unwrap();
+    assert_eq!(spec.status().as_u16(), 200);
+    let spec: Value = serde_json::from_str(&spec.text().await.unwrap()).unwrap();
+    assert!(spec["paths"]["/v1/sessions/{id}/events"].is_object());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_input_gets_clear_json_errors() {
+    let server = start(ScriptedModel::new([])).await;
+    let outside = tempfile::tempdir().unwrap();
+    let (status, body) = server.post("/v1/sessions", json!({"folder": outside.path()})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("forbidden_folder")), "{body}");
+    let escape = server.folder().join("..").join("..");
+    assert_eq!(server.post("/v1/sessions", json!({"folder": escape})).await.0, 403);
+    let (status, body) =
+        server.post("/v1/sessions", json!({"folder": server.folder(), "colour": "red"})).await;
+    assert_eq!(status, 400);
+    assert!(body["error"]["message"].as_str().unwrap().contains("colour"), "{body}");
+    let (status, body) =
+        server.post("/v1/sessions", json!({"folder": server.folder(), "permission": "yolo"})).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(server.store.list().unwrap().is_empty(), "a session that cannot run is not kept");
+    let huge = "x".repeat(100 * 1024);
+    let (status, body) = server.post("/v1/sessions/abc/messages", json!({"text": huge})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (413, Some("bad_body")), "{body}");
+    let response = server
+        .client
+        .post(format!("{}/v1/sessions", server.url))
+        .bearer_auth(TOKEN)
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let (status, _) = server.post("/v1/sessions/..%2Fetc/messages", json!({"text": "hi"})).await;
+    assert_eq!(status, 400);
+    let (status, body) =
+        server.post("/v1/sessions/20990101-000000-000000/messages", json!({"text": "hi"})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")), "{body}");
+    let id = server.session(json!({})).await;
+    let (status, _) = server.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "  "})).await;
+    assert_eq!(status, 400);
+    let (status, body) = server.post(&format!("/v1/sessions/{id}/steer"), json!({"text": "x"})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("no_turn")));
+    let response = server
+        .client
+        .get(format!("{}/v1/sessions/{id}/events", server.url))
+        .bearer_auth(TOKEN)
+        .header("last-event-id", "yesterday")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let (status, body) = server.get(&format!("/v1/sessions/{id}/events?after=soon")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("bad_request")), "{body}");
+    assert_eq!(server.get("/v2/nothing").await.0, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_listed_forked_and_deleted() {
+    let server = start(ScriptedModel::new([reply().text("hello")])).await;
+    let id = server.session(json!({})).await;
+    server.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "hi"})).await;
+    server.wait_idle(&id).await;
+    let (status, body) = server.post(&format!("/v1/sessions/{id}/fork"), json!({"at": 2})).await;
+    assert_eq!(status, 201, "{body}");
+    let child = body["id"].as_str().unwrap().to_owned();
+    let (_, listing) = server.get("/v1/sessions").await;
+    let sessions = listing["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 2);
+    let parent = sessions.iter().find(|s| s["id"] == id.as_str()).unwrap();
+    assert_eq!((parent["turns"].as_u64(), parent["open"].as_bool()), (Some(1), Some(true)));
+    assert_eq!(parent["first_prompt"], "hi");
+    let forked = sessions.iter().find(|s| s["id"] == child.as_str()).unwrap();
+    assert_eq!(forked["parent"], json!({"id": id, "seq": 2}));
+    assert_eq!(server.call(reqwest::Method::DELETE, &format!("/v1/sessions/{id}"), None).await.0, 204);
+    assert_eq!(server.get(&format!("/v1/sessions/{id}")).await.0, 404);
+    assert_eq!(server.get("/v1/sessions").await.1["sessions"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_beyond_the_limit_get_503_with_retry_after() {
+    let model = ScriptedModel::new([reply().text("slow").hang()]);
+    let server = start_with(model, None, 1).await;
+    let a = server.session(json!({})).await;
+    let b = server.session(json!({})).await;
+    assert_eq!(server.post(&format!("/v1/sessions/{a}/messages"), json!({"text": "1"})).await.0, 202);
+    let response = server
+        .client
+        .post(format!("{}/v1/sessions/{b}/messages", server.url))
+        .bearer_auth(TOKEN)
+        .body(json!({"text": "2"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(response.headers()["retry-after"], "5");
+    // Abort once the hanging reply is being streamed (so b's turn gets the next one).
+    while server.model.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.post(&format!("/v1/sessions/{a}/abort"), json!({})).await;
+    server.wait_idle(&a).await;
+    server.model.push(reply().text("now"));
+    assert_eq!(server.post(&format!("/v1/sessions/{b}/messages"), json!({"text": "2"})).await.0, 202);
+    server.wait_idle(&b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_sends_heartbeats() {
+    let server = start(ScriptedModel::new([])).await;
+    let id = server.session(json!({})).await;
+    let mut sse = server.events(&id, None).await;
+    sse.next().await.unwrap();
+    // No event comes; the stream ends after heartbeats when the test times out reading.
+    let waited = tokio::time::timeout(Duration::from_millis(700), sse.next()).await;
+    assert!(waited.is_err(), "no event was expected");
+    assert!(sse.comments >= 2, "heartbeats every 200 ms in this test, saw {}", sse.comments);
+}

@@ -1,0 +1,388 @@
+//! keel's session store in PostgreSQL.
+//!
+//! - Tables `keel_sessions` and `keel_events` (`PRIMARY KEY (session_id, seq)`), created
+//!   by migrations on connect ([`PgStore::connect`]).
+//! - One writer per session across machines: opening a session takes a session-level
+//!   advisory lock on a connection of its own, held until [`keel_session::Session::close`]
+//!   or until that connection ends (the process died: the server drops the lock when it
+//!   notices, with TCP keepalives for a machine that vanished).
+//! - Appends go to a writer task per session ([`PgWriter`]) and are committed in order;
+//!   a sync waits until everything before it is committed, so an event acknowledged as
+//!   durable is. An insert whose seq exists already fails: a stale writer never forks
+//!   history.
+//! - The store owns a small tokio runtime, so its blocking [`SessionStore`] methods and
+//!   blocking syncs work from any thread, inside an async runtime or not, without
+//!   deadlocking a current-thread executor. Async callers run them on a blocking thread.
+
+mod rows;
+mod schema;
+mod writer;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::{StreamExt, pin_mut};
+use keel_session::{
+    Event, EventKind, ParentRef, Projection, Session, SessionError, SessionErrorKind, SessionStore,
+    SessionSummary,
+};
+use tokio_postgres::{Client, Config, NoTls};
+
+pub use writer::PgWriter;
+
+/// Errors of PostgreSQL as session errors (kind `Io`), with the server's message.
+pub(crate) fn db_error(e: tokio_postgres::Error) -> SessionError {
+    let message = match e.as_db_error() {
+        Some(db) => format!("PostgreSQL: {}", db.message()),
+        None => format!("PostgreSQL: {e}"),
+    };
+    SessionError::new(SessionErrorKind::Io, message)
+}
+
+/// Seed of the advisory lock keys (`hashtextextended(id, seed)`), so keel's locks do not
+/// collide with other applications' keys on the same database.
+const LOCK_SEED: i64 = 0x6b65_656c;
+
+/// Sessions in a PostgreSQL database.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    runtime: Option<tokio::runtime::Runtime>,
+    handle: tokio::runtime::Handle,
+    config: Config,
+    /// The connection for reads and listings (pipelined; reconnected when it drops).
+    shared: tokio::sync::Mutex<Option<Arc<Client>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            // Never blocks, so it is safe inside another runtime.
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("host", &self.inner.config.get_hosts())
+            .field("dbname", &self.inner.config.get_dbname())
+            .finish_non_exhaustive()
+    }
+}
+
+fn invalid(message: String) -> SessionError {
+    SessionError::new(SessionErrorKind::Invalid, message)
+}
+
+/// Ids are what keel makes (`20261130-051926-3fa9c1`): short, `[A-Za-z0-9_-]`.
+fn check_id(id: &str) -> Result<(), SessionError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok { Ok(()) } else { Err(invalid(format!("`{id}` is not a session id"))) }
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://user@host:port/db`), applies migrations, and
+    /// checks the connection. Plain TCP only (`sslmode=disable`): run the database on a
+    /// private network or through a TLS tunnel.
+    pub fn connect(url: &str) -> Result<PgStore, SessionError> {
+        let mut config: Config = url.parse().map_err(|e| invalid(format!("not a PostgreSQL URL: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        config.keepalives(true).keepalives_idle(Duration::from_secs(30));
+        config.application_name("keel");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("keel-pg")
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                SessionError::new(SessionErrorKind::Io, format!("cannot start the store's runtime: {e}"))
+            })?;
+        let handle = runtime.handle().clone();
+        let store = PgStore {
+            inner: Arc::new(Inner {
+                runtime: Some(runtime),
+                handle,
+                config,
+                shared: tokio::sync::Mutex::new(None),
+            }),
+        };
+        let inner = Arc::clone(&store.inner);
+        store.block(async move {
+            let mut client = connect(&inner).await?;
+            schema::migrate(&mut client).await?;
+            *inner.shared.lock().await = Some(Arc::new(client));
+            Ok(())
+        })?;
+        Ok(store)
+    }
+
+    /// Runs `work` on the store's runtime and waits for it (from any thread).
+    fn block<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, SessionError>> + Send + 'static,
+    ) -> Result<T, SessionError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.inner.handle.spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        rx.recv().map_err(|_| SessionError::new(SessionErrorKind::Io, "the PostgreSQL store stopped"))?
+    }
+
+    /// Opens a connection of its own, takes the session's lock on it and returns it with
+    /// the lock key; `Locked` when another writer holds it.
+    async fn lock(inner: &Inner, id: &str) -> Result<(Client, i64), SessionError> {
+        let client = connect(inner).await?;
+        let row = client
+            .query_one(
+                "SELECT hashtextextended($1, $2), pg_try_advisory_lock(hashtextextended($1, $2))",
+                &[&id, &LOCK_SEED],
+            )
+            .await
+            .map_err(db_error)?;
+        let (key, locked): (i64, bool) = (row.get(0), row.get(1));
+        if !locked {
+            return Err(SessionError::new(
+                SessionErrorKind::Locked,
+                format!(
+                    "session {id} is being run elsewhere (another keel holds it); wait for it to finish, or fork it"
+                ),
+            ));
+        }
+        Ok((client, key))
+    }
+
+    fn create_with(&self, cwd: &str, parent: Option<ParentRef>) -> Result<Session, SessionError> {
+        let inner = Arc::clone(&self.inner);
+        let (id, client, key) = self.block(async move {
+            let id = keel_session::new_session_id();
+            let (client, key) = Self::lock(&inner, &id).await?;
+            Ok((id, client, key))
+        })?;
+        let writer = PgWriter::start(id.clone(), client, key, &self.inner.handle);
+        Session::create(id, cwd, parent, Box::new(writer))
+    }
+
+    /// The full id for an id or a unique prefix of one.
+    fn resolve(&self, id: &str) -> Result<String, SessionError> {
+        check_id(id)?;
+        let inner = Arc::clone(&self.inner);
+        let id = id.to_owned();
+        self.block(async move {
+            let rows = with_shared(&inner, |client| {
+                let id = id.clone();
+                async move {
+                    client
+                        .query(
+                            "SELECT id FROM keel_sessions WHERE id = $1 OR starts_with(id, $1) ORDER BY id = $1 DESC LIMIT 3",
+                            &[&id],
+                        )
+                        .await
+                }
+            })
+            .await?;
+            let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+            match ids.as_slice() {
+                [] => Err(SessionError::new(SessionErrorKind::NotFound, format!("no session `{id}`"))),
+                [only] => Ok(only.clone()),
+                [first, ..] if *first == id => Ok(first.clone()),
+                _ => Err(invalid(format!("`{id}` matches several sessions; give more of the id"))),
+            }
+        })
+    }
+}
+
+async fn connect(inner: &Inner) -> Result<Client, SessionError> {
+    let (client, connection) = inner.config.connect(NoTls).await.map_err(db_error)?;
+    inner.handle.spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "PostgreSQL connection ended");
+        }
+    });
+    Ok(client)
+}
+
+/// Runs `query` on the shared connection, reconnecting once if it was lost.
+async fn with_shared<T, F, Fut>(inner: &Inner, query: F) -> Result<T, SessionError>
+where
+    F: Fn(Arc<Client>) -> Fut,
+    Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+{
+    let client = {
+        let mut shared = inner.shared.lock().await;
+        match shared.as_ref() {
+            Some(client) if !client.is_closed() => Arc::clone(client),
+            _ => {
+                let client = Arc::new(connect(inner).await?);
+                *shared = Some(Arc::clone(&client));
+                client
+            }
+        }
+    };
+    query(client).await.map_err(db_error)
+}
+
+/// Every event of session `id` (not locked), checked like a load.
+async fn read_events(inner: &Inner, id: &str) -> Result<Vec<Event>, SessionError> {
+    let rows = with_shared(inner, |client| async move {
+        client
+            .query(
+                "SELECT seq, kind, time, payload::text FROM keel_events WHERE session_id = $1 ORDER BY seq",
+                &[&id],
+            )
+            .await
+    })
+    .await?;
+    let mut projection = Projection::new();
+    let mut events = Vec::with_capacity(rows.len());
+    for row in rows {
+        let event = rows::from_row(row.get(0), row.get(1), row.get(2), row.get(3))?;
+        projection.apply(event.clone())?;
+        events.push(event);
+    }
+    if events.is_empty() {
+        return Err(SessionError::new(SessionErrorKind::NotFound, format!("no session `{id}`")));
+    }
+    Ok(events)
+}
+
+/// Every session's summary, from one streamed query.
+async fn list_all(inner: &Inner) -> Result<Vec<SessionSummary>, SessionError> {
+    let sessions = with_shared(inner, |client| async move {
+        client.query("SELECT id, extract(epoch FROM modified)::float8 FROM keel_sessions", &[]).await
+    })
+    .await?;
+    let mut modified = std::collections::HashMap::new();
+    for row in &sessions {
+        let secs: f64 = row.get(1);
+        let time = SystemTime::UNIX_EPOCH + Duration::from_secs_f64(secs.max(0.0));
+        modified.insert(row.get::<_, String>(0), time);
+    }
+    let client = with_shared(inner, |client| async move { Ok(client) }).await?;
+    let stream = client
+        .query_raw(
+            "SELECT session_id, seq, kind, time, payload::text FROM keel_events ORDER BY session_id, seq",
+            std::iter::empty::<&str>(),
+        )
+        .await
+        .map_err(db_error)?;
+    pin_mut!(stream);
+    let mut out = Vec::new();
+    let mut current: Option<(String, Projection, u64, bool)> = None;
+    let finish = |current: Option<(String, Projection, u64, bool)>, out: &mut Vec<SessionSummary>| {
+        if let Some((id, projection, events, ok)) = current
+            && ok
+        {
+            let time = modified.get(&id).copied().unwrap_or(SystemTime::UNIX_EPOCH);
+            out.push(SessionSummary::from_projection(id, &projection, time, events));
+        }
+    };
+    while let Some(row) = stream.next().await {
+        let row = row.map_err(db_error)?;
+        let id: String = row.get(0);
+        if current.as_ref().is_none_or(|(cur, ..)| *cur != id) {
+            finish(current.take(), &mut out);
+            current = Some((id, Projection::new(), 0, true));
+        }
+        if let Some((_, projection, events, ok)) = current.as_mut() {
+            // One unreadable session must not hide the others.
+            *ok = *ok
+                && rows::from_row(row.get(1), row.get(2), row.get(3), row.get(4))
+                    .and_then(|event| projection.apply(event))
+                    .is_ok();
+            *events += 1;
+        }
+    }
+    finish(current.take(), &mut out);
+    out.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| b.id.cmp(&a.id)));
+    Ok(out)
+}
+
+impl SessionStore for PgStore {
+    fn create(&self, cwd: &str) -> Result<Session, SessionError> {
+        self.create_with(cwd, None)
+    }
+
+    fn open(&self, id: &str) -> Result<Session, SessionError> {
+        let id = self.resolve(id)?;
+        let inner = Arc::clone(&self.inner);
+        let (client, key, events) = self.block(async move {
+            let (client, key) = Self::lock(&inner, &id).await?;
+            // Read after the lock: nobody else appends from here on.
+            let events = read_events(&inner, &id).await?;
+            Ok((client, key, events))
+        })?;
+        let session_id = match events.first().map(|e| &e.kind) {
+            Some(EventKind::SessionHeader(header)) => header.id.clone(),
+            _ => {
+                return Err(SessionError::new(
+                    SessionErrorKind::Corrupt,
+                    "the log does not start with its header",
+                ));
+            }
+        };
+        let mut projection = Projection::new();
+        for event in events {
+            projection.apply(event)?;
+        }
+        let writer = PgWriter::start(session_id.clone(), client, key, &self.inner.handle);
+        Ok(Session::resume(session_id, projection, Box::new(writer)))
+    }
+
+    fn fork(&self, id: &str, at: Option<u64>) -> Result<Session, SessionError> {
+        let events = self.read(id)?;
+        let (parent_id, cwd) = match events.first().map(|e| &e.kind) {
+            Some(EventKind::SessionHeader(header)) => (header.id.clone(), header.cwd.clone()),
+            _ => {
+                return Err(SessionError::new(
+                    SessionErrorKind::Corrupt,
+                    "the log does not start with its header",
+                ));
+            }
+        };
+        let last = events.last().map_or(0, |e| e.seq);
+        let at = at.unwrap_or(last);
+        if at > last {
+            return Err(invalid(format!("session {parent_id} ends at seq {last}; cannot fork at {at}")));
+        }
+        let mut session = self.create_with(&cwd, Some(ParentRef { id: parent_id, seq: at }))?;
+        for event in events.into_iter().skip(1).take_while(|e| e.seq <= at) {
+            session.append_copy(event)?;
+        }
+        session.sync()?;
+        session.repair()?;
+        Ok(session)
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
+        let inner = Arc::clone(&self.inner);
+        self.block(async move { list_all(&inner).await })
+    }
+
+    fn read(&self, id: &str) -> Result<Vec<Event>, SessionError> {
+        let id = self.resolve(id)?;
+        let inner = Arc::clone(&self.inner);
+        self.block(async move { read_events(&inner, &id).await })
+    }
+
+    fn delete(&self, id: &str) -> Result<(), SessionError> {
+        let id = self.resolve(id)?;
+        let inner = Arc::clone(&self.inner);
+        self.block(async move {
+            // Only a session nobody is writing can go.
+            let (client, key) = Self::lock(&inner, &id).await?;
+            client.execute("DELETE FROM keel_sessions WHERE id = $1", &[&id]).await.map_err(db_error)?;
+            client.execute("SELECT pg_advisory_unlock($1)", &[&key]).await.map_err(db_error)?;
+            Ok(())
+        })
+    }
+}
