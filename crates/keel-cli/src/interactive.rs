@@ -24,6 +24,7 @@ const HELP: &str = "commands:
   /sessions        recent sessions of this folder
   /resume ID       switch to another session
   /fork            branch the current session and continue in the branch
+  /model           the model, and the ones its server offers
   /model NAME      switch the model (same server)
   /model PROVIDER [NAME]  switch to a preset's model (its server, API and key)
   /model PROFILE   switch to a profile of the config file
@@ -93,6 +94,36 @@ impl Repl {
             Some(context),
         );
         Ok(())
+    }
+
+    /// `/model`: the current model, and the ones its server offers (`GET /models`) to
+    /// switch to with `/model NAME`.
+    async fn show_models(&self) {
+        let config = match &self.settings.model {
+            ModelSettings::Remote(config) => config.clone(),
+            ModelSettings::Local(_) => {
+                self.say(&format!(
+                    "model: {} (local; --local-model PATH at start)",
+                    self.settings.model_name()
+                ));
+                return;
+            }
+        };
+        self.say(&format!("model: {} ({})", config.model, config.provider));
+        match keel_llm::list_models(&config).await {
+            Ok(names) if names.is_empty() => self.say("the server lists no models"),
+            Ok(names) => {
+                let shown: Vec<&str> = names.iter().take(60).map(String::as_str).collect();
+                let more = names.len().saturating_sub(shown.len());
+                let more = if more > 0 { format!(" … and {more} more") } else { String::new() };
+                self.say(&format!(
+                    "available: {}{more}
+/model NAME switches",
+                    shown.join(", ")
+                ));
+            }
+            Err(e) => self.say(&format!("cannot list the server's models: {}", e.message)),
+        }
     }
 
     /// `/compact [focus]`: summarizes the older part of the session now (Ctrl-C stops it
@@ -437,6 +468,10 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
                 last_was_ctrl_c = false;
                 let line = line.trim().to_owned();
                 if line.is_empty() {
+                    continue;
+                }
+                if line == "/model" {
+                    repl.show_models().await;
                     continue;
                 }
                 if let Some(rest) = line.strip_prefix("/compact")

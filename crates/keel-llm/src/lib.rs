@@ -35,6 +35,8 @@ pub use error::{ModelError, ModelErrorKind};
 pub use message::{
     AssistantMessage, ContentBlock, FinishReason, Message, ToolCall, ToolResultMessage, Usage, UserMessage,
 };
+#[cfg(feature = "http")]
+pub use transport::models::list_models;
 pub use windows::known_context_window;
 #[cfg(feature = "http")]
 pub use windows::server_context_window;

@@ -21,6 +21,7 @@ pub(crate) mod errors;
 pub(crate) mod escapes;
 mod events;
 mod limits;
+pub(crate) mod models;
 mod run;
 
 use std::time::Duration;
