@@ -97,6 +97,11 @@ pub struct Cli {
     #[arg(long)]
     pub json: bool,
 
+    /// Run the task on a running `keel serve` at this URL (print and JSON modes); the
+    /// token comes from KEEL_SERVE_TOKEN.
+    #[arg(long, value_name = "URL", env = "KEEL_REMOTE", hide_env_values = true)]
+    pub remote: Option<String>,
+
     /// Keep no session log.
     #[arg(long)]
     pub no_session: bool,

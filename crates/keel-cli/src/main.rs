@@ -16,6 +16,7 @@ mod pricing;
 mod print_mode;
 mod prompt;
 mod provider;
+mod remote;
 mod render;
 mod serve;
 mod sessions;
@@ -99,9 +100,14 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
             errln!("keel: the task is empty");
             Ok(exit::USAGE)
         }
+        Some(task) if cli.remote.is_some() => remote::run(&cli, task).await,
         Some(task) => print_mode::run(&cli, task).await,
         None if cli.json => {
             errln!("keel: --json needs a task (an argument or stdin)");
+            Ok(exit::USAGE)
+        }
+        None if cli.remote.is_some() => {
+            errln!("keel: --remote needs a task (print and JSON modes only)");
             Ok(exit::USAGE)
         }
         None => interactive::run(&cli).await,

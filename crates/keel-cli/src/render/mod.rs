@@ -289,6 +289,18 @@ impl Terminal {
         prices: &crate::config::Settings,
         context: Option<keel_agent::ContextUsage>,
     ) {
+        let cost = pricing::cost(&prices.pricing, model, &outcome.usage);
+        self.summary_with_cost(outcome, wall, cost, context);
+    }
+
+    /// The summary line with a known cost (or none).
+    pub fn summary_with_cost(
+        &self,
+        outcome: &TurnOutcome,
+        wall: std::time::Duration,
+        cost: Option<f64>,
+        context: Option<keel_agent::ContextUsage>,
+    ) {
         self.spin(None);
         let (mark, what) = match outcome.reason {
             TurnEndReason::Completed => (self.paint("32", "✓"), "completed".to_owned()),
@@ -302,7 +314,7 @@ impl Terminal {
             format!("{} tool {}", outcome.tool_calls, if outcome.tool_calls == 1 { "call" } else { "calls" }),
         ];
         parts.push(usage_text(&outcome.usage));
-        if let Some(cost) = pricing::cost(&prices.pricing, model, &outcome.usage) {
+        if let Some(cost) = cost {
             parts.push(format!("${cost:.4}"));
         }
         parts.push(duration(wall));

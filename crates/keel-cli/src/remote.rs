@@ -1,0 +1,429 @@
+//! `keel --remote URL "task"`: one turn on a running `keel serve`, in print or JSON mode.
+//!
+//! Creates a session for the current folder (or reuses one with `--continue` /
+//! `--resume`), opens its event stream, then posts the message, and reads events until
+//! the turn's `turn/end`. JSON mode prints each event line as the server sent it (they are
+//! `keel --json` lines) and a `keel/done` line; print mode shows progress on stderr and
+//! the answer on stdout. Ctrl-C aborts the turn on the server. The server is not trusted:
+//! answers and events are bounded and every failure is one line on stderr.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_agent::{AgentEvent, Sink, TurnOutcome};
+use keel_llm::sse::{SseEvent, SseParser};
+use keel_llm::{CancellationToken, ModelEvent};
+use keel_session::{Event, EventKind, TurnEndReason};
+use serde_json::{Value, json};
+
+use crate::cli::Cli;
+use crate::exit;
+use crate::print_mode::exit_code;
+use crate::render::Terminal;
+use crate::render::json::JsonLines;
+use crate::{setup, signals};
+
+/// The largest JSON answer read (create, list, show, errors).
+const ANSWER_BYTES: usize = 1 << 20;
+/// The largest single event on the stream.
+const EVENT_BYTES: usize = 16 << 20;
+/// The most read from one event stream in all.
+const STREAM_BYTES: usize = 1 << 30;
+/// Nothing (not even a heartbeat, sent every 10 s) for this long: the server is gone.
+const IDLE: Duration = Duration::from_secs(60);
+/// How long an aborted turn may take to end on the server.
+const ABORT_WAIT: Duration = Duration::from_secs(30);
+
+/// A failure, said in one line.
+type Failed = String;
+
+/// A server and its token.
+struct Remote {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+/// The token: `KEEL_SERVE_TOKEN`, else the one `keel serve` keeps on this machine.
+fn token() -> String {
+    if let Ok(token) = std::env::var("KEEL_SERVE_TOKEN")
+        && !token.trim().is_empty()
+    {
+        return token.trim().to_owned();
+    }
+    std::fs::read_to_string(crate::paths::keel_home().join("serve-token"))
+        .map(|t| t.trim().to_owned())
+        .unwrap_or_default()
+}
+
+impl Remote {
+    fn new(url: &str) -> Result<Self, Failed> {
+        let base = url.trim().trim_end_matches('/');
+        let base = base.strip_suffix("/v1").unwrap_or(base).to_owned();
+        let parsed = reqwest::Url::parse(&base).map_err(|e| format!("--remote `{url}` is not a URL: {e}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!("--remote `{url}`: use an http:// or https:// URL"));
+        }
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut builder = reqwest::Client::builder()
+            .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(30));
+        if parsed.scheme() == "http" {
+            builder = builder.tls_certs_only(Vec::new());
+        }
+        let http = builder.build().map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Remote { http, base, token: token() })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/v1{path}", self.base)
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, Failed> {
+        let response = request
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach the server at {}: {e}", self.base))?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let status = response.status().as_u16();
+        let body = read_capped(response, ANSWER_BYTES).await.unwrap_or_default();
+        let message = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "(no JSON error)".to_owned());
+        Err(match status {
+            401 => {
+                "the server refused the token (401): set KEEL_SERVE_TOKEN to the token `keel serve` printed"
+                    .to_owned()
+            }
+            404 => format!("not found on the server (404): {message}"),
+            409 => format!("the server refused (409): {message}"),
+            _ => format!("the server answered {status}: {message}"),
+        })
+    }
+
+    /// A JSON answer to `request`.
+    async fn json(&self, request: reqwest::RequestBuilder) -> Result<Value, Failed> {
+        let response = self.send(request).await?;
+        let body = read_capped(response, ANSWER_BYTES).await?;
+        if body.is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&body).map_err(|_| "the server's answer is not JSON".to_owned())
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Result<Value, Failed> {
+        let request =
+            self.http.post(self.url(path)).header("content-type", "application/json").body(body.to_string());
+        self.json(request).await
+    }
+
+    async fn get(&self, path: &str) -> Result<Value, Failed> {
+        self.json(self.http.get(self.url(path))).await
+    }
+}
+
+/// At most `limit` bytes of `response`'s body.
+async fn read_capped(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, Failed> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| format!("reading the server's answer: {e}"))? {
+        if body.len() + chunk.len() > limit {
+            return Err(format!("the server's answer is longer than {limit} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The session to use and the last event seq already in it (none for a new one).
+async fn session(remote: &Remote, cli: &Cli) -> Result<(String, Option<u64>), Failed> {
+    let folder = setup::workspace(cli).map_err(|e| e.0)?;
+    let existing = if let Some(id) = &cli.resume {
+        Some(id.clone())
+    } else if cli.continue_latest {
+        let list = remote.get("/sessions").await?;
+        let folder = folder.to_string_lossy();
+        let latest = list["sessions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["folder"].as_str() == Some(&*folder))
+            .max_by_key(|s| s["modified_ms"].as_u64().unwrap_or(0))
+            .and_then(|s| s["id"].as_str().map(str::to_owned));
+        Some(latest.ok_or_else(|| format!("no session of {folder} on the server to continue"))?)
+    } else {
+        None
+    };
+    if let Some(id) = existing {
+        let shown = remote.get(&format!("/sessions/{}", path_part(&id)?)).await?;
+        let last = shown["events"].as_u64().and_then(|n| n.checked_sub(1));
+        return Ok((id, last));
+    }
+    let mut spec = json!({"folder": folder});
+    for (key, value) in [
+        ("model", &cli.model),
+        ("profile", &cli.profile),
+        ("permission", &cli.permission),
+        ("sandbox", &cli.sandbox),
+    ] {
+        if let Some(value) = value {
+            spec[key] = json!(value);
+        }
+    }
+    let created = remote.post("/sessions", &spec).await?;
+    let id = created["id"].as_str().ok_or("the server's answer has no session id")?;
+    Ok((path_part(id)?.to_owned(), None))
+}
+
+/// `id` if it is safe in a URL path.
+fn path_part(id: &str) -> Result<&str, Failed> {
+    if !id.is_empty()
+        && id.len() <= 128
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+    {
+        Ok(id)
+    } else {
+        Err(format!("`{id}` is not a session id"))
+    }
+}
+
+/// What the turn did, from its events.
+#[derive(Debug, Default)]
+struct Turn {
+    started: bool,
+    steps: u32,
+    tool_calls: u32,
+    final_text: String,
+    end: Option<keel_session::TurnEnd>,
+}
+
+impl Turn {
+    fn logged(&mut self, event: &Event) {
+        match &event.kind {
+            EventKind::TurnStart(_) => *self = Turn { started: true, ..Turn::default() },
+            _ if !self.started => {}
+            EventKind::StepStart(_) => self.steps += 1,
+            EventKind::AssistantMessage(message) => self.final_text = message.text(),
+            EventKind::ToolResult(result) => {
+                self.tool_calls += 1;
+                if result.concludes_turn {
+                    self.final_text = result.content.clone();
+                }
+            }
+            EventKind::TurnEnd(end) => self.end = Some(end.clone()),
+            _ => {}
+        }
+    }
+}
+
+/// Runs `task` on the server `cli.remote` names and returns the exit code.
+pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
+    let json = cli.json.then(JsonLines::new);
+    let fail = |message: String| -> anyhow::Result<u8> {
+        errln!("keel: {message}");
+        if let Some(out) = &json {
+            out.write_value(&json!({"type": "keel/error", "data": {"message": message}}));
+        }
+        Ok(exit::ERROR)
+    };
+    let url = cli.remote.as_deref().unwrap_or_default();
+    let remote = match Remote::new(url) {
+        Ok(remote) => remote,
+        Err(e) => return fail(e),
+    };
+    let (id, after) = match session(&remote, cli).await {
+        Ok(found) => found,
+        Err(e) => return fail(e),
+    };
+    // The stream first, so no event of the turn is missed.
+    let mut events_url = remote.url(&format!("/sessions/{id}/events"));
+    if let Some(after) = after {
+        events_url.push_str(&format!("?after={after}"));
+    }
+    let stream = match remote.send(remote.http.get(events_url).header("accept", "text/event-stream")).await {
+        Ok(stream) => stream,
+        Err(e) => return fail(e),
+    };
+    if let Err(e) = remote.post(&format!("/sessions/{id}/messages"), &json!({"text": task})).await {
+        return fail(e);
+    }
+    let terminal = Arc::new(Terminal::new(false));
+    let started = Instant::now();
+    let cancel = CancellationToken::new();
+    let interrupts = signals::during_turn(&cancel);
+    let ticker = json.is_none().then(|| crate::print_mode::ticker(Arc::clone(&terminal)));
+    let result = follow(&remote, &id, stream, json.as_ref(), &terminal, &cancel).await;
+    drop(interrupts);
+    if let Some(ticker) = ticker {
+        ticker.abort();
+    }
+    let turn = match result {
+        Ok(turn) => turn,
+        Err(e) => {
+            terminal.stop_spinner();
+            return fail(e);
+        }
+    };
+    let Some(end) = turn.end else { return fail("the turn did not end".to_owned()) };
+    let code = exit_code(end.reason);
+    match &json {
+        Some(out) => out.write_value(&json!({
+            "type": "keel/done",
+            "data": {
+                "session_id": id,
+                "reason": end.reason.as_str(),
+                "message": end.message,
+                "final_text": turn.final_text,
+                "steps": turn.steps,
+                "tool_calls": turn.tool_calls,
+                "usage": end.usage,
+                "exit_code": code,
+            }
+        })),
+        None => {
+            if matches!(
+                end.reason,
+                TurnEndReason::Completed | TurnEndReason::MaxSteps | TurnEndReason::Looping
+            ) && !turn.final_text.is_empty()
+            {
+                if crate::render::markdown::enabled() {
+                    out!("{}", crate::render::markdown::render(&turn.final_text, crate::render::width()));
+                } else {
+                    outln!("{}", turn.final_text.trim_end());
+                }
+            }
+            let outcome = TurnOutcome {
+                turn: end.turn,
+                reason: end.reason,
+                message: end.message,
+                final_text: turn.final_text,
+                steps: turn.steps,
+                tool_calls: turn.tool_calls,
+                usage: end.usage,
+            };
+            terminal.summary_with_cost(&outcome, started.elapsed(), None, None);
+        }
+    }
+    Ok(code)
+}
+
+/// Reads the stream until the turn ends; Ctrl-C (`cancel`) aborts it on the server.
+async fn follow(
+    remote: &Remote,
+    id: &str,
+    mut stream: reqwest::Response,
+    json: Option<&JsonLines>,
+    terminal: &Terminal,
+    cancel: &CancellationToken,
+) -> Result<Turn, Failed> {
+    let mut parser = SseParser::with_max_event_bytes(EVENT_BYTES);
+    let mut turn = Turn::default();
+    let mut total = 0usize;
+    let mut aborted_at: Option<Instant> = None;
+    let mut events = Vec::new();
+    loop {
+        let wait = match aborted_at {
+            Some(at) => ABORT_WAIT.saturating_sub(at.elapsed()),
+            None => IDLE,
+        };
+        let chunk = tokio::select! {
+            chunk = tokio::time::timeout(wait, stream.chunk()) => chunk,
+            () = cancel.cancelled(), if aborted_at.is_none() => {
+                aborted_at = Some(Instant::now());
+                if json.is_none() {
+                    terminal.line("keel: aborting the turn on the server…");
+                }
+                // 409: the turn already ended; its `turn/end` is on the way.
+                if let Err(e) = remote.post(&format!("/sessions/{id}/abort"), &json!({})).await
+                    && !e.contains("(409)")
+                {
+                    return Err(e);
+                }
+                continue;
+            }
+        };
+        let chunk = match chunk {
+            Ok(Ok(Some(chunk))) => chunk,
+            Ok(Ok(None)) => return Err("the server ended the event stream before the turn ended".to_owned()),
+            Ok(Err(e)) => return Err(format!("reading the event stream: {e}")),
+            Err(_) if aborted_at.is_some() => {
+                return Err("the server did not end the aborted turn".to_owned());
+            }
+            Err(_) => return Err(format!("the server sent nothing for {} s", IDLE.as_secs())),
+        };
+        total += chunk.len();
+        if total > STREAM_BYTES {
+            return Err(format!("the event stream passed {STREAM_BYTES} bytes"));
+        }
+        parser.feed(&chunk, &mut events).map_err(|e| e.to_string())?;
+        for event in events.drain(..) {
+            handle(remote, id, &event, &mut turn, json, terminal).await?;
+            if turn.end.is_some() {
+                return Ok(turn);
+            }
+        }
+    }
+}
+
+/// One event of the stream.
+async fn handle(
+    remote: &Remote,
+    id: &str,
+    sse: &SseEvent,
+    turn: &mut Turn,
+    json: Option<&JsonLines>,
+    terminal: &Terminal,
+) -> Result<(), Failed> {
+    if sse.data.is_empty() {
+        return Ok(());
+    }
+    let value: Value = serde_json::from_str(&sse.data)
+        .map_err(|_| "the server sent an event that is not JSON".to_owned())?;
+    let kind = value["type"].as_str().unwrap_or_default().to_owned();
+    let logged =
+        value.get("seq").is_some().then(|| serde_json::from_value::<Event>(value.clone()).ok()).flatten();
+    if let Some(out) = json
+        && kind != "session/header"
+    {
+        if sse.data.contains('\n') {
+            out.write_value(&value);
+        } else {
+            outln!("{}", sse.data);
+        }
+    }
+    if let Some(event) = &logged {
+        turn.logged(event);
+        if json.is_none() {
+            terminal.emit(&AgentEvent::Logged(event));
+        }
+        return Ok(());
+    }
+    let text = || value["data"]["text"].as_str().unwrap_or_default().to_owned();
+    match kind.as_str() {
+        "keel/error" => {
+            let message = value["data"]["message"].as_str().unwrap_or("the server failed");
+            return Err(format!("the server stopped the turn: {message}"));
+        }
+        "permission/ask" => {
+            // Print and JSON modes cannot answer: deny, as an unanswered question would.
+            let tool = value["data"]["tool"].as_str().unwrap_or("a tool");
+            if json.is_none() {
+                terminal
+                    .line(&format!("keel: the server asks to run {tool}; --remote cannot answer: denied"));
+            }
+            let answer = json!({"id": value["data"]["id"], "answer": "deny"});
+            remote.post(&format!("/sessions/{id}/permission"), &answer).await?;
+        }
+        "delta/text" if json.is_none() => {
+            terminal.emit(&AgentEvent::Model(&ModelEvent::TextDelta(text())));
+        }
+        "delta/thinking" if json.is_none() => {
+            terminal.emit(&AgentEvent::Model(&ModelEvent::ThinkingDelta(text())));
+        }
+        _ => {}
+    }
+    Ok(())
+}
