@@ -50,10 +50,20 @@ pub fn child(url: &str, n: usize, real_shell: bool) {
     );
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut tools: ToolRegistry = builtin(Arc::new(ToolsConfig::default()));
-    if !real_shell {
+    let builtins: ToolRegistry = builtin(Arc::new(ToolsConfig::default()));
+    // The registry keeps the first tool of a name: the stand-in goes in first.
+    let tools = if real_shell {
+        builtins
+    } else {
+        let mut tools = ToolRegistry::new();
         tools.register(InProcessShell);
-    }
+        for name in builtins.names().filter(|n| *n != "shell") {
+            if let Some(tool) = builtins.get(name) {
+                tools.register_dyn(Arc::clone(tool));
+            }
+        }
+        tools
+    };
     let mut config = OpenAiConfig::new(url, "mock");
     config.max_retries = 0;
     let client = Arc::new(OpenAiClient::new(config).unwrap());
