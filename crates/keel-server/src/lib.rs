@@ -11,6 +11,7 @@
 
 mod error;
 mod factory;
+mod follow;
 mod hub;
 mod live;
 mod routes;
@@ -76,6 +77,8 @@ pub struct AppState {
     heartbeat: Duration,
     /// Cancelled when the server stops: event streams end, so connections close.
     stopping: keel_llm::CancellationToken,
+    /// Commit notices, for streams of sessions another node runs.
+    notices: follow::Notices,
 }
 
 /// The server: its router and its sessions.
@@ -104,12 +107,14 @@ impl Server {
             return Err(ApiError::bad_request("the token must have at least 16 characters"));
         }
         let limits = Limits { roots, max_turns: config.max_turns, ask_timeout: config.ask_timeout };
+        let notices = follow::Notices::watch(store.as_ref());
         let manager = Manager::new(store, factory, limits);
         let state = Arc::new(AppState {
             manager,
             token: config.token,
             heartbeat: config.heartbeat,
             stopping: keel_llm::CancellationToken::new(),
+            notices,
         });
         Ok(Server { state, body_limit: config.body_limit, idle_close: config.idle_close })
     }

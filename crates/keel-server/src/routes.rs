@@ -227,7 +227,20 @@ pub async fn events(
         ),
         None => query.after,
     };
-    let live = app.manager.open(&id).await?;
-    let sse = crate::sse::events(&app.manager, live, after, app.heartbeat, app.stopping.clone()).await?;
-    Ok(sse.into_response())
+    match app.manager.open(&id).await {
+        Ok(live) => {
+            let sse =
+                crate::sse::events(&app.manager, live, after, app.heartbeat, app.stopping.clone()).await?;
+            Ok(sse.into_response())
+        }
+        // Another node runs it: follow it through the store.
+        Err(e) if e.code == "session_locked" => {
+            let store = Arc::clone(app.manager.store());
+            let sse =
+                crate::follow::follow(store, &app.notices, id, after, app.heartbeat, app.stopping.clone())
+                    .await?;
+            Ok(sse.into_response())
+        }
+        Err(e) => Err(e),
+    }
 }

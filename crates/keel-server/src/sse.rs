@@ -26,7 +26,8 @@ struct Replay {
     last: Option<u64>,
 }
 
-fn sse_event(frame: &Frame) -> SseEvent {
+/// The SSE event of a frame: `id:` = seq for logged events.
+pub(crate) fn sse_event(frame: &Frame) -> SseEvent {
     let event = SseEvent::default().data(&*frame.data);
     match frame.seq {
         Some(seq) => event.id(seq.to_string()),

@@ -134,3 +134,47 @@ async fn released(name: &str, node: &common::TestServer, id: &str) {
     }
     panic!("{name} did not release the idle session");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_on_another_node_follows_the_turn_exactly() {
+    let (Some(store_a), Some(store_b)) = (store(), store()) else { return };
+    let model = ScriptedModel::new([
+        reply().call("bump", "{}").delay(Duration::from_millis(300)),
+        reply().text("all done").delay(Duration::from_millis(300)),
+        reply().text("again").delay(Duration::from_millis(300)),
+    ]);
+    let a = start_with(model, Some(store_a), 4).await;
+    let b = start_with(ScriptedModel::new([]), Some(store_b), 4).await;
+    let id = a.session(json!({})).await;
+    assert_eq!(a.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "go"})).await.0, 202);
+    // A runs the turn; B follows it through the database.
+    let mut sse = b.events(&id, None).await;
+    let started = std::time::Instant::now();
+    let seen = tokio::time::timeout(Duration::from_secs(20), sse.until("turn/end")).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(sse.next().await.is_none(), "the followed stream ends with the turn");
+    a.wait_idle(&id).await;
+    let stored: Vec<serde_json::Value> =
+        a.store.read(&id).unwrap().iter().map(|e| serde_json::to_value(e).unwrap()).collect();
+    let logged: Vec<(u64, serde_json::Value)> =
+        seen.into_iter().map(|e| (e.id.expect("only logged events"), e.data)).collect();
+    let seqs: Vec<u64> = logged.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(seqs, (0..stored.len() as u64).collect::<Vec<_>>(), "every event once, in order");
+    for (seq, data) in &logged {
+        assert_eq!(data, &stored[*seq as usize]);
+    }
+    // A client resuming on B after seq 2 gets the rest of the log, then the next turn.
+    let mut resumed = b.events(&id, Some(2)).await;
+    assert_eq!(a.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "again"})).await.0, 202);
+    let seen = tokio::time::timeout(Duration::from_secs(20), resumed.until("turn/end")).await.unwrap();
+    let mut seqs: Vec<u64> = seen.iter().map(|e| e.id.unwrap()).collect();
+    if seqs.len() < stored.len() {
+        // The first `turn/end` was the old turn's: the stream goes on to the new one.
+        let more = tokio::time::timeout(Duration::from_secs(20), resumed.until("turn/end")).await.unwrap();
+        seqs.extend(more.iter().map(|e| e.id.unwrap()));
+    }
+    a.wait_idle(&id).await;
+    let total = a.store.read(&id).unwrap().len() as u64;
+    assert_eq!(seqs, (3..total).collect::<Vec<_>>());
+    assert!(resumed.next().await.is_none());
+}

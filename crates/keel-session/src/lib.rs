@@ -32,7 +32,7 @@ pub use jsonl::{JsonlStore, JsonlWriter};
 pub use projection::{OpenTurn, PendingCall, Projection, derive_messages};
 pub use repair::{INTERRUPTED_CODE, NOT_STARTED, OUTCOME_UNKNOWN, RepairReport};
 pub use session::{EventWriter, MemoryWriter, NullWriter, Session, SyncFuture, SyncJob, SyncWork};
-pub use store::{SessionStore, SessionSummary};
+pub use store::{ChangeNotify, SessionStore, SessionSummary};
 pub use validate::{InvalidHistory, validate};
 
 /// A new session id: creation time (UTC, to the second) and 24 random bits, e.g.

@@ -34,7 +34,27 @@ pub trait SessionStore: Send + Sync {
 
     /// Deletes a session for good. Refused (`Locked`) while it is open for writing.
     fn delete(&self, id: &str) -> Result<(), SessionError>;
+
+    /// The events of session `id` after seq `after`, read without locking it (for
+    /// following a session another process runs). The default filters [`Self::read`].
+    fn read_after(&self, id: &str, after: u64) -> Result<Vec<Event>, SessionError> {
+        let mut events = self.read(id)?;
+        events.retain(|e| e.seq > after);
+        Ok(events)
+    }
+
+    /// Asks to be told when events are committed, by this process or another one:
+    /// `notify(session_id, seq)` is called (from a thread of the store's, so it must be
+    /// cheap) with the last seq of each committed batch. `false` when the store cannot
+    /// tell (the default); followers then poll. Notices may be lost: poll slowly too.
+    fn watch(&self, notify: ChangeNotify) -> bool {
+        drop(notify);
+        false
+    }
 }
+
+/// A callback for [`SessionStore::watch`]: `(session_id, last seq committed)`.
+pub type ChangeNotify = std::sync::Arc<dyn Fn(&str, u64) + Send + Sync>;
 
 /// One line of a session listing.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,6 +14,7 @@
 //!   blocking syncs work from any thread, inside an async runtime or not, without
 //!   deadlocking a current-thread executor. Async callers run them on a blocking thread.
 
+mod listen;
 mod rows;
 mod schema;
 mod writer;
@@ -24,8 +25,8 @@ use std::time::{Duration, SystemTime};
 
 use futures::{StreamExt, pin_mut};
 use keel_session::{
-    Event, EventKind, ParentRef, Projection, Session, SessionError, SessionErrorKind, SessionStore,
-    SessionSummary,
+    ChangeNotify, Event, EventKind, ParentRef, Projection, Session, SessionError, SessionErrorKind,
+    SessionStore, SessionSummary,
 };
 use tokio_postgres::{Client, Config, NoTls};
 
@@ -56,6 +57,17 @@ struct Inner {
     config: Config,
     /// The connection for reads and listings (pipelined; reconnected when it drops).
     shared: tokio::sync::Mutex<Option<Arc<Client>>>,
+    /// Called on each commit notice; the listener starts with the first one.
+    watchers: std::sync::Mutex<Vec<ChangeNotify>>,
+}
+
+impl Inner {
+    fn watchers(&self) -> Vec<ChangeNotify> {
+        match self.watchers.lock() {
+            Ok(w) => w.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
 }
 
 impl Drop for Inner {
@@ -114,6 +126,7 @@ impl PgStore {
                 handle,
                 config,
                 shared: tokio::sync::Mutex::new(None),
+                watchers: std::sync::Mutex::new(Vec::new()),
             }),
         };
         let inner = Arc::clone(&store.inner);
@@ -372,6 +385,47 @@ impl SessionStore for PgStore {
         let id = self.resolve(id)?;
         let inner = Arc::clone(&self.inner);
         self.block(async move { read_events(&inner, &id).await })
+    }
+
+    fn read_after(&self, id: &str, after: u64) -> Result<Vec<Event>, SessionError> {
+        // The full id (followers know it): no prefix lookup on every read.
+        check_id(id)?;
+        let id = id.to_owned();
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let inner = Arc::clone(&self.inner);
+        self.block(async move {
+            let rows = with_shared(&inner, |client| {
+                let id = id.clone();
+                async move {
+                    client
+                        .query(
+                            "SELECT seq, kind, time, payload::text FROM keel_events
+                             WHERE session_id = $1 AND seq > $2 ORDER BY seq",
+                            &[&id, &after],
+                        )
+                        .await
+                }
+            })
+            .await?;
+            rows.into_iter()
+                .map(|row| rows::from_row(row.get(0), row.get(1), row.get(2), row.get(3)))
+                .collect()
+        })
+    }
+
+    fn watch(&self, notify: ChangeNotify) -> bool {
+        let first = {
+            let mut watchers = match self.inner.watchers.lock() {
+                Ok(w) => w,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            watchers.push(notify);
+            watchers.len() == 1
+        };
+        if first {
+            self.inner.handle.spawn(listen::run(Arc::downgrade(&self.inner)));
+        }
+        true
     }
 
     fn delete(&self, id: &str) -> Result<(), SessionError> {

@@ -202,7 +202,9 @@ async fn commit(client: &Client, id: &str, rows: &[Row]) -> Result<(), SessionEr
         Some((pid, pseq)) => (Some(pid.as_str()), Some(*pseq)),
         None => (None, None),
     };
-    // One statement: the session row (with the header), the events, the modified time.
+    // One statement, so one transaction: the session row (with the header), the events,
+    // the modified time, and a notice to followers (`NOTIFY keel_events, 'id:last_seq'`,
+    // delivered at commit).
     let result = client
         .execute(
             "WITH s AS (
@@ -212,8 +214,10 @@ async fn commit(client: &Client, id: &str, rows: &[Row]) -> Result<(), SessionEr
                 INSERT INTO keel_events (session_id, seq, kind, time, payload)
                 SELECT $1, u.seq, u.kind, u.time, u.payload::json
                 FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(seq, kind, time, payload)
+             ), m AS (
+                UPDATE keel_sessions SET modified = now() WHERE id = $1
              )
-             UPDATE keel_sessions SET modified = now() WHERE id = $1",
+             SELECT pg_notify('keel_events', $1 || ':' || ($11::bigint)::text)",
             &[
                 &id,
                 &seqs,
@@ -225,6 +229,7 @@ async fn commit(client: &Client, id: &str, rows: &[Row]) -> Result<(), SessionEr
                 &parent_id,
                 &parent_seq,
                 &header.is_some(),
+                &seqs.last().copied().unwrap_or_default(),
             ],
         )
         .await;
