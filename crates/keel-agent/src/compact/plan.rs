@@ -84,8 +84,9 @@ fn describe_call(call: Option<&&ToolCall>, name: &str) -> String {
     });
     match main {
         Some(main) => {
-            let mut main: String = main.chars().filter(|c| !c.is_control()).take(80).collect();
-            if main.chars().count() == 80 {
+            let visible: Vec<char> = main.chars().filter(|c| !c.is_control()).collect();
+            let mut main: String = visible.iter().take(80).collect();
+            if visible.len() > 80 {
                 main.push('…');
             }
             format!("{name} `{main}`")

@@ -149,3 +149,27 @@ fn the_summary_request_keeps_roles_alternating() {
     assert_eq!(request, vec![user("go\n\nSUMMARIZE")]);
     keel_session::validate(&summary_request(&older, "S")).unwrap();
 }
+
+#[test]
+fn a_stub_cuts_only_arguments_longer_than_eighty_characters() {
+    let exact = "x".repeat(80);
+    let long = "y".repeat(81);
+    let messages = vec![
+        user("go"),
+        call("a", "shell", &serde_json::json!({"command": exact}).to_string()),
+        result("a", "shell", &"o".repeat(2000)),
+        call("b", "shell", &serde_json::json!({"command": long}).to_string()),
+        result("b", "shell", &"o".repeat(2000)),
+        call("c", "shell", "{}"),
+        result("c", "shell", "recent"),
+    ];
+    let (pruned, _) = prune_plan(&messages, 0);
+    assert_eq!(
+        pruned[0].stub,
+        format!("[output of shell `{exact}` pruned: 2000 characters; rerun to see it]")
+    );
+    assert_eq!(
+        pruned[1].stub,
+        format!("[output of shell `{}…` pruned: 2000 characters; rerun to see it]", "y".repeat(80))
+    );
+}
