@@ -25,6 +25,11 @@ for (the script, the tests or the command) to confirm the change works, then ans
 /// follow.
 pub const GAVE_UP: &str = "Your last tool call failed:";
 
+/// How the request begins when the final answer repeats an example answer from the
+/// instructions (small models copy the worked example when they are lost); the task
+/// follows, quoted.
+pub const COPIED_EXAMPLE: &str = "That answer is the example from your instructions, not about this task.";
+
 /// Most requests in one turn.
 const MAX_NUDGES: usize = 2;
 
@@ -37,11 +42,13 @@ const CHECK_WORDS: &[&str] =
 #[derive(Debug, Clone)]
 pub struct FinishCheck {
     check_tools: Vec<String>,
+    /// Example answers of the instructions, normalized ([`normalized`]).
+    example_answers: Vec<String>,
 }
 
 impl Default for FinishCheck {
     fn default() -> Self {
-        FinishCheck { check_tools: vec!["shell".to_owned()] }
+        FinishCheck { check_tools: vec!["shell".to_owned()], example_answers: Vec::new() }
     }
 }
 
@@ -72,6 +79,19 @@ impl FinishCheck {
         self
     }
 
+    /// Names answers that the instructions show as examples: a final answer that repeats
+    /// one is asked about once.
+    pub fn example_answers(mut self, texts: impl IntoIterator<Item = impl AsRef<str>>) -> Self {
+        self.example_answers =
+            texts.into_iter().map(|t| normalized(t.as_ref())).filter(|t| t.len() >= 12).collect();
+        self
+    }
+
+    fn copies_an_example(&self, answer: &str) -> bool {
+        let answer = normalized(answer);
+        self.example_answers.iter().any(|example| answer.contains(example.as_str()))
+    }
+
     fn activity(&self, state: &TurnStopping<'_>) -> Activity {
         let mut activity = Activity::default();
         let mut failed: HashMap<&str, bool> = HashMap::new();
@@ -83,7 +103,7 @@ impl FinishCheck {
         for message in state.messages.iter().skip(1) {
             match message {
                 Message::User(user) => {
-                    for kind in [DESCRIBED_NOT_DONE, NOT_VERIFIED, GAVE_UP] {
+                    for kind in [DESCRIBED_NOT_DONE, NOT_VERIFIED, GAVE_UP, COPIED_EXAMPLE] {
                         if user.content.contains(kind) {
                             activity.asked.push(kind);
                         }
@@ -121,6 +141,12 @@ impl FinishCheck {
         }
         let asked = |kind| activity.asked.contains(&kind);
         let task = state.task();
+        if !asked(COPIED_EXAMPLE) && self.copies_an_example(state.final_text) {
+            return Some(format!(
+                "{COPIED_EXAMPLE} The task: \"{task}\". If it is not done, do it now with your tools; then answer with \
+                 what you found or did for this task."
+            ));
+        }
         if let Some(error) = &activity.last_error
             && !asked(GAVE_UP)
         {
@@ -141,6 +167,11 @@ impl FinishCheck {
         }
         None
     }
+}
+
+/// Lowercase letters and digits only, so quoting and punctuation do not hide a copy.
+fn normalized(text: &str) -> String {
+    text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
 }
 
 fn names_a_check(task: &str) -> bool {
@@ -197,9 +228,9 @@ mod tests {
         let tools = crate::registry::tests_support::registry();
         let ctx = crate::SessionContext::default();
         let state = TurnStopping { turn: 1, steps: 2, final_text, messages, tools: &tools, ctx: &ctx };
-        let text = FinishCheck::new().nudge(&state)?;
+        let text = FinishCheck::new().example_answers([EXAMPLE]).nudge(&state)?;
         Some(
-            [DESCRIBED_NOT_DONE, NOT_VERIFIED, GAVE_UP]
+            [DESCRIBED_NOT_DONE, NOT_VERIFIED, GAVE_UP, COPIED_EXAMPLE]
                 .into_iter()
                 .find(|k| text.starts_with(k))
                 .unwrap_or("?"),
@@ -277,6 +308,46 @@ mod tests {
         let mut busy = vec![user("Fix a.py"), user(&format!("{DESCRIBED_NOT_DONE} x")), user(NOT_VERIFIED)];
         busy.extend([call("1", "shell"), result("1", true)]);
         assert_eq!(nudge(&busy, "gave up"), None);
+    }
+
+    const EXAMPLE: &str = "app.py now prints Hi; I ran it to check.";
+
+    #[test]
+    fn an_answer_copied_from_the_instructions_example_is_asked_about_once() {
+        let turn = [user("Remove the debug prints from app.py"), call("1", "edit_file"), result("1", false)];
+        assert_eq!(nudge(&turn, "app.py now prints Hi; I ran it to check."), Some(COPIED_EXAMPLE));
+        assert_eq!(nudge(&turn, "Done: App.py now prints \"Hi\" - I ran it to check!"), Some(COPIED_EXAMPLE));
+        let tools = crate::registry::tests_support::registry();
+        let ctx = crate::SessionContext::default();
+        let state = TurnStopping {
+            turn: 1,
+            steps: 2,
+            final_text: EXAMPLE,
+            messages: &turn,
+            tools: &tools,
+            ctx: &ctx,
+        };
+        let text = FinishCheck::new().example_answers([EXAMPLE]).nudge(&state).unwrap();
+        assert_eq!(
+            text,
+            "That answer is the example from your instructions, not about this task. The task: \"Remove the debug \
+             prints from app.py\". If it is not done, do it now with your tools; then answer with what you found or \
+             did for this task."
+        );
+        let mut asked = turn.to_vec();
+        asked.push(user(&text));
+        assert_eq!(nudge(&asked, EXAMPLE), None);
+        // An answer of its own is left alone, and without examples nothing is a copy.
+        assert_eq!(nudge(&turn, "app.py no longer prints DEBUG lines."), None);
+        let state = TurnStopping {
+            turn: 1,
+            steps: 2,
+            final_text: EXAMPLE,
+            messages: &turn,
+            tools: &tools,
+            ctx: &ctx,
+        };
+        assert_eq!(FinishCheck::new().nudge(&state), None);
     }
 
     #[test]

@@ -19,10 +19,17 @@ Example: for the task "Make app.py print Hi instead of Hello, and run it", your 
 1. I read app.py first. read_file {"path": "app.py"}
 2. Line 3 prints Hello; I change it to Hi. edit_file {"path": "app.py", "old_text": "print(\"Hello\")", "new_text": "print(\"Hi\")"}
 3. Now I run it to check. shell {"command": "python3 app.py"}"#;
-const EXAMPLE_ANSWER: &str = r#"
-4. It printed Hi, so the task is done. answer {"text": "app.py now prints Hi; I ran it to check."}"#;
-const EXAMPLE_REPLY: &str = "
-4. It printed Hi, so the task is done: app.py now prints Hi; I ran it to check.";
+/// The worked example's final answer (a small model that is lost may copy it).
+macro_rules! example_answer {
+    () => {
+        "app.py now prints Hi; I ran it to check."
+    };
+}
+/// The worked example's final answer, for [`keel_agent::FinishCheck::example_answers`].
+pub const EXAMPLE_ANSWER_TEXT: &str = example_answer!();
+const EXAMPLE_ANSWER: &str =
+    concat!("\n4. It printed Hi, so the task is done. answer {\"text\": \"", example_answer!(), "\"}");
+const EXAMPLE_REPLY: &str = concat!("\n4. It printed Hi, so the task is done: ", example_answer!());
 
 /// The base system prompt for a tool profile. It names no folder (the environment block
 /// in the first message does), so it is the same in every project and its evaluation can

@@ -124,8 +124,8 @@ fn opening_of(text: &str) -> Opening {
 const MAX_DEPTH: usize = 12;
 
 /// The grammar (root rule `root`) for one to `max_calls` calls to `tools` in `style`,
-/// after an optional short thought (up to `thought` characters of text, without `<`;
-/// 0 for none); after the last call only the end of the reply is allowed. `None` when
+/// after an optional short thought (one line of up to `thought` characters, without `<`
+/// or `{`; 0 for none); after the last call only the end of the reply is allowed. `None` when
 /// there are no tools.
 pub fn tool_calls(
     tools: &[ToolDefinition],
@@ -164,8 +164,10 @@ pub fn tool_calls(
     let more = max_calls.max(1) - 1;
     let calls = if more == 0 { format!("{one} ws") } else { format!("{one} (ws {one}){{0,{more}}} ws") };
     let root = if thought > 0 {
-        // A thought starts with a letter (not a call's `<` or `{`) and holds no `<`.
-        builder.add("thought", format!("[a-zA-Z] [^<{{]{{0,{}}} ws", thought.saturating_sub(1)));
+        // A thought is one line: it starts with a letter (not a call's `<` or `{`) and
+        // holds no `<`, `{` or line break (a small model's multi-line "plan" narrates
+        // steps it has not taken).
+        builder.add("thought", format!("[a-zA-Z] [^<{{\\n]{{0,{}}} ws", thought.saturating_sub(1)));
         format!("thought? {calls}")
     } else {
         calls

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod gguf;
 pub mod grammar;
 pub mod models;
+pub mod reply;
 pub mod template;
 
 /// What went wrong with the local model.

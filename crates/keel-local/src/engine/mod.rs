@@ -271,6 +271,7 @@ fn finish_message(
         finish_reason = FinishReason::ToolUse;
     }
     content.retain(|b| !matches!(b, ContentBlock::Text { text } if text.is_empty()));
+    crate::reply::thoughts_as_reasoning(&mut content);
     AssistantMessage {
         content,
         finish_reason,

@@ -321,6 +321,7 @@ fn a_short_thought_may_come_before_the_call() {
     assert!(accepts(&grammar, &format!("I will list the files first.\n{call}")));
     assert!(!accepts(&grammar, &format!("{}\n{call}", "x".repeat(60))), "too long");
     assert!(!accepts(&grammar, &format!("I will <think> more\n{call}")), "no tags in a thought");
+    assert!(!accepts(&grammar, &format!("Plan:\n1. read it\n{call}")), "one line only");
     assert!(!accepts(&grammar, "Just talking, no call."));
 }
 
