@@ -64,7 +64,9 @@ pub use narrow::narrow;
 pub use registry::{ToolRegistry, ToolRegistryError, ToolRegistryErrorKind};
 pub use sink::{AgentEvent, NullSink, RecordedEvent, RecordingSink, Sink};
 pub use state::ToolState;
-pub use tool::{DynTool, PreparedCall, Tool, ToolContext, ToolError, ToolOutput, parse_arguments, typed};
+pub use tool::{
+    DynTool, PreparedCall, Tool, ToolContext, ToolError, ToolOutput, json_kind, parse_arguments, typed,
+};
 pub use turn::{AgentError, STEP_LIMIT_SUMMARY_REQUEST};
 
 pub use keel_session::Session;

@@ -247,7 +247,7 @@ pub fn parse_arguments<A: DeserializeOwned>(
     let raw = if raw.is_empty() { "{}" } else { raw };
     let value: Value = serde_json::from_str(raw).map_err(|e| invalid(format!("not valid JSON ({e})")))?;
     let Value::Object(map) = &value else {
-        return Err(invalid(format!("expected an object, got {}", kind_of(&value))));
+        return Err(invalid(format!("expected an object, got {}", json_kind(&value))));
     };
     let unknown: Vec<&str> =
         map.keys().map(String::as_str).filter(|k| !properties.iter().any(|p| p == k)).collect();
@@ -258,11 +258,14 @@ pub fn parse_arguments<A: DeserializeOwned>(
     serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
 }
 
-fn kind_of(value: &Value) -> &'static str {
+/// What kind of JSON value `value` is, as errors for models say it ("an integer",
+/// "a string"); every tool's argument errors use these words.
+pub fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
+        Value::Number(n) if n.is_f64() => "a number",
+        Value::Number(_) => "an integer",
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",

@@ -66,7 +66,7 @@ fn problem(schema: &Value, value: &Value, path: &mut Vec<String>, depth: usize) 
     if let Some(types) = schema.get("type")
         && !type_fits(types, value)
     {
-        return Some(format!("expected {}, got {}", type_text(types), kind_of(value)));
+        return Some(format!("expected {}, got {}", type_text(types), keel_agent::json_kind(value)));
     }
     if let Some(Value::Array(values)) = schema.get("enum")
         && !values.contains(value)
@@ -84,7 +84,7 @@ fn problem(schema: &Value, value: &Value, path: &mut Vec<String>, depth: usize) 
             && !alternatives.is_empty()
             && !alternatives.iter().any(|alt| problem(alt, value, &mut Vec::new(), depth + 1).is_none())
         {
-            return Some(format!("{} fits none of the allowed shapes", kind_of(value)));
+            return Some(format!("{} fits none of the allowed shapes", keel_agent::json_kind(value)));
         }
     }
     match value {
@@ -171,18 +171,6 @@ fn type_text(types: &Value) -> String {
             other => format!("a {other}"),
         },
         other => other.to_string(),
-    }
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(n) if n.is_f64() => "a number",
-        Value::Number(_) => "an integer",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

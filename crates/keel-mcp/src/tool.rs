@@ -114,7 +114,7 @@ impl DynTool for McpTool {
             serde_json::from_str(raw).map_err(|e| self.invalid(format!("not valid JSON ({e})")))?;
         crate::schema::drop_null_optionals(&self.schema, &mut value);
         if !value.is_object() {
-            return Err(self.invalid(format!("expected an object, got {}", kind_of(&value))));
+            return Err(self.invalid(format!("expected an object, got {}", keel_agent::json_kind(&value))));
         }
         if let Some(problem) = crate::schema::check(&self.schema, &value) {
             return Err(self.invalid(problem));
@@ -134,17 +134,6 @@ impl DynTool for McpTool {
                 server.spawn_call(remote, map, ctx.cancel.clone()).await
             })
         }))
-    }
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
