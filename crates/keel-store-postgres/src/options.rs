@@ -1,0 +1,107 @@
+//! How a store leases sessions and how many connections it uses.
+
+use std::time::Duration;
+
+use keel_session::{SessionError, SessionErrorKind};
+
+/// Settings of a [`crate::PgStore`]: the lease length and the pool size.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct PgOptions {
+    /// How long a lease lasts without renewal (renewed every third of it): how long a
+    /// session of a node that died stays locked. Default 30 s.
+    pub lease_ttl: Duration,
+    /// Connections in the pool (every statement but LISTEN uses them). Default 8.
+    pub pool_size: usize,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions { lease_ttl: Duration::from_secs(30), pool_size: 8 }
+    }
+}
+
+impl PgOptions {
+    /// The defaults with `KEEL_STORE_LEASE_SECS` (seconds, may be fractional) and
+    /// `KEEL_STORE_POOL` (connections) applied when set.
+    pub fn from_env() -> Result<Self, SessionError> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// The defaults with the variables `var` gives applied.
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, SessionError> {
+        let mut options = PgOptions::default();
+        if let Some(secs) = var("KEEL_STORE_LEASE_SECS") {
+            let secs: f64 = secs.trim().parse().map_err(|_| bad("KEEL_STORE_LEASE_SECS", &secs))?;
+            if !(0.1..=86_400.0).contains(&secs) {
+                return Err(bad("KEEL_STORE_LEASE_SECS", &secs.to_string()));
+            }
+            options.lease_ttl = Duration::from_secs_f64(secs);
+        }
+        if let Some(size) = var("KEEL_STORE_POOL") {
+            let n: usize = size.trim().parse().map_err(|_| bad("KEEL_STORE_POOL", &size))?;
+            if !(1..=256).contains(&n) {
+                return Err(bad("KEEL_STORE_POOL", &size));
+            }
+            options.pool_size = n;
+        }
+        Ok(options)
+    }
+
+    /// These options with lease length `ttl`.
+    pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl;
+        self
+    }
+
+    /// These options with `size` pooled connections.
+    pub fn with_pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size;
+        self
+    }
+}
+
+fn bad(name: &str, value: &str) -> SessionError {
+    SessionError::new(
+        SessionErrorKind::Invalid,
+        format!(
+            "{name}={value:?} is not valid (KEEL_STORE_LEASE_SECS: 0.1 to 86400 seconds; KEEL_STORE_POOL: 1 to 256)"
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned())
+    }
+
+    #[test]
+    fn defaults_and_variables() {
+        assert_eq!(PgOptions::from_vars(vars(&[])).unwrap(), PgOptions::default());
+        assert_eq!(
+            PgOptions::from_vars(vars(&[("KEEL_STORE_LEASE_SECS", "1.5"), ("KEEL_STORE_POOL", "3")]))
+                .unwrap(),
+            PgOptions { lease_ttl: Duration::from_millis(1500), pool_size: 3 }
+        );
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for pairs in [
+            &[("KEEL_STORE_LEASE_SECS", "soon")][..],
+            &[("KEEL_STORE_LEASE_SECS", "0")][..],
+            &[("KEEL_STORE_POOL", "0")][..],
+            &[("KEEL_STORE_POOL", "-1")][..],
+        ] {
+            let owned: Vec<(String, String)> =
+                pairs.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
+            let err =
+                PgOptions::from_vars(|name| owned.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()))
+                    .unwrap_err();
+            assert_eq!(err.kind, SessionErrorKind::Invalid, "{err}");
+        }
+    }
+}
