@@ -17,6 +17,7 @@
 //!   blocking syncs work from any thread, inside an async runtime or not, without
 //!   deadlocking a current-thread executor. Async callers run them on a blocking thread.
 
+mod commit;
 mod lease;
 mod listen;
 mod options;
@@ -35,6 +36,7 @@ use keel_session::{
     ChangeNotify, Event, EventKind, ParentRef, Projection, Session, SessionError, SessionErrorKind,
     SessionStore, SessionSummary,
 };
+use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, Config};
 
 use crate::lease::Leases;
@@ -46,7 +48,16 @@ pub use writer::PgWriter;
 pub(crate) fn db_error(e: tokio_postgres::Error) -> SessionError {
     let message = match e.as_db_error() {
         Some(db) => format!("PostgreSQL: {}", db.message()),
-        None => format!("PostgreSQL: {e}"),
+        None => {
+            // The causes too (a TLS handshake's says which certificate check failed).
+            let mut message = format!("PostgreSQL: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            message
+        }
     };
     SessionError::new(SessionErrorKind::Io, message)
 }
@@ -62,6 +73,8 @@ struct Inner {
     handle: tokio::runtime::Handle,
     /// The pool, this store's owner name and the leases it holds (writers share it).
     leases: Arc<Leases>,
+    /// Commits the writers' batches, grouped across sessions.
+    committer: commit::Committer,
     /// Called on each commit notice; the listener starts with the first one.
     watchers: std::sync::Mutex<Vec<ChangeNotify>>,
 }
@@ -90,6 +103,7 @@ impl std::fmt::Debug for PgStore {
             .field("host", &self.inner.leases.pool.config().get_hosts())
             .field("dbname", &self.inner.leases.pool.config().get_dbname())
             .field("owner", &self.inner.leases.owner)
+            .field("tls", &self.inner.leases.pool.tls().enabled())
             .finish_non_exhaustive()
     }
 }
@@ -107,16 +121,29 @@ fn check_id(id: &str) -> Result<(), SessionError> {
 }
 
 impl PgStore {
-    /// Connects to `url` (`postgres://user@host:port/db`) with the options of the
-    /// environment ([`PgOptions::from_env`]), applies migrations, and checks the
-    /// connection.
+    /// Connects to `url` (`postgres://user@host:port/db`, TLS with
+    /// `?sslmode=require|verify-ca|verify-full`) with the options of the environment
+    /// ([`PgOptions::from_env`]), applies migrations, and checks the connection.
     pub fn connect(url: &str) -> Result<PgStore, SessionError> {
         Self::connect_with(url, PgOptions::from_env()?)
     }
 
     /// Connects to `url` with `options`, applies migrations, and checks the connection.
     pub fn connect_with(url: &str, options: PgOptions) -> Result<PgStore, SessionError> {
-        let mut config: Config = url.parse().map_err(|e| invalid(format!("not a PostgreSQL URL: {e}")))?;
+        let split = tls::split_url(url)?;
+        let mut config: Config =
+            split.url.parse().map_err(|e| invalid(format!("not a PostgreSQL URL: {e}")))?;
+        let ca_file = split.root_cert.or_else(|| options.ca_file.as_ref().map(|p| p.display().to_string()));
+        // `host=… sslmode=require` (not a URL) asks for TLS too.
+        let mode = match (split.mode, config.get_ssl_mode()) {
+            (tls::Mode::Plain, SslMode::Require) => tls::Mode::VerifyChain,
+            (tls::Mode::Plain, _) => {
+                config.ssl_mode(SslMode::Disable);
+                tls::Mode::Plain
+            }
+            (mode, _) => mode,
+        };
+        let tls = tls::Tls::new(mode, ca_file.as_deref())?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
@@ -124,7 +151,6 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("keel");
         }
-        let tls = tls::Tls::default();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("keel-pg")
@@ -136,19 +162,22 @@ impl PgStore {
         let handle = runtime.handle().clone();
         let pool = Pool::new(config, tls, options.pool_size);
         let leases = Arc::new(Leases::new(pool, lease::owner_name(), options.lease_ttl));
+        let committer = commit::Committer::start(Arc::clone(&leases), &handle);
         let store = PgStore {
             inner: Arc::new(Inner {
                 runtime: Some(runtime),
                 handle,
                 leases: Arc::clone(&leases),
+                committer,
                 watchers: std::sync::Mutex::new(Vec::new()),
             }),
         };
         store.block(async move {
-            // Migrations run in a transaction: on a connection of their own.
+            // Migrations run in a transaction, on a connection not shared yet, which
+            // then joins the pool.
             let mut client = leases.pool.connect().await?;
             schema::migrate(&mut client).await?;
-            leases.pool.get().await?;
+            leases.pool.adopt(client).await;
             Ok(())
         })?;
         store.inner.handle.spawn(lease::renew_forever(Arc::downgrade(&store.inner.leases)));
@@ -183,7 +212,12 @@ impl PgStore {
             Err(SessionError::new(SessionErrorKind::Io, "could not draw a free session id"))
         })?;
         let id = hold.id.clone();
-        let writer = PgWriter::start(Arc::clone(&self.inner.leases), hold, &self.inner.handle);
+        let writer = PgWriter::start(
+            Arc::clone(&self.inner.leases),
+            self.inner.committer.clone(),
+            hold,
+            &self.inner.handle,
+        );
         Session::create(id, cwd, parent, Box::new(writer))
     }
 
@@ -324,7 +358,12 @@ impl SessionStore for PgStore {
             }
         })?;
         // The writer owns the lease from here: dropping it on an error releases it.
-        let writer = PgWriter::start(Arc::clone(&self.inner.leases), hold, &self.inner.handle);
+        let writer = PgWriter::start(
+            Arc::clone(&self.inner.leases),
+            self.inner.committer.clone(),
+            hold,
+            &self.inner.handle,
+        );
         let session_id = match events.first().map(|e| &e.kind) {
             Some(EventKind::SessionHeader(header)) => header.id.clone(),
             _ => {

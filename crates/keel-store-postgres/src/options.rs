@@ -1,5 +1,6 @@
 //! How a store leases sessions and how many connections it uses.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use keel_session::{SessionError, SessionErrorKind};
@@ -13,17 +14,20 @@ pub struct PgOptions {
     pub lease_ttl: Duration,
     /// Connections in the pool (every statement but LISTEN uses them). Default 8.
     pub pool_size: usize,
+    /// A PEM file of CA certificates trusted for TLS to the database, besides the
+    /// system's (`sslrootcert=` in the URL wins). Default none.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Default for PgOptions {
     fn default() -> Self {
-        PgOptions { lease_ttl: Duration::from_secs(30), pool_size: 8 }
+        PgOptions { lease_ttl: Duration::from_secs(30), pool_size: 8, ca_file: None }
     }
 }
 
 impl PgOptions {
-    /// The defaults with `KEEL_STORE_LEASE_SECS` (seconds, may be fractional) and
-    /// `KEEL_STORE_POOL` (connections) applied when set.
+    /// The defaults with `KEEL_STORE_LEASE_SECS` (seconds, may be fractional),
+    /// `KEEL_STORE_POOL` (connections) and `KEEL_STORE_CA` (a PEM file) applied when set.
     pub fn from_env() -> Result<Self, SessionError> {
         Self::from_vars(|name| std::env::var(name).ok())
     }
@@ -45,12 +49,21 @@ impl PgOptions {
             }
             options.pool_size = n;
         }
+        if let Some(path) = var("KEEL_STORE_CA").filter(|p| !p.trim().is_empty()) {
+            options.ca_file = Some(PathBuf::from(path));
+        }
         Ok(options)
     }
 
     /// These options with lease length `ttl`.
     pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
         self.lease_ttl = ttl;
+        self
+    }
+
+    /// These options trusting the CA certificates in PEM file `path` too.
+    pub fn with_ca_file(mut self, path: PathBuf) -> Self {
+        self.ca_file = Some(path);
         self
     }
 
@@ -82,9 +95,17 @@ mod tests {
     fn defaults_and_variables() {
         assert_eq!(PgOptions::from_vars(vars(&[])).unwrap(), PgOptions::default());
         assert_eq!(
-            PgOptions::from_vars(vars(&[("KEEL_STORE_LEASE_SECS", "1.5"), ("KEEL_STORE_POOL", "3")]))
-                .unwrap(),
-            PgOptions { lease_ttl: Duration::from_millis(1500), pool_size: 3 }
+            PgOptions::from_vars(vars(&[
+                ("KEEL_STORE_LEASE_SECS", "1.5"),
+                ("KEEL_STORE_POOL", "3"),
+                ("KEEL_STORE_CA", "/etc/keel/db-ca.pem"),
+            ]))
+            .unwrap(),
+            PgOptions {
+                lease_ttl: Duration::from_millis(1500),
+                pool_size: 3,
+                ca_file: Some(PathBuf::from("/etc/keel/db-ca.pem")),
+            }
         );
     }
 

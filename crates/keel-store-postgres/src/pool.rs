@@ -58,6 +58,13 @@ impl Pool {
         }
     }
 
+    /// Makes `client` (used for a transaction before) the pool's first connection.
+    pub(crate) async fn adopt(&self, client: Client) {
+        if let Some(slot) = self.slots.first() {
+            *slot.lock().await = Some(Arc::new(client));
+        }
+    }
+
     /// A connection of its own (not pooled), e.g. for a transaction or LISTEN.
     pub(crate) async fn connect(&self) -> Result<Client, SessionError> {
         self.tls.connect(&self.config).await.map_err(db_error)
