@@ -126,18 +126,23 @@ async fn commit_group(leases: &Leases, jobs: &[Job]) -> Result<HashMap<String, u
         last.push(job.rows.last().map_or(0, |r| r.seq));
     }
     let client = leases.pool.get().await?;
-    // As `commit_one`, for many sessions: `l` checks each lease and locks its row, the
+    // As `commit_one`, for many sessions: `k` checks each lease and locks the rows in id
+    // order (as the renewal does, so the two never deadlock), `l` updates them, the
     // events of those sessions only are inserted, and each of them is notified.
     let rows = client
         .query(
             "WITH h AS (
                 SELECT * FROM unnest($6::text[], $7::text[], $8::bool[], $9::bigint[])
                     AS h(sid, created, has_header, last_seq)
+             ), k AS (
+                SELECT id FROM keel_sessions
+                WHERE id = ANY($6) AND lease_owner = $10 AND lease_expires > now()
+                ORDER BY id FOR UPDATE
              ), l AS (
                 UPDATE keel_sessions s
                 SET modified = now(), created = CASE WHEN h.has_header THEN h.created ELSE s.created END
-                FROM h
-                WHERE s.id = h.sid AND s.lease_owner = $10 AND s.lease_expires > now()
+                FROM h, k
+                WHERE s.id = h.sid AND s.id = k.id
                 RETURNING s.id, h.last_seq
              ), e AS (
                 INSERT INTO keel_events (session_id, seq, kind, time, payload)

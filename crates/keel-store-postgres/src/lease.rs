@@ -276,9 +276,16 @@ impl Leases {
         let client = self.pool.get().await?;
         let rows = client
             .query(
-                "UPDATE keel_sessions SET lease_expires = now() + make_interval(secs => $3)
-                 WHERE id = ANY($1) AND lease_owner = $2 AND lease_expires > now()
-                 RETURNING id",
+                // Rows locked in id order (`k`), as grouped commits lock them: two
+                // statements taking many rows in different orders could deadlock.
+                "WITH k AS (
+                    SELECT id FROM keel_sessions
+                    WHERE id = ANY($1) AND lease_owner = $2 AND lease_expires > now()
+                    ORDER BY id FOR UPDATE
+                 )
+                 UPDATE keel_sessions s SET lease_expires = now() + make_interval(secs => $3)
+                 FROM k WHERE s.id = k.id
+                 RETURNING s.id",
                 &[&ids, &self.owner, &self.ttl_secs()],
             )
             .await
