@@ -308,9 +308,8 @@ impl Leases {
     }
 }
 
-/// Renews the store's leases every third of their length until the store is dropped.
-pub(crate) async fn renew_forever(leases: Weak<Leases>) {
-    let Some(period) = leases.upgrade().map(|l| l.ttl / 3) else { return };
+/// Renews the store's leases every `period` until the store is dropped.
+pub(crate) async fn renew_forever(leases: Weak<Leases>, period: Duration) {
     let mut ticks = tokio::time::interval(period.max(Duration::from_millis(10)));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

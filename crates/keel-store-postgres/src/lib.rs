@@ -180,7 +180,8 @@ impl PgStore {
             leases.pool.adopt(client).await;
             Ok(())
         })?;
-        store.inner.handle.spawn(lease::renew_forever(Arc::downgrade(&store.inner.leases)));
+        let period = options.renew_every.unwrap_or(options.lease_ttl / 3);
+        store.inner.handle.spawn(lease::renew_forever(Arc::downgrade(&store.inner.leases), period));
         Ok(store)
     }
 

@@ -12,6 +12,9 @@ pub struct PgOptions {
     /// How long a lease lasts without renewal (renewed every third of it): how long a
     /// session of a node that died stays locked. Default 30 s.
     pub lease_ttl: Duration,
+    /// How often the leases are renewed; `None` (the default): every third of
+    /// `lease_ttl`.
+    pub renew_every: Option<Duration>,
     /// Connections in the pool (every statement but LISTEN uses them). Default 8.
     pub pool_size: usize,
     /// A PEM file of CA certificates trusted for TLS to the database, besides the
@@ -21,7 +24,7 @@ pub struct PgOptions {
 
 impl Default for PgOptions {
     fn default() -> Self {
-        PgOptions { lease_ttl: Duration::from_secs(30), pool_size: 8, ca_file: None }
+        PgOptions { lease_ttl: Duration::from_secs(30), renew_every: None, pool_size: 8, ca_file: None }
     }
 }
 
@@ -58,6 +61,13 @@ impl PgOptions {
     /// These options with lease length `ttl`.
     pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
         self.lease_ttl = ttl;
+        self
+    }
+
+    /// These options renewing the leases every `period` (at most a third of the lease
+    /// length is sensible).
+    pub fn with_renew_every(mut self, period: Duration) -> Self {
+        self.renew_every = Some(period);
         self
     }
 
@@ -103,6 +113,7 @@ mod tests {
             .unwrap(),
             PgOptions {
                 lease_ttl: Duration::from_millis(1500),
+                renew_every: None,
                 pool_size: 3,
                 ca_file: Some(PathBuf::from("/etc/keel/db-ca.pem")),
             }

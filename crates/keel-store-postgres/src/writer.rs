@@ -159,8 +159,11 @@ async fn run(leases: Arc<Leases>, committer: Committer, hold: Hold, mut rx: mpsc
             ack.send(result());
         }
         if let Some(ack) = close {
+            // The outcome before the release: a renewal running meanwhile no longer
+            // finds the lease and would mark it lost.
+            let outcome = result();
             let released = leases.release(&hold).await;
-            ack.send(result().and(released));
+            ack.send(outcome.and(released));
             return;
         }
     }
