@@ -54,7 +54,7 @@ fn main() {
     }
     if which.iter().any(|w| w == "http") {
         let n = |i: usize, default: usize| which.get(i).and_then(|v| v.parse().ok()).unwrap_or(default);
-        http::http(n(1, 1000), n(2, 200));
+        http::http(n(1, 1000), n(2, 1000));
     }
     if which.iter().any(|w| w == "many-real") {
         many::many(1000, true);

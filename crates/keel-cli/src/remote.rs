@@ -33,6 +33,8 @@ const STREAM_BYTES: usize = 1 << 30;
 const IDLE: Duration = Duration::from_secs(60);
 /// How long an aborted turn may take to end on the server.
 const ABORT_WAIT: Duration = Duration::from_secs(30);
+/// Reconnections to a stream cut off without progress in between before giving up.
+const RESUMES: u32 = 5;
 
 /// A failure, said in one line.
 type Failed = String;
@@ -198,6 +200,8 @@ struct Turn {
     tool_calls: u32,
     final_text: String,
     end: Option<keel_session::TurnEnd>,
+    /// The seq of the last logged event seen, to resume a cut stream after it.
+    last_seq: Option<u64>,
 }
 
 impl Turn {
@@ -216,6 +220,7 @@ impl Turn {
             EventKind::TurnEnd(end) => self.end = Some(end.clone()),
             _ => {}
         }
+        self.last_seq = Some(event.seq);
     }
 }
 
@@ -239,11 +244,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Err(e) => return fail(e),
     };
     // The stream first, so no event of the turn is missed.
-    let mut events_url = remote.url(&format!("/sessions/{id}/events"));
-    if let Some(after) = after {
-        events_url.push_str(&format!("?after={after}"));
-    }
-    let stream = match remote.send(remote.http.get(events_url).header("accept", "text/event-stream")).await {
+    let stream = match open_stream(&remote, &id, after).await {
         Ok(stream) => stream,
         Err(e) => return fail(e),
     };
@@ -255,7 +256,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     let cancel = CancellationToken::new();
     let interrupts = signals::during_turn(&cancel);
     let ticker = json.is_none().then(|| crate::print_mode::ticker(Arc::clone(&terminal)));
-    let result = follow(&remote, &id, stream, json.as_ref(), &terminal, &cancel).await;
+    let result = follow(&remote, &id, (stream, after), json.as_ref(), &terminal, &cancel).await;
     drop(interrupts);
     if let Some(ticker) = ticker {
         ticker.abort();
@@ -310,17 +311,55 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     Ok(code)
 }
 
-/// Reads the stream until the turn ends; Ctrl-C (`cancel`) aborts it on the server.
+/// Reconnections of a cut stream: at most `RESUMES` in a row without a new logged
+/// event in between.
+struct Resumes {
+    count: u32,
+    /// The last seq seen when the stream was last reopened.
+    at: Option<u64>,
+}
+
+impl Resumes {
+    /// How long to wait before reopening after `cut`, or `cut` itself when it keeps
+    /// happening without progress.
+    fn again(&mut self, last_seq: Option<u64>, cut: Failed) -> Result<Duration, Failed> {
+        if last_seq != self.at {
+            self.count = 0;
+        }
+        self.count += 1;
+        self.at = last_seq;
+        if self.count > RESUMES {
+            return Err(cut);
+        }
+        Ok(Duration::from_millis(100 * u64::from(self.count)))
+    }
+}
+
+/// Opens session `id`'s event stream, resuming after seq `after` (`Last-Event-ID`).
+async fn open_stream(remote: &Remote, id: &str, after: Option<u64>) -> Result<reqwest::Response, Failed> {
+    let mut request =
+        remote.http.get(remote.url(&format!("/sessions/{id}/events"))).header("accept", "text/event-stream");
+    if let Some(after) = after {
+        request = request.header("last-event-id", after.to_string());
+    }
+    remote.send(request).await
+}
+
+/// Reads the stream until the turn ends; Ctrl-C (`cancel`) aborts it on the server. A
+/// stream that ends or breaks before the turn does (the server cuts off a client that
+/// fell too far behind) is reopened after the last logged event seen: logged events
+/// resume exactly, live ones (deltas) of the gap are lost.
 async fn follow(
     remote: &Remote,
     id: &str,
-    mut stream: reqwest::Response,
+    (mut stream, after): (reqwest::Response, Option<u64>),
     json: Option<&JsonLines>,
     terminal: &Terminal,
     cancel: &CancellationToken,
 ) -> Result<Turn, Failed> {
     let mut parser = SseParser::with_max_event_bytes(EVENT_BYTES);
-    let mut turn = Turn::default();
+    let mut turn = Turn { last_seq: after, ..Turn::default() };
+    let mut resumes = Resumes { count: 0, at: after };
     let mut total = 0usize;
     let mut aborted_at: Option<Instant> = None;
     let mut events = Vec::new();
@@ -346,13 +385,22 @@ async fn follow(
             }
         };
         let chunk = match chunk {
-            Ok(Ok(Some(chunk))) => chunk,
-            Ok(Ok(None)) => return Err("the server ended the event stream before the turn ended".to_owned()),
-            Ok(Err(e)) => return Err(format!("reading the event stream: {e}")),
+            Ok(Ok(Some(chunk))) => Ok(chunk),
+            Ok(Ok(None)) => Err("the server ended the event stream before the turn ended".to_owned()),
+            Ok(Err(e)) => Err(format!("reading the event stream: {e}")),
             Err(_) if aborted_at.is_some() => {
                 return Err("the server did not end the aborted turn".to_owned());
             }
             Err(_) => return Err(format!("the server sent nothing for {} s", IDLE.as_secs())),
+        };
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(cut) => {
+                tokio::time::sleep(resumes.again(turn.last_seq, cut)?).await;
+                stream = open_stream(remote, id, turn.last_seq).await?;
+                parser = SseParser::with_max_event_bytes(EVENT_BYTES);
+                continue;
+            }
         };
         total += chunk.len();
         if total > STREAM_BYTES {
@@ -426,4 +474,29 @@ async fn handle(
         _ => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cuts with progress in between are retried without end; five in a row without a
+    /// new event give up with the cut's own message.
+    #[test]
+    fn resumes_give_up_after_five_cuts_without_progress() {
+        let mut resumes = Resumes { count: 0, at: None };
+        let waits: Vec<_> = (0..5).map(|_| resumes.again(Some(3), "cut".into())).collect();
+        assert_eq!(
+            waits,
+            vec![
+                Ok(Duration::from_millis(100)),
+                Ok(Duration::from_millis(200)),
+                Ok(Duration::from_millis(300)),
+                Ok(Duration::from_millis(400)),
+                Ok(Duration::from_millis(500)),
+            ]
+        );
+        assert_eq!(resumes.again(Some(3), "cut".into()), Err("cut".to_owned()));
+        assert_eq!(resumes.again(Some(7), "cut".into()), Ok(Duration::from_millis(100)), "progress resets");
+    }
 }

@@ -149,3 +149,118 @@ async fn ctrl_c_aborts_the_remote_turn_and_exits_130() {
         events.last()
     );
 }
+
+/// What the fake server saw of the event stream requests: each one's `Last-Event-ID`.
+type Resumed = std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>;
+
+/// A fake `keel serve` for one new session whose stream is cut after seq `cut` (as the
+/// real one cuts off a client that fell too far behind); a request resuming with
+/// `Last-Event-ID` gets the events after it.
+fn cutting_server(events: Vec<keel_session::Event>, cut: u64) -> (String, Resumed) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let resumed = Resumed::default();
+    let posted = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let seen = std::sync::Arc::clone(&resumed);
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let (mut tcp, events, seen, posted) =
+                (tcp.unwrap(), events.clone(), std::sync::Arc::clone(&seen), std::sync::Arc::clone(&posted));
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(tcp.try_clone().unwrap());
+                let mut head = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                    head.push(line.trim().to_owned());
+                }
+                let header = |name: &str| {
+                    head.iter().find_map(|h| {
+                        let (n, v) = h.split_once(':')?;
+                        n.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+                    })
+                };
+                let length: usize = header("content-length").map_or(0, |n| n.parse().unwrap());
+                reader.read_exact(&mut vec![0; length]).unwrap();
+                let answer = |status: &str, body: &str| {
+                    format!(
+                        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                };
+                let request = head[0].clone();
+                if request.starts_with("POST /v1/sessions/fake-1/messages ") {
+                    *posted.0.lock().unwrap() = true;
+                    posted.1.notify_all();
+                    tcp.write_all(answer("202 Accepted", "{}").as_bytes()).unwrap();
+                } else if request.starts_with("POST /v1/sessions ") {
+                    tcp.write_all(answer("201 Created", r#"{"id": "fake-1", "folder": "/w"}"#).as_bytes())
+                        .unwrap();
+                } else if request.starts_with("GET /v1/sessions/fake-1/events ") {
+                    let last = header("last-event-id");
+                    seen.lock().unwrap().push(last.clone());
+                    tcp.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+                    )
+                    .unwrap();
+                    let after: Option<u64> = last.map(|l| l.parse().unwrap());
+                    if after.is_none() {
+                        let mut done = posted.0.lock().unwrap();
+                        while !*done {
+                            done = posted.1.wait(done).unwrap();
+                        }
+                    }
+                    for event in &events {
+                        let wanted = match after {
+                            None => event.seq <= cut,
+                            Some(after) => event.seq > after,
+                        };
+                        if wanted {
+                            let data = serde_json::to_string(event).unwrap();
+                            tcp.write_all(format!("id: {}\ndata: {data}\n\n", event.seq).as_bytes()).unwrap();
+                        }
+                    }
+                    // Then the cut (or the end, once the turn ended): the connection closes.
+                } else {
+                    tcp.write_all(
+                        answer("404 Not Found", r#"{"error": {"code": "x", "message": "x"}}"#).as_bytes(),
+                    )
+                    .unwrap();
+                }
+            });
+        }
+    });
+    (url, resumed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_event_stream_is_resumed_after_the_last_event_seen() {
+    // A real turn's events, as the server would send them.
+    let dir = tempfile::tempdir().unwrap();
+    let store = keel_session::JsonlStore::new(dir.path());
+    let mut session = store.create("/w").unwrap();
+    keel_testkit::store::record_turn(&mut session, "hi");
+    let id = session.id().to_owned();
+    session.close().unwrap();
+    let events = store.read(&id).unwrap();
+    let (url, resumed) = cutting_server(events.clone(), 3);
+
+    let env = Env::new();
+    let mut command = env.keel_unconfigured();
+    command.env("KEEL_SERVE_TOKEN", TOKEN).args(["--remote", &url, "--json", "hi"]);
+    let out = output(command).await;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let lines: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let expected: Vec<Value> = events.iter().skip(1).map(|e| serde_json::to_value(e).unwrap()).collect();
+    assert_eq!(lines[..lines.len() - 1], expected[..], "every event once, in order, across the cut");
+    let done = lines.last().unwrap();
+    assert_eq!(
+        (&done["type"], &done["data"]["reason"]),
+        (&Value::from("keel/done"), &Value::from("completed"))
+    );
+    assert_eq!(*resumed.lock().unwrap(), vec![None, Some("3".to_owned())]);
+}

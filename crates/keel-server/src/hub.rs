@@ -21,8 +21,8 @@ pub struct Frame {
 }
 
 /// Frames buffered per subscriber before a slow one is cut off (it reconnects with
-/// `Last-Event-ID` and is replayed exactly).
-const CHANNEL: usize = 4096;
+/// `Last-Event-ID` and is replayed exactly), unless the server configures another.
+pub const DEFAULT_BUFFER: usize = 4096;
 
 #[derive(Debug)]
 struct State {
@@ -39,11 +39,16 @@ pub struct Hub {
 
 impl Default for Hub {
     fn default() -> Self {
-        Hub { state: Mutex::new(State { recent: VecDeque::new() }), tx: broadcast::channel(CHANNEL).0 }
+        Hub::with_buffer(DEFAULT_BUFFER)
     }
 }
 
 impl Hub {
+    /// A hub whose subscribers may fall `buffer` frames behind before they are cut off.
+    pub fn with_buffer(buffer: usize) -> Self {
+        Hub { state: Mutex::new(State { recent: VecDeque::new() }), tx: broadcast::channel(buffer.max(1)).0 }
+    }
+
     fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         match self.state.lock() {
             Ok(mut state) => f(&mut state),

@@ -9,6 +9,7 @@
 //! The binary supplies the store and an [`AgentFactory`] (how a session's agent is built
 //! from the configuration); [`router`] is the whole HTTP surface.
 
+mod conn;
 mod error;
 mod factory;
 mod follow;
@@ -52,6 +53,17 @@ pub struct ServerConfig {
     /// A session with no turn, no question and no client for this long is closed, so
     /// another process or node can run it (default 60 s); it reopens on the next request.
     pub idle_close: Duration,
+    /// A connection must send a request's head within this (default 30 s; also how long
+    /// an idle keep-alive connection stays open).
+    pub header_timeout: Duration,
+    /// A request's body must arrive within this once its head has (default 30 s; 408).
+    pub body_timeout: Duration,
+    /// A write blocked this long on a client that does not read closes the connection
+    /// (default 60 s): an event stream nobody reads does not stay forever.
+    pub write_stall: Duration,
+    /// Frames an event stream may fall behind the live session before it is cut off; it
+    /// resumes with `Last-Event-ID` (default 4096).
+    pub sse_buffer: usize,
 }
 
 impl ServerConfig {
@@ -65,6 +77,10 @@ impl ServerConfig {
             heartbeat: Duration::from_secs(10),
             ask_timeout: Duration::from_secs(300),
             idle_close: Duration::from_secs(60),
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30),
+            write_stall: Duration::from_secs(60),
+            sse_buffer: hub::DEFAULT_BUFFER,
         }
     }
 }
@@ -85,7 +101,9 @@ pub struct AppState {
 pub struct Server {
     state: Arc<AppState>,
     body_limit: usize,
+    body_timeout: Duration,
     idle_close: Duration,
+    conn: conn::ConnLimits,
 }
 
 impl Server {
@@ -106,7 +124,12 @@ impl Server {
         if config.token.len() < 16 {
             return Err(ApiError::bad_request("the token must have at least 16 characters"));
         }
-        let limits = Limits { roots, max_turns: config.max_turns, ask_timeout: config.ask_timeout };
+        let limits = Limits {
+            roots,
+            max_turns: config.max_turns,
+            ask_timeout: config.ask_timeout,
+            sse_buffer: config.sse_buffer,
+        };
         let notices = follow::Notices::watch(store.as_ref());
         let manager = Manager::new(store, factory, limits);
         let state = Arc::new(AppState {
@@ -116,7 +139,15 @@ impl Server {
             stopping: keel_llm::CancellationToken::new(),
             notices,
         });
-        Ok(Server { state, body_limit: config.body_limit, idle_close: config.idle_close })
+        let conn =
+            conn::ConnLimits { header_timeout: config.header_timeout, write_stall: config.write_stall };
+        Ok(Server {
+            state,
+            body_limit: config.body_limit,
+            body_timeout: config.body_timeout,
+            idle_close: config.idle_close,
+            conn,
+        })
     }
 
     /// The shared state (for shutdown and tests).
@@ -141,6 +172,7 @@ impl Server {
             .route("/openapi.json", get(openapi))
             .fallback(not_found)
             .layer(DefaultBodyLimit::max(self.body_limit))
+            .layer(axum::Extension(routes::BodyTimeout(self.body_timeout)))
             .with_state(Arc::clone(&self.state))
     }
 
@@ -168,15 +200,7 @@ impl Server {
             // Event streams never end by themselves; graceful shutdown waits for them.
             stopping.cancel();
         };
-        // Events are small writes that must leave at once: without TCP_NODELAY, Nagle's
-        // algorithm and the client's delayed ACK held each burst ~40 ms.
-        use axum::serve::ListenerExt;
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "TCP_NODELAY");
-            }
-        });
-        let result = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
+        let result = conn::serve(listener, router, self.conn, shutdown).await;
         sweeper.abort();
         self.state.manager.shutdown().await;
         result

@@ -156,6 +156,8 @@ pub struct Limits {
     pub max_turns: usize,
     /// How long a permission question waits for an answer before the call is denied.
     pub ask_timeout: Duration,
+    /// Frames an event stream may fall behind before it is cut off (it resumes by id).
+    pub sse_buffer: usize,
 }
 
 /// The sessions this server holds open.
@@ -230,7 +232,7 @@ impl Manager {
     }
 
     async fn hold(&self, session: Session, spec: SessionSpec) -> Result<Arc<Live>, ApiError> {
-        let hub = Arc::new(Hub::default());
+        let hub = Arc::new(Hub::with_buffer(self.limits.sse_buffer));
         let question = Arc::new(Mutex::new(None));
         let ask = ask_fn(Arc::clone(&hub), Arc::clone(&question), self.limits.ask_timeout);
         let id = session.id().to_owned();

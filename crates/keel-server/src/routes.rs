@@ -16,15 +16,28 @@ use crate::error::ApiError;
 use crate::factory::SessionSpec;
 use crate::live::{Live, blocking, check_id};
 
-/// A JSON request body; a bad or oversized one is a JSON error, not a text page.
+/// How long a request body may take to arrive (a request extension the router sets).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyTimeout(pub std::time::Duration);
+
+/// A JSON request body; a bad, oversized or too slow one is a JSON error, not a text
+/// page.
 pub struct JsonBody<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = axum::body::Bytes::from_request(req, state)
+        let limit = req.extensions().get::<BodyTimeout>().map_or(std::time::Duration::from_secs(30), |t| t.0);
+        let bytes = tokio::time::timeout(limit, axum::body::Bytes::from_request(req, state))
             .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "body_timeout",
+                    format!("the request body did not arrive within {limit:?}"),
+                )
+            })?
             .map_err(|r| ApiError::new(r.status(), "bad_body", r.body_text()))?;
         serde_json::from_slice(&bytes)
             .map(JsonBody)

@@ -2,10 +2,13 @@
 //!
 //! - Tables `keel_sessions` and `keel_events` (`PRIMARY KEY (session_id, seq)`), created
 //!   by migrations on connect ([`PgStore::connect`]).
-//! - One writer per session across machines: opening a session takes a session-level
-//!   advisory lock on a connection of its own, held until [`keel_session::Session::close`]
-//!   or until that connection ends (the process died: the server drops the lock when it
-//!   notices, with TCP keepalives for a machine that vanished).
+//! - One writer per session across machines: opening or creating a session takes a
+//!   lease in its row (owner and expiry, database time), renewed by one statement per
+//!   tick for every session the store holds, released by
+//!   [`keel_session::Session::close`]; a process that dies stops renewing and its leases
+//!   expire ([`PgOptions::lease_ttl`]). Every commit checks the lease.
+//! - Statements go through a small pool of pipelined connections: a store needs a few
+//!   connections however many sessions it holds.
 //! - Appends go to a writer task per session ([`PgWriter`]) and are committed in order;
 //!   a sync waits until everything before it is committed, so an event acknowledged as
 //!   durable is. An insert whose seq exists already fails: a stale writer never forks
@@ -14,9 +17,14 @@
 //!   blocking syncs work from any thread, inside an async runtime or not, without
 //!   deadlocking a current-thread executor. Async callers run them on a blocking thread.
 
+mod commit;
+mod lease;
 mod listen;
+mod options;
+mod pool;
 mod rows;
 mod schema;
+mod tls;
 mod writer;
 
 use std::future::Future;
@@ -28,22 +36,31 @@ use keel_session::{
     ChangeNotify, Event, EventKind, ParentRef, Projection, Session, SessionError, SessionErrorKind,
     SessionStore, SessionSummary,
 };
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::config::SslMode;
+use tokio_postgres::{Client, Config};
 
+use crate::lease::Leases;
+use crate::pool::Pool;
+pub use options::PgOptions;
 pub use writer::PgWriter;
 
 /// Errors of PostgreSQL as session errors (kind `Io`), with the server's message.
 pub(crate) fn db_error(e: tokio_postgres::Error) -> SessionError {
     let message = match e.as_db_error() {
         Some(db) => format!("PostgreSQL: {}", db.message()),
-        None => format!("PostgreSQL: {e}"),
+        None => {
+            // The causes too (a TLS handshake's says which certificate check failed).
+            let mut message = format!("PostgreSQL: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            message
+        }
     };
     SessionError::new(SessionErrorKind::Io, message)
 }
-
-/// Seed of the advisory lock keys (`hashtextextended(id, seed)`), so keel's locks do not
-/// collide with other applications' keys on the same database.
-const LOCK_SEED: i64 = 0x6b65_656c;
 
 /// Sessions in a PostgreSQL database.
 #[derive(Clone)]
@@ -54,9 +71,10 @@ pub struct PgStore {
 struct Inner {
     runtime: Option<tokio::runtime::Runtime>,
     handle: tokio::runtime::Handle,
-    config: Config,
-    /// The connection for reads and listings (pipelined; reconnected when it drops).
-    shared: tokio::sync::Mutex<Option<Arc<Client>>>,
+    /// The pool, this store's owner name and the leases it holds (writers share it).
+    leases: Arc<Leases>,
+    /// Commits the writers' batches, grouped across sessions.
+    committer: commit::Committer,
     /// Called on each commit notice; the listener starts with the first one.
     watchers: std::sync::Mutex<Vec<ChangeNotify>>,
 }
@@ -82,8 +100,10 @@ impl Drop for Inner {
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgStore")
-            .field("host", &self.inner.config.get_hosts())
-            .field("dbname", &self.inner.config.get_dbname())
+            .field("host", &self.inner.leases.pool.config().get_hosts())
+            .field("dbname", &self.inner.leases.pool.config().get_dbname())
+            .field("owner", &self.inner.leases.owner)
+            .field("tls", &self.inner.leases.pool.tls().enabled())
             .finish_non_exhaustive()
     }
 }
@@ -101,16 +121,36 @@ fn check_id(id: &str) -> Result<(), SessionError> {
 }
 
 impl PgStore {
-    /// Connects to `url` (`postgres://user@host:port/db`), applies migrations, and
-    /// checks the connection. Plain TCP only (`sslmode=disable`): run the database on a
-    /// private network or through a TLS tunnel.
+    /// Connects to `url` (`postgres://user@host:port/db`, TLS with
+    /// `?sslmode=require|verify-ca|verify-full`) with the options of the environment
+    /// ([`PgOptions::from_env`]), applies migrations, and checks the connection.
     pub fn connect(url: &str) -> Result<PgStore, SessionError> {
-        let mut config: Config = url.parse().map_err(|e| invalid(format!("not a PostgreSQL URL: {e}")))?;
+        Self::connect_with(url, PgOptions::from_env()?)
+    }
+
+    /// Connects to `url` with `options`, applies migrations, and checks the connection.
+    pub fn connect_with(url: &str, options: PgOptions) -> Result<PgStore, SessionError> {
+        let split = tls::split_url(url)?;
+        let mut config: Config =
+            split.url.parse().map_err(|e| invalid(format!("not a PostgreSQL URL: {e}")))?;
+        let ca_file = split.root_cert.or_else(|| options.ca_file.as_ref().map(|p| p.display().to_string()));
+        // `host=… sslmode=require` (not a URL) asks for TLS too.
+        let mode = match (split.mode, config.get_ssl_mode()) {
+            (tls::Mode::Plain, SslMode::Require) => tls::Mode::VerifyChain,
+            (tls::Mode::Plain, _) => {
+                config.ssl_mode(SslMode::Disable);
+                tls::Mode::Plain
+            }
+            (mode, _) => mode,
+        };
+        let tls = tls::Tls::new(mode, ca_file.as_deref())?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
         config.keepalives(true).keepalives_idle(Duration::from_secs(30));
-        config.application_name("keel");
+        if config.get_application_name().is_none() {
+            config.application_name("keel");
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("keel-pg")
@@ -120,22 +160,28 @@ impl PgStore {
                 SessionError::new(SessionErrorKind::Io, format!("cannot start the store's runtime: {e}"))
             })?;
         let handle = runtime.handle().clone();
+        let pool = Pool::new(config, tls, options.pool_size);
+        let leases = Arc::new(Leases::new(pool, lease::owner_name(), options.lease_ttl));
+        let committer = commit::Committer::start(Arc::clone(&leases), &handle);
         let store = PgStore {
             inner: Arc::new(Inner {
                 runtime: Some(runtime),
                 handle,
-                config,
-                shared: tokio::sync::Mutex::new(None),
+                leases: Arc::clone(&leases),
+                committer,
                 watchers: std::sync::Mutex::new(Vec::new()),
             }),
         };
-        let inner = Arc::clone(&store.inner);
         store.block(async move {
-            let mut client = connect(&inner).await?;
+            // Migrations run in a transaction, on a connection not shared yet, which
+            // then joins the pool.
+            let mut client = leases.pool.connect().await?;
             schema::migrate(&mut client).await?;
-            *inner.shared.lock().await = Some(Arc::new(client));
+            leases.pool.adopt(client).await;
             Ok(())
         })?;
+        let period = options.renew_every.unwrap_or(options.lease_ttl / 3);
+        store.inner.handle.spawn(lease::renew_forever(Arc::downgrade(&store.inner.leases), period));
         Ok(store)
     }
 
@@ -151,37 +197,28 @@ impl PgStore {
         rx.recv().map_err(|_| SessionError::new(SessionErrorKind::Io, "the PostgreSQL store stopped"))?
     }
 
-    /// Opens a connection of its own, takes the session's lock on it and returns it with
-    /// the lock key; `Locked` when another writer holds it.
-    async fn lock(inner: &Inner, id: &str) -> Result<(Client, i64), SessionError> {
-        let client = connect(inner).await?;
-        let row = client
-            .query_one(
-                "SELECT hashtextextended($1, $2), pg_try_advisory_lock(hashtextextended($1, $2))",
-                &[&id, &LOCK_SEED],
-            )
-            .await
-            .map_err(db_error)?;
-        let (key, locked): (i64, bool) = (row.get(0), row.get(1));
-        if !locked {
-            return Err(SessionError::new(
-                SessionErrorKind::Locked,
-                format!(
-                    "session {id} is being run elsewhere (another keel holds it); wait for it to finish, or fork it"
-                ),
-            ));
-        }
-        Ok((client, key))
-    }
-
     fn create_with(&self, cwd: &str, parent: Option<ParentRef>) -> Result<Session, SessionError> {
-        let inner = Arc::clone(&self.inner);
-        let (id, client, key) = self.block(async move {
-            let id = keel_session::new_session_id();
-            let (client, key) = Self::lock(&inner, &id).await?;
-            Ok((id, client, key))
+        let leases = Arc::clone(&self.inner.leases);
+        let cwd_owned = cwd.to_owned();
+        let parent_row = parent.as_ref().map(|p| (p.id.clone(), i64::try_from(p.seq).unwrap_or(i64::MAX)));
+        let hold = self.block(async move {
+            // Ids are partly random: a taken one (vanishingly rare) is drawn again.
+            for _ in 0..8 {
+                let id = keel_session::new_session_id();
+                let parent = parent_row.as_ref().map(|(pid, seq)| (pid.as_str(), *seq));
+                if let Some(hold) = leases.create(&id, &cwd_owned, parent).await? {
+                    return Ok(hold);
+                }
+            }
+            Err(SessionError::new(SessionErrorKind::Io, "could not draw a free session id"))
         })?;
-        let writer = PgWriter::start(id.clone(), client, key, &self.inner.handle);
+        let id = hold.id.clone();
+        let writer = PgWriter::start(
+            Arc::clone(&self.inner.leases),
+            self.inner.committer.clone(),
+            hold,
+            &self.inner.handle,
+        );
         Session::create(id, cwd, parent, Box::new(writer))
     }
 
@@ -214,33 +251,13 @@ impl PgStore {
     }
 }
 
-async fn connect(inner: &Inner) -> Result<Client, SessionError> {
-    let (client, connection) = inner.config.connect(NoTls).await.map_err(db_error)?;
-    inner.handle.spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "PostgreSQL connection ended");
-        }
-    });
-    Ok(client)
-}
-
-/// Runs `query` on the shared connection, reconnecting once if it was lost.
+/// Runs `query` on a pooled connection.
 async fn with_shared<T, F, Fut>(inner: &Inner, query: F) -> Result<T, SessionError>
 where
     F: Fn(Arc<Client>) -> Fut,
     Fut: Future<Output = Result<T, tokio_postgres::Error>>,
 {
-    let client = {
-        let mut shared = inner.shared.lock().await;
-        match shared.as_ref() {
-            Some(client) if !client.is_closed() => Arc::clone(client),
-            _ => {
-                let client = Arc::new(connect(inner).await?);
-                *shared = Some(Arc::clone(&client));
-                client
-            }
-        }
-    };
+    let client = inner.leases.pool.get().await?;
     query(client).await.map_err(db_error)
 }
 
@@ -328,12 +345,26 @@ impl SessionStore for PgStore {
     fn open(&self, id: &str) -> Result<Session, SessionError> {
         let id = self.resolve(id)?;
         let inner = Arc::clone(&self.inner);
-        let (client, key, events) = self.block(async move {
-            let (client, key) = Self::lock(&inner, &id).await?;
-            // Read after the lock: nobody else appends from here on.
-            let events = read_events(&inner, &id).await?;
-            Ok((client, key, events))
+        let (hold, events) = self.block(async move {
+            let hold = inner.leases.acquire(&id).await?;
+            // Read after the lease is taken: nobody else appends from here on.
+            match read_events(&inner, &id).await {
+                Ok(events) => Ok((hold, events)),
+                Err(e) => {
+                    if let Err(release) = inner.leases.release(&hold).await {
+                        tracing::warn!(session = %id, error = %release, "releasing a lease failed");
+                    }
+                    Err(e)
+                }
+            }
         })?;
+        // The writer owns the lease from here: dropping it on an error releases it.
+        let writer = PgWriter::start(
+            Arc::clone(&self.inner.leases),
+            self.inner.committer.clone(),
+            hold,
+            &self.inner.handle,
+        );
         let session_id = match events.first().map(|e| &e.kind) {
             Some(EventKind::SessionHeader(header)) => header.id.clone(),
             _ => {
@@ -347,7 +378,6 @@ impl SessionStore for PgStore {
         for event in events {
             projection.apply(event)?;
         }
-        let writer = PgWriter::start(session_id.clone(), client, key, &self.inner.handle);
         Ok(Session::resume(session_id, projection, Box::new(writer)))
     }
 
@@ -431,12 +461,7 @@ impl SessionStore for PgStore {
     fn delete(&self, id: &str) -> Result<(), SessionError> {
         let id = self.resolve(id)?;
         let inner = Arc::clone(&self.inner);
-        self.block(async move {
-            // Only a session nobody is writing can go.
-            let (client, key) = Self::lock(&inner, &id).await?;
-            client.execute("DELETE FROM keel_sessions WHERE id = $1", &[&id]).await.map_err(db_error)?;
-            client.execute("SELECT pg_advisory_unlock($1)", &[&key]).await.map_err(db_error)?;
-            Ok(())
-        })
+        // Only a session nobody is writing can go.
+        self.block(async move { inner.leases.delete(&id).await })
     }
 }

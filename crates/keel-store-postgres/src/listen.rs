@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::mpsc;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use crate::Inner;
 
@@ -24,8 +24,10 @@ fn parse(payload: &str) -> Option<(&str, u64)> {
 /// Listens until the store is dropped.
 pub(crate) async fn run(inner: Weak<Inner>) {
     loop {
-        let Some(config) = inner.upgrade().map(|i| i.config.clone()) else { return };
-        match config.connect(NoTls).await {
+        let Some(leases) = inner.upgrade().map(|i| std::sync::Arc::clone(&i.leases)) else { return };
+        let connected = leases.pool.tls().connect_raw(leases.pool.config()).await;
+        drop(leases);
+        match connected {
             Ok((client, mut connection)) => {
                 let (tx, mut rx) = mpsc::unbounded_channel();
                 let reader = tokio::spawn(async move {

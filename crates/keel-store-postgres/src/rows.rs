@@ -15,12 +15,10 @@ pub(crate) struct Row {
     pub header: Option<HeaderRow>,
 }
 
-/// The `keel_sessions` row a header creates.
+/// What a header sets in its `keel_sessions` row (created with the lease, before it).
 #[derive(Debug)]
 pub(crate) struct HeaderRow {
-    pub cwd: String,
     pub created: String,
-    pub parent: Option<(String, i64)>,
 }
 
 #[derive(serde::Deserialize)]
@@ -39,11 +37,7 @@ pub(crate) fn to_row(event: &Event, line: &mut Vec<u8>) -> Result<Row, SessionEr
         SessionError::new(SessionErrorKind::Invalid, format!("seq {} is too large", event.seq))
     })?;
     let header = match &event.kind {
-        EventKind::SessionHeader(h) => Some(HeaderRow {
-            cwd: h.cwd.clone(),
-            created: h.created.clone(),
-            parent: h.parent.as_ref().map(|p| (p.id.clone(), p.seq as i64)),
-        }),
+        EventKind::SessionHeader(h) => Some(HeaderRow { created: h.created.clone() }),
         _ => None,
     };
     Ok(Row {

@@ -7,9 +7,10 @@ use keel_session::SessionError;
 
 /// Migrations by version; each runs once, in a transaction, under a lock so two
 /// servers starting together do not race.
-const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    "CREATE TABLE keel_sessions (
+const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        "CREATE TABLE keel_sessions (
         id text PRIMARY KEY,
         cwd text NOT NULL,
         created text NOT NULL,
@@ -25,7 +26,11 @@ const MIGRATIONS: &[(i32, &str)] = &[(
         payload json NOT NULL,
         PRIMARY KEY (session_id, seq)
     );",
-)];
+    ),
+    // The lease: who writes the session and until when (database time). Replaces the
+    // advisory lock on a connection per open session.
+    (2, "ALTER TABLE keel_sessions ADD COLUMN lease_owner text, ADD COLUMN lease_expires timestamptz;"),
+];
 
 /// The advisory lock key that serializes migrations.
 const MIGRATION_LOCK: i64 = 0x6b65_656c_0001;

@@ -1,18 +1,18 @@
-//! One writer per open session: a task owning the session's connection (which holds its
-//! advisory lock), fed by a channel. `append` hands the event over and returns; the
-//! task commits what has arrived in batches, in order; a sync is acknowledged once
-//! everything before it is committed.
+//! One writer per open session: a task holding the session's lease, fed by a channel.
+//! `append` hands the event over and returns; the task hands what has arrived to the
+//! store's committer in batches, in order, one batch at a time; a sync is acknowledged
+//! once everything before it is committed.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use keel_session::{Event, EventWriter, SessionError, SessionErrorKind, SyncWork};
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::Client;
 
-use crate::db_error;
+use crate::commit::Committer;
+use crate::lease::{Failure, Hold, Leases, fail, failure_of};
 use crate::rows::{Row, to_row};
 
-/// Most events committed in one statement.
+/// Most events of one session handed to the committer at once.
 const MAX_BATCH: usize = 512;
 
 /// Who waits for an acknowledgement.
@@ -36,17 +36,6 @@ enum Msg {
     Close(Ack),
 }
 
-/// The first failure, kept so every later append and sync reports it.
-type Failure = Arc<Mutex<Option<(SessionErrorKind, String)>>>;
-
-fn failure_of(failure: &Failure) -> Option<SessionError> {
-    let guard = match failure.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    };
-    guard.as_ref().map(|(kind, message)| SessionError::new(*kind, message.clone()))
-}
-
 /// Appends a session's events to PostgreSQL through its writer task.
 pub struct PgWriter {
     id: String,
@@ -63,11 +52,17 @@ impl std::fmt::Debug for PgWriter {
 }
 
 impl PgWriter {
-    /// Starts the writer task for session `id` on `runtime`; `client` holds the lock.
-    pub(crate) fn start(id: String, client: Client, lock_key: i64, runtime: &tokio::runtime::Handle) -> Self {
+    /// Starts the writer task of a session this store holds (`hold`) on `runtime`.
+    pub(crate) fn start(
+        leases: Arc<Leases>,
+        committer: Committer,
+        hold: Hold,
+        runtime: &tokio::runtime::Handle,
+    ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        let failure: Failure = Arc::default();
-        runtime.spawn(run(id.clone(), client, lock_key, rx, Arc::clone(&failure)));
+        let failure = Arc::clone(&hold.failure);
+        let id = hold.id.clone();
+        runtime.spawn(run(leases, committer, hold, rx));
         PgWriter { id, tx, failure, line: Vec::with_capacity(4096), closed: false }
     }
 
@@ -129,17 +124,10 @@ impl EventWriter for PgWriter {
     }
 }
 
-/// The writer task: commit batches in order, acknowledge syncs, release on close. When
-/// every handle is gone (the session was dropped) the connection closes, which releases
-/// the lock.
-async fn run(
-    id: String,
-    client: Client,
-    lock_key: i64,
-    mut rx: mpsc::UnboundedReceiver<Msg>,
-    failure: Failure,
-) {
-    let mut failed: Option<(SessionErrorKind, String)> = None;
+/// The writer task: commit batches in order, acknowledge syncs, release the lease on
+/// close, or when every handle is gone (the session was dropped).
+async fn run(leases: Arc<Leases>, committer: Committer, hold: Hold, mut rx: mpsc::UnboundedReceiver<Msg>) {
+    let id = hold.id.as_str();
     while let Some(first) = rx.recv().await {
         let mut rows = Vec::new();
         let mut acks = Vec::new();
@@ -158,92 +146,28 @@ async fn run(
                 next = rx.try_recv().ok();
             }
         }
-        if failed.is_none()
+        // A lost lease (noticed by the renewal task) or an earlier failure stops it.
+        if failure_of(&hold.failure).is_none()
             && !rows.is_empty()
-            && let Err(e) = commit(&client, &id, &rows).await
+            && let Err(e) = committer.commit(id, rows).await
         {
             tracing::warn!(session = %id, error = %e, "appending to PostgreSQL failed");
-            failed = Some((e.kind, e.message.clone()));
-            match failure.lock() {
-                Ok(mut slot) => *slot = failed.clone(),
-                Err(poisoned) => *poisoned.into_inner() = failed.clone(),
-            }
+            fail(&hold.failure, e.kind, e.message);
         }
-        let result = || match &failed {
-            Some((kind, message)) => Err(SessionError::new(*kind, message.clone())),
-            None => Ok(()),
-        };
+        let result = || failure_of(&hold.failure).map_or(Ok(()), Err);
         for ack in acks {
             ack.send(result());
         }
         if let Some(ack) = close {
-            let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&lock_key]).await;
-            ack.send(result().and(unlocked.map(drop).map_err(db_error)));
+            // The outcome before the release: a renewal running meanwhile no longer
+            // finds the lease and would mark it lost.
+            let outcome = result();
+            let released = leases.release(&hold).await;
+            ack.send(outcome.and(released));
             return;
         }
     }
-}
-
-/// Commits `rows` in one transaction. A seq that exists already means another writer
-/// got there: this one fails instead of forking history.
-async fn commit(client: &Client, id: &str, rows: &[Row]) -> Result<(), SessionError> {
-    let mut seqs = Vec::with_capacity(rows.len());
-    let mut kinds = Vec::with_capacity(rows.len());
-    let mut times = Vec::with_capacity(rows.len());
-    let mut payloads = Vec::with_capacity(rows.len());
-    for row in rows {
-        seqs.push(row.seq);
-        kinds.push(row.kind);
-        times.push(row.time.as_str());
-        payloads.push(row.payload.as_str());
-    }
-    let header = rows.iter().find_map(|r| r.header.as_ref());
-    let (parent_id, parent_seq) = match header.and_then(|h| h.parent.as_ref()) {
-        Some((pid, pseq)) => (Some(pid.as_str()), Some(*pseq)),
-        None => (None, None),
-    };
-    // One statement, so one transaction: the session row (with the header), the events,
-    // the modified time, and a notice to followers (`NOTIFY keel_events, 'id:last_seq'`,
-    // delivered at commit).
-    let result = client
-        .execute(
-            "WITH s AS (
-                INSERT INTO keel_sessions (id, cwd, created, parent_id, parent_seq)
-                SELECT $1, $6, $7, $8, $9 WHERE $10
-             ), e AS (
-                INSERT INTO keel_events (session_id, seq, kind, time, payload)
-                SELECT $1, u.seq, u.kind, u.time, u.payload::json
-                FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(seq, kind, time, payload)
-             ), m AS (
-                UPDATE keel_sessions SET modified = now() WHERE id = $1
-             )
-             SELECT pg_notify('keel_events', $1 || ':' || ($11::bigint)::text)",
-            &[
-                &id,
-                &seqs,
-                &kinds,
-                &times,
-                &payloads,
-                &header.map(|h| h.cwd.as_str()).unwrap_or_default(),
-                &header.map(|h| h.created.as_str()).unwrap_or_default(),
-                &parent_id,
-                &parent_seq,
-                &header.is_some(),
-                &seqs.last().copied().unwrap_or_default(),
-            ],
-        )
-        .await;
-    match result {
-        Ok(_) => Ok(()),
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
-            Err(SessionError::new(
-                SessionErrorKind::Locked,
-                format!(
-                    "session {id} is being run elsewhere: events from seq {} exist already; this writer stopped",
-                    seqs.first().copied().unwrap_or_default()
-                ),
-            ))
-        }
-        Err(e) => Err(db_error(e)),
+    if let Err(e) = leases.release(&hold).await {
+        tracing::warn!(session = %id, error = %e, "releasing the lease of a dropped session failed");
     }
 }

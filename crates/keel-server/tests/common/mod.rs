@@ -70,6 +70,8 @@ pub struct TestServer {
     pub store: Arc<dyn SessionStore>,
     pub model: ScriptedModel,
     pub client: reqwest::Client,
+    /// The server's shared state (its sessions and their hubs).
+    pub state: Arc<keel_server::AppState>,
     _store_dir: Option<tempfile::TempDir>,
 }
 
@@ -89,6 +91,20 @@ pub async fn start_idle(
     idle_close: Duration,
     extra_root: Option<PathBuf>,
 ) -> TestServer {
+    start_configured(model, store, extra_root, |config| {
+        config.max_turns = max_turns;
+        config.idle_close = idle_close;
+    })
+    .await
+}
+
+/// A server with the test defaults changed by `configure`.
+pub async fn start_configured(
+    model: ScriptedModel,
+    store: Option<Arc<dyn SessionStore>>,
+    extra_root: Option<PathBuf>,
+    configure: impl FnOnce(&mut ServerConfig),
+) -> TestServer {
     let root = tempfile::tempdir().unwrap();
     let (store, store_dir) = match store {
         Some(store) => (store, None),
@@ -101,18 +117,18 @@ pub async fn start_idle(
     let mut roots = vec![root.path().to_path_buf()];
     roots.extend(extra_root);
     let mut config = ServerConfig::new(TOKEN, roots);
-    config.max_turns = max_turns;
     config.body_limit = 64 * 1024;
     config.heartbeat = Duration::from_millis(200);
-    config.idle_close = idle_close;
+    configure(&mut config);
     let factory = Arc::new(Factory { model: model.clone() });
     let server = Server::new(config, Arc::clone(&store), factory).unwrap();
+    let state = Arc::clone(server.state());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(server.serve(listener, std::future::pending()));
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder().tls_certs_only(Vec::new()).build().unwrap();
-    TestServer { url, root, store, model, client, _store_dir: store_dir }
+    TestServer { url, root, store, model, client, state, _store_dir: store_dir }
 }
 
 pub async fn start(model: ScriptedModel) -> TestServer {
