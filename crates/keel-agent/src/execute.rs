@@ -296,7 +296,7 @@ pub(crate) async fn execute_calls(
                 ));
                 continue;
             }
-            let request = ToolCallRequest { call: &item.call, read_only, step };
+            let request = ToolCallRequest { call: &item.call, read_only, step, ctx: run.ctx };
             let decision = tokio::select! {
                 biased;
                 _ = run.cancel.cancelled() => None,

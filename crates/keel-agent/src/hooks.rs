@@ -27,6 +27,7 @@ pub enum HookDecision {
 
 /// A tool call about to run, as a hook sees it.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ToolCallRequest<'a> {
     /// The call as the model wrote it.
     pub call: &'a ToolCall,
@@ -34,15 +35,20 @@ pub struct ToolCallRequest<'a> {
     pub read_only: bool,
     /// The step number within the turn.
     pub step: u32,
+    /// The session's context (workspace, tool state).
+    pub ctx: &'a SessionContext,
 }
 
 /// A turn that has just started (its prompt is logged; no request was made yet).
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct TurnStarted<'a> {
     /// The turn number.
     pub turn: u32,
     /// The session's context (workspace, tool state).
     pub ctx: &'a SessionContext,
+    /// The user's input that started the turn.
+    pub task: &'a str,
 }
 
 /// The state of a turn that is about to end.

@@ -64,8 +64,8 @@ pub struct Layer {
     pub pid_namespace: Option<bool>,
     /// `small` or `full`: the tools offered (default small for local models).
     pub tool_profile: Option<String>,
-    /// Ask once to finish a turn that only described a change or skipped its check
-    /// (default on for local models).
+    /// Ask once to finish a turn that only described a change or skipped its check, and
+    /// refuse changes while the task is a question (default on for local models).
     pub finish_check: Option<bool>,
     /// Start a session with the environment block (default on).
     pub environment: Option<bool>,

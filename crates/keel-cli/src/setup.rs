@@ -99,7 +99,12 @@ pub fn agent(
         compact_keep: settings.compaction.keep,
         ..AgentConfig::default()
     };
-    let mut hooks = HookChain::new().with(policy);
+    // The question guard refuses before the policy would ask the user about a change.
+    let mut hooks = HookChain::new();
+    if settings.finish_check {
+        hooks = hooks.with(keel_tools::question::QuestionGuard::new());
+    }
+    hooks = hooks.with(policy);
     if settings.finish_check {
         let finish = FinishCheck::new().example_answers([crate::prompt::EXAMPLE_ANSWER_TEXT]);
         hooks = hooks.with(finish).with(keel_tools::changes::ChangeCheck);

@@ -22,7 +22,7 @@ pub const NOTHING_CHANGED: &str = "Nothing in the project has changed yet, so th
 const MAX_FILES: usize = 5_000;
 
 /// Words that make a task a request for a change.
-const CHANGE_WORDS: &[&str] = &[
+pub(crate) const CHANGE_WORDS: &[&str] = &[
     "add",
     "append",
     "bump",

@@ -21,6 +21,7 @@ mod loose;
 pub mod output;
 mod policy;
 pub mod profile;
+pub mod question;
 pub mod read;
 pub mod rules;
 pub mod sandbox;

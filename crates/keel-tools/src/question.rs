@@ -1,0 +1,124 @@
+//! "A question gets an answer": a permission rule for small models. When the user asks a
+//! question ("Which file defines parse_header?", "What does calc.py print?") and names
+//! no change, no file should change; small models asked a question sometimes create or
+//! edit files instead (a stub `parse_header.py`, a "TODO" written into notes.md). While
+//! the turn's task is a question, [`QuestionGuard`] refuses calls of tools that are not
+//! read-only, except the ones named as checks (by default `shell`, which may run the
+//! program the question is about), with a reason that says what to do instead.
+
+use futures::future::BoxFuture;
+use keel_agent::{HookDecision, Hooks, ToolCallRequest, TurnStarted};
+
+use crate::changes::CHANGE_WORDS;
+
+/// How the refusal begins; the task follows.
+pub const QUESTION_NOT_CHANGE: &str = "Not done: the task is a question, so no file should change.";
+
+/// Words that open a question.
+const QUESTION_WORDS: &[&str] = &[
+    "which", "what", "where", "when", "who", "whose", "why", "how", "does", "do", "is", "are", "can",
+    "could", "should", "would", "will", "has", "have",
+];
+
+/// True for a task that asks a question and names no change: it has a question mark,
+/// its first word opens a question, and no word of it asks for a change ("Can you fix
+/// the test?" is a change request).
+pub fn is_question(task: &str) -> bool {
+    let task = task.trim();
+    let mut words = task.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty());
+    let opens_question =
+        words.next().is_some_and(|first| QUESTION_WORDS.iter().any(|w| first.eq_ignore_ascii_case(w)));
+    opens_question
+        && task.contains('?')
+        && !task
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|word| CHANGE_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)))
+}
+
+/// Per session: the current turn's task, when it is a question.
+#[derive(Debug, Default)]
+struct Question(Option<String>);
+
+/// The rule, as [`Hooks`]; chain it after the permission policy.
+#[derive(Debug, Clone)]
+pub struct QuestionGuard {
+    allowed: Vec<String>,
+}
+
+impl Default for QuestionGuard {
+    fn default() -> Self {
+        QuestionGuard { allowed: vec!["shell".to_owned()] }
+    }
+}
+
+impl QuestionGuard {
+    /// The rule, with `shell` allowed during questions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names the tools that may run during a question although they are not read-only.
+    pub fn allowed(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.allowed = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The decision for one call.
+    fn decide(&self, request: &ToolCallRequest<'_>) -> HookDecision {
+        if request.read_only || self.allowed.contains(&request.call.name) {
+            return HookDecision::Allow;
+        }
+        let question = request.ctx.tool_state.with(|q: &mut Question| q.0.clone());
+        match question {
+            Some(task) => HookDecision::Deny {
+                reason: format!(
+                    "{QUESTION_NOT_CHANGE} The task: \"{task}\". Find the answer by reading (read_file, grep, \
+                     list_files or shell), then answer it."
+                ),
+            },
+            None => HookDecision::Allow,
+        }
+    }
+}
+
+impl Hooks for QuestionGuard {
+    fn turn_started<'a>(&'a self, state: TurnStarted<'a>) -> BoxFuture<'a, ()> {
+        let task = state.task.trim();
+        let question = is_question(task).then(|| task.chars().take(300).collect::<String>());
+        state.ctx.tool_state.with(|q: &mut Question| q.0 = question);
+        Box::pin(async {})
+    }
+
+    fn before_tool_call<'a>(&'a self, request: ToolCallRequest<'a>) -> BoxFuture<'a, HookDecision> {
+        let decision = self.decide(&request);
+        Box::pin(async move { decision })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn questions_are_told_from_change_requests() {
+        for task in [
+            "Which file defines the function parse_header? Answer with its path.",
+            "What does `python3 calc.py 6 7` print?",
+            "How many data rows (not counting the header line) are in sales.csv?",
+            "Which files have uncommitted changes in this git repository?",
+            "Why does the test fail?",
+        ] {
+            assert!(is_question(task), "{task}");
+        }
+        for task in [
+            "Can you fix the failing test?",
+            "Could you add a --shout flag?",
+            "Rename notes.txt to NOTES.md.",
+            "Explain this project",
+            "Sort the lines of names.txt. Which order? Alphabetical.",
+            "",
+        ] {
+            assert!(!is_question(task), "{task}");
+        }
+    }
+}

@@ -1,0 +1,70 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! "A question gets an answer" in the loop: during a question, changes are refused with
+//! a reason; reading, shell and the next turn's change are not.
+
+use std::sync::Arc;
+
+use keel_agent::{Agent, NullSink, Session, SessionContext};
+use keel_llm::{CancellationToken, Message, ToolResultMessage};
+use keel_testkit::{ScriptedModel, reply};
+use keel_tools::question::{QUESTION_NOT_CHANGE, QuestionGuard};
+use keel_tools::{ToolsConfig, builtin};
+
+fn results(session: &Session) -> Vec<(String, bool)> {
+    session
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult(ToolResultMessage { name, is_error, .. }) => Some((name.clone(), *is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_question_cannot_change_files_but_the_next_change_request_can() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("codec.py"), "def parse_header(h):\n    return h\n").unwrap();
+    let model = ScriptedModel::new([
+        reply().call("write_file", r#"{"path": "parse_header.py", "content": "def parse_header(): pass"}"#),
+        reply().call("read_file", r#"{"path": "codec.py"}"#),
+        reply().call("shell", r#"{"command": "grep -l parse_header *.py"}"#),
+        reply().text("codec.py"),
+        // The next turn asks for a change: writing is allowed again.
+        reply().call("write_file", r#"{"path": "notes.txt", "content": "codec.py"}"#),
+        reply().text("Written."),
+    ]);
+    let tools = builtin(Arc::new(ToolsConfig::default()));
+    let agent = Agent::builder(model.clone()).tools(tools).hooks(QuestionGuard::new()).build();
+    let mut session = Session::in_memory(&ws.path().display().to_string());
+    let ctx = SessionContext::new(ws.path());
+    let task = "Which file defines the function parse_header? Answer with its path.";
+    let outcome =
+        agent.run_turn(&mut session, &ctx, task, &NullSink, &CancellationToken::new()).await.unwrap();
+    assert_eq!(outcome.final_text, "codec.py");
+    assert!(!ws.path().join("parse_header.py").exists());
+    assert_eq!(
+        results(&session),
+        vec![("write_file".into(), true), ("read_file".into(), false), ("shell".into(), false)]
+    );
+    let refusal = session.messages().iter().find_map(|m| match m {
+        Message::ToolResult(r) if r.is_error => Some(r.content.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        refusal.as_deref(),
+        Some(
+            format!(
+                "{QUESTION_NOT_CHANGE} The task: \"{task}\". Find the answer by reading (read_file, grep, list_files or shell), then answer it."
+            )
+            .as_str()
+        )
+    );
+
+    let outcome = agent
+        .run_turn(&mut session, &ctx, "Write that path into notes.txt", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.final_text, "Written.");
+    assert_eq!(std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(), "codec.py");
+}
