@@ -138,12 +138,15 @@ async fn in_a_namespace_the_command_sees_only_its_own_processes() {
     let count: usize = lines.next().unwrap().trim().parse().unwrap();
     assert!(count <= 6, "the command sees {count} processes: {}", out.content);
     assert!(lines.next().unwrap().contains("__exec --init -- bash -c"), "{}", out.content);
-    // `kill -9 -1` reaches only the namespace: its sleeper dies, this test runs on.
-    let out = shell(true, ws.path(), "sleep 300.81 & sleep 0.2; kill -9 -1; wait; echo after").await;
-    assert!(
-        out.content.ends_with("Killed                  sleep 300.81\nafter\n[exit code: 0]"),
-        "{}",
-        out.content
-    );
+    // `kill -9 -1` reaches only the namespace: its sleeper dies by SIGKILL (status 137),
+    // this test runs on. (bash's own "Killed" notice is left out: under load it may not
+    // be printed at all.)
+    let out = shell(
+        true,
+        ws.path(),
+        "sleep 300.81 & p=$!; sleep 0.2; kill -9 -1; wait $p; echo \"status=$?\"; echo after",
+    )
+    .await;
+    assert!(out.content.ends_with("status=137\nafter\n[exit code: 0]"), "{}", out.content);
     assert!(gone("300.81", 5).await);
 }
