@@ -218,8 +218,26 @@ fn a_stale_writer_fails_instead_of_forking_history() {
          VALUES ($1, 1, 'turn/start', '2026-01-01T00:00:00Z', '{\"turn\":1}')",
         &id,
     );
-    record_turn(&mut session, "mine");
-    let err = session.sync().unwrap_err();
+    // The writer commits in the background, so its failure may surface at any append
+    // after the first, or at the sync.
+    let mut appended = Ok(0);
+    for i in 0..3 {
+        appended = session.append(if i == 0 {
+            EventKind::TurnStart(keel_session::TurnStart { turn: 1 })
+        } else {
+            EventKind::UserMessage(keel_session::UserInput {
+                text: "mine".into(),
+                source: Default::default(),
+            })
+        });
+        if appended.is_err() {
+            break;
+        }
+    }
+    let err = match appended {
+        Err(e) => e,
+        Ok(_) => session.sync().unwrap_err(),
+    };
     assert_eq!(err.kind, SessionErrorKind::Locked);
     assert!(err.message.contains("being run elsewhere"), "{err}");
     let later = session.append(EventKind::TurnStart(keel_session::TurnStart { turn: 2 }));
