@@ -339,14 +339,6 @@ mod tests {
         assert_eq!(nudge(&asked, EXAMPLE), None);
         // An answer of its own is left alone, and without examples nothing is a copy.
         assert_eq!(nudge(&turn, "app.py no longer prints DEBUG lines."), None);
-        let state = TurnStopping {
-            turn: 1,
-            steps: 2,
-            final_text: EXAMPLE,
-            messages: &turn,
-            tools: &tools,
-            ctx: &ctx,
-        };
         assert_eq!(FinishCheck::new().nudge(&state), None);
     }
 

@@ -47,7 +47,8 @@ pub struct TurnStarted<'a> {
     pub turn: u32,
     /// The session's context (workspace, tool state).
     pub ctx: &'a SessionContext,
-    /// The user's input that started the turn.
+    /// The user's task: the turn's first message, without the environment block (as
+    /// [`TurnStopping::task`]).
     pub task: &'a str,
 }
 
@@ -71,13 +72,19 @@ pub struct TurnStopping<'a> {
 impl TurnStopping<'_> {
     /// The user's task: the turn's first message, without the environment block.
     pub fn task(&self) -> &str {
-        let Some(Message::User(first)) = self.messages.first() else { return "" };
-        let text = match first.content.rfind("</environment>") {
-            Some(end) => &first.content[end + "</environment>".len()..],
-            None => &first.content,
-        };
-        text.trim()
+        task_of(self.messages)
     }
+}
+
+/// The task of a turn whose messages begin with `messages`: its first message, without
+/// the environment block ("" when it does not begin with user input).
+pub(crate) fn task_of(messages: &[Message]) -> &str {
+    let Some(Message::User(first)) = messages.first() else { return "" };
+    let text = match first.content.rfind("</environment>") {
+        Some(end) => &first.content[end + "</environment>".len()..],
+        None => &first.content,
+    };
+    text.trim()
 }
 
 /// Callbacks into the embedding program. Every method has a permissive default.

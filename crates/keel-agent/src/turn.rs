@@ -240,7 +240,6 @@ impl TurnRun<'_> {
         {
             self.user(environment.clone(), InputSource::Context)?;
         }
-        let task = input.clone();
         self.user(input, InputSource::Prompt)?;
         // The message holding the prompt (input may have joined the one before it).
         self.first_message = self.session.messages().len().saturating_sub(1);
@@ -248,7 +247,8 @@ impl TurnRun<'_> {
             self.user(text, InputSource::Steer)?;
         }
         self.sync().await?;
-        self.agent.hooks.turn_started(TurnStarted { turn: self.turn, ctx: self.ctx, task: &task }).await;
+        let task = crate::hooks::task_of(&self.session.messages()[self.first_message..]);
+        self.agent.hooks.turn_started(TurnStarted { turn: self.turn, ctx: self.ctx, task }).await;
         loop {
             if self.cancel.is_cancelled() {
                 return self.end(TurnEndReason::Aborted, Some("aborted by the user".into())).await;

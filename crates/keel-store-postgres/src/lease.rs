@@ -59,6 +59,16 @@ pub(crate) fn lost(id: &str) -> SessionError {
     )
 }
 
+/// The outcome of a statement on session `id`'s row that reports how many rows it
+/// `affected` and whether the row `exists`: held by someone else, or not there at all.
+fn row_outcome(id: &str, affected: i64, exists: bool) -> Result<(), SessionError> {
+    match (affected, exists) {
+        (1.., _) => Ok(()),
+        (_, true) => Err(locked(id)),
+        (_, false) => Err(SessionError::new(SessionErrorKind::NotFound, format!("no session `{id}`"))),
+    }
+}
+
 /// A session this store holds.
 struct Held {
     /// Tells this hold from an earlier one of the same session.
@@ -202,12 +212,7 @@ impl Leases {
             )
             .await
             .map_err(db_error)?;
-        let (taken, exists): (i64, bool) = (row.get(0), row.get(1));
-        match (taken, exists) {
-            (1.., _) => Ok(()),
-            (_, true) => Err(locked(id)),
-            (_, false) => Err(SessionError::new(SessionErrorKind::NotFound, format!("no session `{id}`"))),
-        }
+        row_outcome(id, row.get(0), row.get(1))
     }
 
     /// Gives `hold`'s lease back and forgets it.
@@ -252,12 +257,7 @@ impl Leases {
             )
             .await
             .map_err(db_error)?;
-        let (deleted, exists): (i64, bool) = (row.get(0), row.get(1));
-        match (deleted, exists) {
-            (1.., _) => Ok(()),
-            (_, true) => Err(locked(id)),
-            (_, false) => Err(SessionError::new(SessionErrorKind::NotFound, format!("no session `{id}`"))),
-        }
+        row_outcome(id, row.get(0), row.get(1))
     }
 
     /// Renews every lease this store holds in one statement; a lease that was not

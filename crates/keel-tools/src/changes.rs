@@ -22,7 +22,7 @@ pub const NOTHING_CHANGED: &str = "Nothing in the project has changed yet, so th
 const MAX_FILES: usize = 5_000;
 
 /// Words that make a task a request for a change.
-pub(crate) const CHANGE_WORDS: &[&str] = &[
+const CHANGE_WORDS: &[&str] = &[
     "add",
     "append",
     "bump",
@@ -125,10 +125,13 @@ fn snapshot(workspace: &Path) -> Option<Snapshot> {
 /// True for a task that asks for a change: not a question, and a change word in it.
 pub fn asks_for_change(task: &str) -> bool {
     let task = task.trim();
-    !task.ends_with('?')
-        && task
-            .split(|c: char| !c.is_alphanumeric())
-            .any(|word| CHANGE_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)))
+    !task.ends_with('?') && names_a_change(task)
+}
+
+/// True when a word of `text` asks for a change (fix, add, rename, …).
+pub(crate) fn names_a_change(text: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric())
+        .any(|word| CHANGE_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)))
 }
 
 impl ChangeCheck {

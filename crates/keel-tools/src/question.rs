@@ -9,7 +9,7 @@
 use futures::future::BoxFuture;
 use keel_agent::{HookDecision, Hooks, ToolCallRequest, TurnStarted};
 
-use crate::changes::CHANGE_WORDS;
+use crate::changes::names_a_change;
 
 /// How the refusal begins; the task follows.
 pub const QUESTION_NOT_CHANGE: &str = "Not done: the task is a question, so no file should change.";
@@ -28,11 +28,7 @@ pub fn is_question(task: &str) -> bool {
     let mut words = task.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty());
     let opens_question =
         words.next().is_some_and(|first| QUESTION_WORDS.iter().any(|w| first.eq_ignore_ascii_case(w)));
-    opens_question
-        && task.contains('?')
-        && !task
-            .split(|c: char| !c.is_alphanumeric())
-            .any(|word| CHANGE_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)))
+    opens_question && task.contains('?') && !names_a_change(task)
 }
 
 /// Per session: the current turn's task, when it is a question.

@@ -68,3 +68,26 @@ async fn a_question_cannot_change_files_but_the_next_change_request_can() {
     assert_eq!(outcome.final_text, "Written.");
     assert_eq!(std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(), "codec.py");
 }
+
+#[tokio::test]
+async fn the_task_is_read_after_the_environment_block() {
+    let ws = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new([
+        reply().call("write_file", r#"{"path": "a.txt", "content": "x"}"#),
+        reply().text("No file changed."),
+    ]);
+    let agent = Agent::builder(model.clone())
+        .tools(builtin(Arc::new(ToolsConfig::default())))
+        .hooks(QuestionGuard::new())
+        .build();
+    let mut session = Session::in_memory(&ws.path().display().to_string());
+    let mut ctx = SessionContext::new(ws.path());
+    // The block comes first and joins the prompt in one message; only the prompt counts.
+    ctx.environment = Some("<environment>\nProject folder: ws\nRename files here.\n</environment>".into());
+    agent
+        .run_turn(&mut session, &ctx, "What is in this folder?", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(results(&session), vec![("write_file".into(), true)]);
+    assert!(!ws.path().join("a.txt").exists());
+}
