@@ -119,7 +119,7 @@ pub fn grep(roots: &Roots, args: &GrepArgs) -> Result<String, ToolError> {
         }
     }
     if lines.is_empty() {
-        return Ok(format!("No matches for `{}` in {}.", args.pattern, roots.display(&start)));
+        return Ok(no_matches(roots, &args.pattern, &start));
     }
     let mut out = lines.join("\n");
     if total > lines.len() {
@@ -129,6 +129,25 @@ pub fn grep(roots: &Roots, args: &GrepArgs) -> Result<String, ToolError> {
         ));
     }
     Ok(out)
+}
+
+/// The report when nothing matched: where was searched, in words a small model cannot
+/// misread ("in .." looked like the parent folder), and a hint when the pattern is the
+/// name of a file (grep searches contents, not names).
+fn no_matches(roots: &Roots, pattern: &str, start: &std::path::Path) -> String {
+    let shown = roots.display(start);
+    let place = if shown == "." { "the project folder".to_owned() } else { format!("`{shown}`") };
+    let mut report = format!("No line in {place} contains a match for `{pattern}`.");
+    let name = pattern.replace("\\.", ".");
+    // Resolved through the roots, so a name outside the workspace reveals nothing.
+    let names_a_file = !name.contains('*')
+        && [name.clone(), format!("{shown}/{name}")].iter().any(|p| roots.resolve_existing(p, false).is_ok());
+    if names_a_file {
+        report.push_str(&format!(
+            " grep searches inside files; `{name}` is the name of a file or folder, which exists (list_files shows names)."
+        ));
+    }
+    report
 }
 
 impl Tool for Grep {

@@ -19,6 +19,7 @@ pub mod launch;
 pub mod list;
 mod loose;
 pub mod output;
+pub mod overwrite;
 mod policy;
 pub mod profile;
 pub mod question;
@@ -56,6 +57,10 @@ pub struct ToolsConfig {
     /// write_file and edit_file change an existing file only after the model has seen
     /// it in the session; the first attempt is refused with the file's content (default on).
     pub read_before_change: bool,
+    /// write_file asks once before replacing an existing file with content that keeps
+    /// fewer than half of its lines (a fragment written over a whole file); the same
+    /// call again goes through (default on).
+    pub confirm_overwrite: bool,
     /// Let write_file and edit_file write a file that has more than one hard link
     /// (default no: its other names may be outside the workspace). Reading such a file
     /// is always allowed.
@@ -80,6 +85,7 @@ impl Default for ToolsConfig {
             kill_grace: Duration::from_secs(2),
             output_limits: output::OutputLimits::default(),
             read_before_change: true,
+            confirm_overwrite: true,
             allow_hardlinks: false,
             env_passthrough: Vec::new(),
             launcher: None,

@@ -1,14 +1,18 @@
 //! `write_file`: create or overwrite a file.
 
+use std::collections::HashSet;
 use std::future::Future;
-use std::io::Write;
+use std::hash::{Hash, Hasher};
+use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
+use keel_agent::{Tool, ToolContext, ToolError, ToolOutput, ToolState};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::ToolsConfig;
+use crate::overwrite;
 use crate::undo::Keeper;
 use crate::workspace::Roots;
 
@@ -68,6 +72,38 @@ pub fn write_kept(
     })
 }
 
+/// Most bytes of an existing file compared with the new content.
+const MAX_COMPARED_BYTES: u64 = 1024 * 1024;
+
+/// Contents the model has insisted on, per file: a second identical write goes through.
+#[derive(Debug, Default)]
+struct Insisted(HashSet<(PathBuf, u64)>);
+
+/// Refuses, once per file and content, a write that would drop most of an existing
+/// text file's lines (see [`overwrite::drops_most`]).
+fn confirm_overwrite(roots: &Roots, state: &ToolState, path: &str, content: &str) -> Result<(), ToolError> {
+    let Ok(canonical) = roots.resolve_existing(path, true) else { return Ok(()) };
+    if !canonical.is_file() {
+        return Ok(());
+    }
+    let (file, _) = roots.open_read(path)?;
+    let mut old = Vec::new();
+    file.take(MAX_COMPARED_BYTES + 1)
+        .read_to_end(&mut old)
+        .map_err(|e| ToolError::msg(format!("cannot read `{path}`: {e}")))?;
+    if old.len() as u64 > MAX_COMPARED_BYTES || old.contains(&0) {
+        return Ok(());
+    }
+    let Some(dropped) = overwrite::drops_most(&String::from_utf8_lossy(&old), content) else { return Ok(()) };
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    content.hash(&mut hasher);
+    let key = (canonical.clone(), hasher.finish());
+    if !state.with(|insisted: &mut Insisted| insisted.0.insert(key)) {
+        return Ok(());
+    }
+    Err(ToolError::new("would_drop", overwrite::refusal(&roots.display(&canonical), path, content, &dropped)))
+}
+
 impl Tool for WriteFile {
     type Args = WriteArgs;
 
@@ -87,11 +123,23 @@ impl Tool for WriteFile {
         let state = Arc::clone(&ctx.state);
         let check = self.config.read_before_change;
         let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
+        let confirm = self.config.confirm_overwrite;
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
                 crate::seen::require(roots, &state, &args.path, "write_file")?;
             }
-            let report = write_kept(roots, &args.path, &args.content, keeper.as_ref())?;
+            let (content, unwrapped) = match overwrite::unwrapped(&args.path, &args.content) {
+                Some((body, wrapper)) => (body, Some(wrapper)),
+                None => (args.content.as_str(), None),
+            };
+            if confirm {
+                confirm_overwrite(roots, &state, &args.path, content)?;
+            }
+            let mut report = write_kept(roots, &args.path, content, keeper.as_ref())?;
+            if let Some(wrapper) = unwrapped {
+                report
+                    .push_str(&format!(" Removed {wrapper} around your content (not part of a code file)."));
+            }
             crate::seen::mark(roots, &state, &args.path);
             Ok(report)
         })

@@ -79,7 +79,17 @@ async fn grep_reports_file_line_text() {
     );
     assert_eq!(
         ok(ws.path(), "grep", json!({"pattern": "nothing here"})).await,
-        "No matches for `nothing here` in .."
+        "No line in the project folder contains a match for `nothing here`."
+    );
+    // A small model grepped for a file it had just renamed, read "No matches" as "the
+    // file is gone" and renamed it back; the report now says what grep looked at.
+    assert_eq!(
+        ok(ws.path(), "grep", json!({"pattern": "README\\.md"})).await,
+        "No line in the project folder contains a match for `README\\.md`. grep searches inside files; `README.md` is the name of a file or folder, which exists (list_files shows names)."
+    );
+    assert_eq!(
+        ok(ws.path(), "grep", json!({"pattern": "math.rs", "path": "src/util"})).await,
+        "No line in `src/util` contains a match for `math.rs`. grep searches inside files; `math.rs` is the name of a file or folder, which exists (list_files shows names)."
     );
     let error = err(ws.path(), "grep", json!({"pattern": "(unclosed"})).await;
     assert_eq!(error.code, "invalid_pattern");

@@ -191,7 +191,7 @@ fn secrets_are_removed_from_the_environment() {
     let out = runtime.block_on(ok(
         ws.path(),
         "shell",
-        json!({"command": "env | grep -E 'secret|hunter2|sk-|KEEL_API' || echo none; echo \"${HARMLESS_SETTING:-gone} ${PUBLIC_URL:-gone}\""}),
+        json!({"command": "env | grep -E '_secret|hunter2|sk-|KEEL_API' || echo none; echo \"${HARMLESS_SETTING:-gone} ${PUBLIC_URL:-gone}\""}),
     ));
     assert_eq!(out, "none\nkept https://example.com/app\n[exit code: 0]");
     // The user can pass a named variable on purpose.

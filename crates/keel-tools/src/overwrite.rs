@@ -1,0 +1,189 @@
+//! Guards for `write_file` on what small models get wrong when they write a whole file:
+//! content wrapped in a Markdown fence or `<pre><code>` (the file would not run), and an
+//! "overwrite" that is really a fragment of the file (the rest would be lost).
+//!
+//! Both are pure functions of the path and the two contents; `write_file` applies them.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+/// File kinds in which a fence or `<pre><code>` may be meant literally.
+const MARKUP_EXTENSIONS: &[&str] =
+    &["md", "markdown", "mdx", "rst", "txt", "html", "htm", "xml", "svg", "adoc"];
+
+/// A file with fewer non-blank lines is rewritten without question.
+const MIN_GUARDED_LINES: usize = 3;
+/// A longer new content is not shown inside the suggested call.
+const MAX_SUGGESTED_BYTES: usize = 2048;
+/// How many dropped lines are named.
+const SHOWN_DROPPED: usize = 3;
+
+/// The content inside a Markdown fence or `<pre><code>` wrapped around the whole of
+/// `content`, when `path` is a code file (not Markdown, HTML, text…); `None` when it is
+/// not wrapped or may mean the wrapper.
+pub fn unwrapped<'a>(path: &str, content: &'a str) -> Option<(&'a str, &'static str)> {
+    let extension = Path::new(path).extension()?.to_str()?.to_ascii_lowercase();
+    if MARKUP_EXTENSIONS.contains(&extension.as_str()) {
+        return None;
+    }
+    let trimmed = content.trim();
+    if let Some(rest) = trimmed.strip_prefix("```") {
+        // The opening fence line may name a language: ```python
+        let (opening, body) = rest.split_once('\n')?;
+        if opening.contains('`') || opening.contains(' ') {
+            return None;
+        }
+        let body = body.strip_suffix("```")?;
+        if body.contains("\n```") {
+            return None;
+        }
+        return Some((body, "a ``` fence"));
+    }
+    let body = trimmed.strip_prefix("<pre>")?.trim_start().strip_prefix("<code>")?;
+    let body = body.strip_suffix("</pre>")?.trim_end().strip_suffix("</code>")?;
+    if body.contains("<code>") || body.contains("</code>") {
+        return None;
+    }
+    Some((body.strip_prefix('\n').unwrap_or(body), "<pre><code> tags"))
+}
+
+/// What a whole-file write would drop from the old content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    /// Non-blank lines of the old content.
+    pub old_lines: usize,
+    /// Of those, how many the new content still has.
+    pub kept: usize,
+    /// The first dropped lines, trimmed.
+    pub examples: Vec<String>,
+    /// The old content's last non-blank line, as it is (for an append suggestion).
+    pub last_line: String,
+}
+
+/// `Some` when writing `new` over `old` keeps fewer than half of the old non-blank
+/// lines of a file that has at least [`MIN_GUARDED_LINES`] of them.
+pub fn drops_most(old: &str, new: &str) -> Option<Dropped> {
+    let old_lines: Vec<&str> = old.lines().filter(|l| !l.trim().is_empty()).collect();
+    if old_lines.len() < MIN_GUARDED_LINES {
+        return None;
+    }
+    let new_lines: HashSet<&str> = new.lines().map(str::trim).collect();
+    let kept = old_lines.iter().filter(|l| new_lines.contains(l.trim())).count();
+    if kept * 2 >= old_lines.len() {
+        return None;
+    }
+    let examples = old_lines
+        .iter()
+        .filter(|l| !new_lines.contains(l.trim()))
+        .take(SHOWN_DROPPED)
+        .map(|l| l.trim().to_owned())
+        .collect();
+    let last_line = old_lines.last().map(|l| (*l).to_owned()).unwrap_or_default();
+    Some(Dropped { old_lines: old_lines.len(), kept, examples, last_line })
+}
+
+/// The refusal shown to the model: what would be lost, how to add or change part of the
+/// file instead, and how to insist.
+pub fn refusal(shown: &str, path: &str, new: &str, dropped: &Dropped) -> String {
+    let names: Vec<String> = dropped.examples.iter().map(|l| format!("`{l}`")).collect();
+    let mut message = format!(
+        "`{shown}` was not changed: write_file replaces the whole file, and your content keeps only {} of its {} lines. It would delete {}{}.\n",
+        dropped.kept,
+        dropped.old_lines,
+        names.join(", "),
+        if dropped.old_lines - dropped.kept > names.len() { " and more" } else { "" },
+    );
+    if new.len() <= MAX_SUGGESTED_BYTES {
+        let appended = format!("{}\n\n{}", dropped.last_line, new.trim_matches('\n'));
+        let quoted = |text: &str| serde_json::to_string(text).unwrap_or_default();
+        message.push_str(&format!(
+            "To add your lines at the end of the file, call: edit_file {{\"path\": {}, \"old_text\": {}, \"new_text\": {}}}\n",
+            quoted(path),
+            quoted(&dropped.last_line),
+            quoted(&appended),
+        ));
+    } else {
+        message.push_str(
+            "To add lines at the end of the file, use edit_file with old_text = its last line and new_text = that line followed by your lines.\n",
+        );
+    }
+    message.push_str(
+        "To change part of the file, use edit_file with old_text copied from it. If you do mean to replace the whole file, call write_file again with the same content.",
+    );
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fence_around_code_is_removed() {
+        let content = "```python\ndef f():\n    return 1\n```\n";
+        assert_eq!(unwrapped("lib.py", content), Some(("def f():\n    return 1\n", "a ``` fence")));
+        assert_eq!(unwrapped("run.sh", "```\necho hi\n```"), Some(("echo hi\n", "a ``` fence")));
+    }
+
+    #[test]
+    fn pre_code_tags_around_code_are_removed() {
+        let content = "<pre><code>def f():\n    return 1</code></pre>";
+        assert_eq!(unwrapped("textutil.py", content), Some(("def f():\n    return 1", "<pre><code> tags")));
+    }
+
+    #[test]
+    fn wrappers_are_kept_where_they_may_be_meant() {
+        assert_eq!(unwrapped("README.md", "```\ncode\n```"), None);
+        assert_eq!(unwrapped("page.html", "<pre><code>x</code></pre>"), None);
+        assert_eq!(unwrapped("Makefile", "```\nall:\n```"), None);
+        // Two fenced blocks with text between: not one wrapper.
+        assert_eq!(unwrapped("a.py", "```\nx = 1\n```\ntext\n```\ny = 2\n```"), None);
+        // A fence that only opens.
+        assert_eq!(unwrapped("a.py", "```\nx = 1\n"), None);
+        assert_eq!(unwrapped("a.py", "x = 1\n"), None);
+    }
+
+    #[test]
+    fn a_fragment_over_a_file_drops_most_of_it() {
+        let old = "\"\"\"Text helpers.\"\"\"\n\n\ndef shout(text):\n    return text.upper()\n\n\ndef word_count(text):\n    return len(text.split())\n";
+        let new = "def reverse_words(text):\n    return ' '.join(reversed(text.split()))\n";
+        let dropped = drops_most(old, new);
+        assert_eq!(
+            dropped,
+            Some(Dropped {
+                old_lines: 5,
+                kept: 0,
+                examples: vec![
+                    "\"\"\"Text helpers.\"\"\"".to_owned(),
+                    "def shout(text):".to_owned(),
+                    "return text.upper()".to_owned()
+                ],
+                last_line: "    return len(text.split())".to_owned(),
+            })
+        );
+    }
+
+    #[test]
+    fn rewrites_that_keep_most_lines_pass() {
+        let old = "b\nc\na\n";
+        // Sorting keeps every line.
+        assert_eq!(drops_most(old, "a\nb\nc\n"), None);
+        // Changing one line of four keeps three.
+        assert_eq!(drops_most("w\nx\ny\nz\n", "w\nx\ny\nZ\n"), None);
+        // Small files are not guarded.
+        assert_eq!(drops_most("one\ntwo\n", "three\n"), None);
+    }
+
+    #[test]
+    fn the_refusal_suggests_an_append_with_the_models_own_lines() {
+        let dropped = drops_most("a = 1\nb = 2\nc = 3\n", "d = 4\n");
+        let Some(dropped) = dropped else { panic!("a fragment should be caught") };
+        let message = refusal("m.py", "m.py", "d = 4\n", &dropped);
+        assert!(message.starts_with("`m.py` was not changed: write_file replaces the whole file, and your content keeps only 0 of its 3 lines. It would delete `a = 1`, `b = 2`, `c = 3`.\n"), "{message}");
+        assert!(
+            message
+                .contains(r#"edit_file {"path": "m.py", "old_text": "c = 3", "new_text": "c = 3\n\nd = 4"}"#),
+            "{message}"
+        );
+        assert!(message.ends_with("call write_file again with the same content."), "{message}");
+    }
+}

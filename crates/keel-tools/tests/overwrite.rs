@@ -1,0 +1,98 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! write_file guards: a fragment written over a whole file is refused once; a code fence
+//! around a code file's content is removed.
+
+mod common;
+
+use common::call_with;
+use keel_agent::ToolContext;
+use keel_tools::ToolsConfig;
+use serde_json::json;
+
+const TEXTUTIL: &str =
+    "def shout(text):\n    return text.upper()\n\n\ndef word_count(text):\n    return len(text.split())\n";
+
+#[tokio::test]
+async fn a_fragment_over_a_file_is_refused_once_and_the_suggested_edit_appends() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("textutil.py"), TEXTUTIL).unwrap();
+    let ctx = ToolContext::new(ws.path());
+    let call = |name: &'static str, args: serde_json::Value| {
+        let ctx = ctx.clone();
+        async move { call_with(ToolsConfig::default(), ctx, name, &args).await }
+    };
+    call("read_file", json!({"path": "textutil.py"})).await.unwrap();
+    let fragment = "def reverse_words(text):\n    return \" \".join(reversed(text.split()))\n";
+    let refused = call("write_file", json!({"path": "textutil.py", "content": fragment})).await.unwrap_err();
+    assert_eq!(refused.code, "would_drop");
+    assert_eq!(
+        refused.message,
+        "`textutil.py` was not changed: write_file replaces the whole file, and your content keeps only 0 of its 4 lines. It would delete `def shout(text):`, `return text.upper()`, `def word_count(text):` and more.\n\
+         To add your lines at the end of the file, call: edit_file {\"path\": \"textutil.py\", \"old_text\": \"    return len(text.split())\", \"new_text\": \"    return len(text.split())\\n\\ndef reverse_words(text):\\n    return \\\" \\\".join(reversed(text.split()))\"}\n\
+         To change part of the file, use edit_file with old_text copied from it. If you do mean to replace the whole file, call write_file again with the same content."
+    );
+    assert_eq!(std::fs::read_to_string(ws.path().join("textutil.py")).unwrap(), TEXTUTIL);
+
+    // The suggested call, as the model would copy it, appends.
+    let suggested = refused.message.split("call: edit_file ").nth(1).unwrap().lines().next().unwrap();
+    let args: serde_json::Value = serde_json::from_str(suggested).unwrap();
+    call("edit_file", args).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("textutil.py")).unwrap(),
+        format!("{TEXTUTIL}\n{fragment}").trim_end_matches('\n').to_owned() + "\n"
+    );
+
+    // Insisting with the same content replaces the file.
+    std::fs::write(ws.path().join("old.py"), TEXTUTIL).unwrap();
+    call("read_file", json!({"path": "old.py"})).await.unwrap();
+    let refused = call("write_file", json!({"path": "old.py", "content": "x = 1\n"})).await.unwrap_err();
+    assert_eq!(refused.code, "would_drop");
+    call("write_file", json!({"path": "old.py", "content": "x = 1\n"})).await.unwrap();
+    assert_eq!(std::fs::read_to_string(ws.path().join("old.py")).unwrap(), "x = 1\n");
+}
+
+#[tokio::test]
+async fn rewrites_that_keep_the_file_and_new_files_pass() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("names.txt"), "carol\nalice\nbob\n").unwrap();
+    let ctx = ToolContext::new(ws.path());
+    let call = |name: &'static str, args: serde_json::Value| {
+        let ctx = ctx.clone();
+        async move { call_with(ToolsConfig::default(), ctx, name, &args).await }
+    };
+    call("read_file", json!({"path": "names.txt"})).await.unwrap();
+    call("write_file", json!({"path": "names.txt", "content": "alice\nbob\ncarol\n"})).await.unwrap();
+    call("write_file", json!({"path": "new.py", "content": "a = 1\n"})).await.unwrap();
+    // With the guard off, a fragment goes through at once.
+    let config = ToolsConfig { confirm_overwrite: false, ..ToolsConfig::default() };
+    call_with(config, ctx.clone(), "write_file", &json!({"path": "names.txt", "content": "dave\n"}))
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(ws.path().join("names.txt")).unwrap(), "dave\n");
+}
+
+#[tokio::test]
+async fn a_fence_around_code_is_removed_and_said() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = ToolContext::new(ws.path());
+    let content = "<pre><code>print(\"hi\")\n</code></pre>";
+    let out = call_with(
+        ToolsConfig::default(),
+        ctx.clone(),
+        "write_file",
+        &json!({"path": "hi.py", "content": content}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        out.content,
+        "Created hi.py (12 bytes, 1 lines). Removed <pre><code> tags around your content (not part of a code file)."
+    );
+    assert_eq!(std::fs::read_to_string(ws.path().join("hi.py")).unwrap(), "print(\"hi\")\n");
+    // In Markdown a fence is content.
+    let fenced = "```\ncode\n```\n";
+    call_with(ToolsConfig::default(), ctx, "write_file", &json!({"path": "notes.md", "content": fenced}))
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(ws.path().join("notes.md")).unwrap(), fenced);
+}
