@@ -42,6 +42,8 @@ pub struct Layer {
     pub seed: Option<u64>,
     /// Parse tool calls written as text.
     pub text_tool_calls: Option<bool>,
+    /// Keep the text before a tool call as reasoning, not sent back (on for local presets).
+    pub thoughts_as_reasoning: Option<bool>,
     /// never | tool_turns | always.
     pub reasoning_replay: Option<String>,
     /// Anthropic extended thinking: off | adaptive | a token budget.
@@ -113,6 +115,7 @@ impl Layer {
             temperature: self.temperature.or(base.temperature),
             seed: self.seed.or(base.seed),
             text_tool_calls: self.text_tool_calls.or(base.text_tool_calls),
+            thoughts_as_reasoning: self.thoughts_as_reasoning.or(base.thoughts_as_reasoning),
             reasoning_replay: self.reasoning_replay.or(base.reasoning_replay),
             thinking: self.thinking.or(base.thinking),
             reasoning_effort: self.reasoning_effort.or(base.reasoning_effort),

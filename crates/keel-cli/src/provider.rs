@@ -118,6 +118,9 @@ pub fn provider_config(layer: &Layer) -> Result<ProviderConfig, ConfigError> {
     if let Some(text_calls) = layer.text_tool_calls {
         client.text_tool_calls = text_calls;
     }
+    if let Some(thoughts) = layer.thoughts_as_reasoning {
+        client.thoughts_as_reasoning = thoughts;
+    }
     if let Some(stream) = layer.stream {
         client.stream = stream;
     }
@@ -143,6 +146,7 @@ impl Settings {
             reasoning_summary: None,
             reasoning_replay: None,
             text_tool_calls: None,
+            thoughts_as_reasoning: None,
             ..self.layer.clone()
         }
     }
@@ -197,6 +201,7 @@ mod tests {
         let llamacpp = config(layer("llamacpp", Some("anthropic")));
         assert_eq!(llamacpp.endpoint(), "http://localhost:8080/v1/messages");
         assert!(llamacpp.text_tool_calls);
+        assert!(llamacpp.thoughts_as_reasoning);
         let custom = Layer {
             base_url: Some("http://127.0.0.1:8092/v1".into()),
             model: Some("m".into()),

@@ -159,6 +159,10 @@ pub struct ProviderConfig {
     /// Turn tool calls written as text into real calls (for small local models), on
     /// every API.
     pub text_tool_calls: bool,
+    /// Keep the text before a reply's first tool call as reasoning, which is not sent
+    /// back (see [`crate::text_calls::thoughts_as_reasoning`]); on for local presets,
+    /// whose small models otherwise copy their own earlier notes.
+    pub thoughts_as_reasoning: bool,
     /// Extended thinking (Anthropic only).
     pub thinking: Thinking,
     /// `reasoning.effort` (Responses only): `minimal`, `low`, `medium`, `high`; none
@@ -199,6 +203,7 @@ impl ProviderConfig {
             finish_grace: Duration::from_millis(1500),
             reasoning_replay: ReasoningReplay::Never,
             text_tool_calls: false,
+            thoughts_as_reasoning: false,
             thinking: Thinking::Off,
             reasoning_effort: None,
             reasoning_summary: None,
@@ -264,6 +269,8 @@ pub struct Preset {
     pub reasoning_replay: ReasoningReplay,
     /// Whether text tool calls are parsed by default.
     pub text_tool_calls: bool,
+    /// Whether text before a tool call is kept as reasoning by default.
+    pub thoughts_as_reasoning: bool,
     /// Output-cap field (Chat Completions).
     pub max_tokens_field: MaxTokensField,
     /// The output cap, when it differs from the default 8192 (reasoning models think
@@ -287,6 +294,7 @@ impl Preset {
             default_model: None,
             reasoning_replay: ReasoningReplay::Never,
             text_tool_calls: false,
+            thoughts_as_reasoning: false,
             max_tokens_field: MaxTokensField::MaxTokens,
             max_tokens: None,
             thinking: Thinking::Off,
@@ -303,6 +311,7 @@ impl Preset {
         Preset {
             default_model,
             text_tool_calls: true,
+            thoughts_as_reasoning: true,
             local: true,
             ..Preset::base(name, Api::Chat, base_url)
         }
@@ -366,6 +375,7 @@ impl Preset {
         config.api_key_env = self.api_key_env.map(str::to_owned);
         config.reasoning_replay = self.reasoning_replay;
         config.text_tool_calls = self.text_tool_calls;
+        config.thoughts_as_reasoning = self.thoughts_as_reasoning;
         config.max_tokens_field = self.max_tokens_field;
         config.thinking = self.thinking;
         if let Some(tokens) = self.max_tokens {

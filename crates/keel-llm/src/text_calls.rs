@@ -246,5 +246,22 @@ fn call_from(value: &Value, tools: &[&str]) -> Option<ToolCall> {
     Some(ToolCall::new(String::new(), name, arguments))
 }
 
+/// Turns the text before a reply's first call into reasoning. That text is the model's
+/// note to itself ("line 3 prints Hello; I change it to Hi"), not an answer, and
+/// reasoning is not sent back to local servers (nor by the embedded model's template):
+/// a small model shown its own earlier notes copies them, and they come to narrate
+/// steps it never took. A reply without a call is left alone (its text is the answer).
+pub fn thoughts_as_reasoning(content: &mut [ContentBlock]) {
+    let Some(first_call) = content.iter().position(|b| matches!(b, ContentBlock::ToolCall(_))) else {
+        return;
+    };
+    for block in &mut content[..first_call] {
+        if let ContentBlock::Text { text } = block {
+            let text = std::mem::take(text).trim().to_owned();
+            *block = ContentBlock::Thinking { text, signature: None };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -356,6 +356,49 @@ async fn text_tool_calls_are_converted_only_when_enabled() {
     }
 }
 
+/// A local server returns a small model's note before its call as content; with
+/// `thoughts_as_reasoning` it is kept as reasoning and not sent back next request.
+#[tokio::test]
+async fn a_note_before_a_call_is_kept_as_reasoning_and_not_sent_back() {
+    let server = MockServer::start().await;
+    let note = "Line 3 prints Hello; I change it.";
+    server.push(
+        ChatStream::new()
+            .text(note, 3)
+            .tool_call("c1", "read_file", r#"{"path":"app.py"}"#, 2)
+            .finish("tool_calls")
+            .response(),
+    );
+    server.push(ChatStream::new().text("done", 1).finish("stop").response());
+    let mut config = keel_llm::Preset::find("llamacpp").unwrap().config(None).unwrap();
+    config.base_url = server.base_url();
+    assert!(config.thoughts_as_reasoning);
+    let client = OpenAiClient::new(config).unwrap();
+    let mut history = user("make app.py print Hi");
+    let first = run(&client, &history).await.result.unwrap();
+    assert_eq!(
+        first.content,
+        vec![
+            ContentBlock::Thinking { text: note.into(), signature: None },
+            call("c1", "read_file", r#"{"path":"app.py"}"#)
+        ]
+    );
+    history.push(Message::Assistant(first));
+    history.push(Message::ToolResult(keel_llm::ToolResultMessage {
+        call_id: "c1".into(),
+        name: "read_file".into(),
+        content: "print('Hello')".into(),
+        is_error: false,
+    }));
+    run(&client, &history).await.result.unwrap();
+    let body = server.requests()[1].json();
+    let messages = body["messages"].as_array().unwrap();
+    let assistant = messages.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["tool_calls"][0]["id"], "c1");
+    assert!(assistant.get("reasoning_content").is_none(), "{assistant}");
+    assert!(assistant["content"].is_null() || assistant["content"] == "", "{assistant}");
+}
+
 #[tokio::test]
 async fn reasoning_round_trips_to_deepseek_but_not_elsewhere() {
     for (policy, expect) in [(ReasoningReplay::ToolTurns, true), (ReasoningReplay::Never, false)] {

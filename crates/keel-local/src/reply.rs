@@ -1,28 +1,14 @@
 //! What a finished reply of the embedded model becomes in the conversation.
 
-use keel_llm::ContentBlock;
-
-/// Turns the text before a reply's first call into reasoning. That text is the model's
-/// note to itself ("line 3 prints Hello; I change it to Hi"), not an answer, and the
-/// chat template does not send reasoning back: a small model shown its own earlier
-/// notes copies them, and they come to narrate steps it never took. A reply without a
-/// call is left alone (its text is the answer).
-pub fn thoughts_as_reasoning(content: &mut [ContentBlock]) {
-    let Some(first_call) = content.iter().position(|b| matches!(b, ContentBlock::ToolCall(_))) else {
-        return;
-    };
-    for block in &mut content[..first_call] {
-        if let ContentBlock::Text { text } = block {
-            let text = std::mem::take(text).trim().to_owned();
-            *block = ContentBlock::Thinking { text, signature: None };
-        }
-    }
-}
+/// Text before a reply's first call becomes reasoning; see
+/// [`keel_llm::text_calls::thoughts_as_reasoning`] (one rule for the embedded engine and
+/// local servers).
+pub use keel_llm::text_calls::thoughts_as_reasoning;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use keel_llm::ToolCall;
+    use keel_llm::{ContentBlock, ToolCall};
 
     fn call() -> ContentBlock {
         ContentBlock::ToolCall(ToolCall::new("call_1", "read_file", r#"{"path":"app.py"}"#))
@@ -30,20 +16,6 @@ mod tests {
 
     fn text(t: &str) -> ContentBlock {
         ContentBlock::Text { text: t.into() }
-    }
-
-    #[test]
-    fn text_before_a_call_becomes_reasoning_and_a_plain_answer_stays() {
-        let mut reply = vec![text("I read app.py first. \n"), call()];
-        thoughts_as_reasoning(&mut reply);
-        assert_eq!(
-            reply,
-            vec![ContentBlock::Thinking { text: "I read app.py first.".into(), signature: None }, call()]
-        );
-
-        let mut answer = vec![text("app.py prints Hi now.")];
-        thoughts_as_reasoning(&mut answer);
-        assert_eq!(answer, vec![text("app.py prints Hi now.")]);
     }
 
     #[test]

@@ -221,3 +221,19 @@ fn unclosed_tag_at_the_end_still_parses() {
         Some(vec![call("read_file", r#"{"path":"x"}"#, 0)])
     );
 }
+
+#[test]
+fn text_before_a_call_becomes_reasoning_and_a_plain_answer_stays() {
+    let call = || ContentBlock::ToolCall(ToolCall::new("call_1", "read_file", r#"{"path":"app.py"}"#));
+    let text = |t: &str| ContentBlock::Text { text: t.into() };
+    let mut reply = vec![text("I read app.py first. \n"), call()];
+    super::thoughts_as_reasoning(&mut reply);
+    assert_eq!(
+        reply,
+        vec![ContentBlock::Thinking { text: "I read app.py first.".into(), signature: None }, call()]
+    );
+
+    let mut answer = vec![text("app.py prints Hi now.")];
+    super::thoughts_as_reasoning(&mut answer);
+    assert_eq!(answer, vec![text("app.py prints Hi now.")]);
+}

@@ -77,6 +77,8 @@ pub(crate) struct Settings {
     pub finish_grace: Duration,
     /// Tool calls written as text become real calls.
     pub text_tool_calls: bool,
+    /// Text before a tool call is kept as reasoning.
+    pub thoughts_as_reasoning: bool,
     /// Size bounds.
     pub limits: DecodeLimits,
     /// The API's names.
@@ -170,6 +172,7 @@ impl Transport {
             response_deadline: config.response_deadline,
             finish_grace: config.finish_grace,
             text_tool_calls: config.text_tool_calls,
+            thoughts_as_reasoning: config.thoughts_as_reasoning,
             limits: config.decode_limits(),
             names,
         };

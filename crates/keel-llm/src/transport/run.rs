@@ -15,7 +15,7 @@ use super::clock::{Alarm, Clock, deadline_error};
 use super::{Decode, Settings, Transport, errors, human_bytes};
 use crate::client::ModelEvent;
 use crate::error::{ModelError, ModelErrorKind};
-use crate::text_calls::apply_text_tool_calls;
+use crate::text_calls::{apply_text_tool_calls, thoughts_as_reasoning};
 
 type BodyStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
@@ -276,6 +276,9 @@ impl<'a> Run<'a> {
             Ok(mut message) => {
                 if self.config().text_tool_calls {
                     apply_text_tool_calls(&mut message, &self.tools);
+                }
+                if self.config().thoughts_as_reasoning {
+                    thoughts_as_reasoning(&mut message.content);
                 }
                 message.origin = Some(self.config().origin.clone());
                 self.queue.push_back(Ok(ModelEvent::Completed(message)));
