@@ -77,17 +77,31 @@ pub struct RunRecord {
     pub error: Option<String>,
 }
 
+/// A folder name for one run that says nothing about the task: `w` and a hash (FNV-1a)
+/// of the task's name and the run number.
+fn neutral_name(task: &str, run: u32) -> String {
+    let hash = format!("{task}.{run}")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("w{:08x}", hash & 0xffff_ffff)
+}
+
 /// Runs keel on `task` (run number `run`, also its seed) and verifies the result.
 pub fn run_task(task: &Task, run: u32, settings: &RunSettings) -> Result<RunRecord, EvalError> {
-    let scratch = settings.scratch.join(format!("{}.{run}", task.name));
+    // The model sees the workspace's path in its environment block, so the path names
+    // neither the task nor the run ("gitignore.1/ws" was taken for a file name); a
+    // `TASK` file beside it says which task a kept workspace was.
+    let scratch = settings.scratch.join(neutral_name(&task.name, run));
     let _ = std::fs::remove_dir_all(&scratch);
-    let workspace = scratch.join("ws");
+    let workspace = scratch.join("project");
     let home = scratch.join("home");
     let config = scratch.join("config");
     for dir in [&home, &config] {
         std::fs::create_dir_all(dir).map_err(|e| EvalError::Io(format!("{}: {e}", dir.display())))?;
     }
     task.prepare(&workspace)?;
+    std::fs::write(scratch.join("TASK"), format!("{}.{run}\n", task.name))
+        .map_err(|e| EvalError::Io(format!("{}: {e}", scratch.display())))?;
     std::fs::create_dir_all(&settings.out_dir)
         .map_err(|e| EvalError::Io(format!("{}: {e}", settings.out_dir.display())))?;
     let events_path = settings.out_dir.join(format!("{}.{run}.jsonl", task.name));
