@@ -1,5 +1,5 @@
 //! The environment block: what a model would otherwise spend its first steps finding out
-//! (the folder, its top-level entries, the git branch and whether the tree is dirty, the
+//! (the folder, its top-level entries, the git branch and which files are uncommitted, the
 //! OS, the date). Logged once as the first user message of a session, so every request
 //! starts with the same bytes (prompt caches keep working).
 
@@ -69,13 +69,42 @@ fn git_line(workspace: &Path) -> String {
         .unwrap_or_else(|| "(detached HEAD)".to_owned());
     let state = match git(workspace, &["status", "--porcelain", "--untracked-files=normal"]) {
         Some(status) if status.is_empty() => "no uncommitted changes".to_owned(),
-        Some(status) => {
-            let n = status.lines().count();
-            format!("uncommitted changes in {n} file{} (see `git status`)", if n == 1 { "" } else { "s" })
-        }
+        Some(status) => changes_text(&status),
         None => "status unknown".to_owned(),
     };
     format!("Git: branch {branch}, {state}\n")
+}
+
+/// Most changed files named.
+const MAX_CHANGED: usize = 8;
+/// Longer paths are cut.
+const MAX_PATH_CHARS: usize = 120;
+
+/// "uncommitted changes in 2 files: src/app.py (modified), notes.txt (new)" from
+/// `git status --porcelain` (v1) output: the answer to "what is uncommitted?" is in the
+/// context, where a small model finds it without running git.
+fn changes_text(porcelain: &str) -> String {
+    let lines: Vec<&str> = porcelain.lines().filter(|l| l.len() > 3).collect();
+    let n = lines.len();
+    let named: Vec<String> = lines
+        .iter()
+        .take(MAX_CHANGED)
+        .map(|line| {
+            let (code, path) = line.split_at(2);
+            let path: String = path.trim_start().chars().take(MAX_PATH_CHARS).collect();
+            let kind = match code {
+                "??" => "new, untracked",
+                c if c.contains('D') => "deleted",
+                c if c.contains('R') => "renamed",
+                c if c.contains('A') => "added",
+                c if c.contains('U') => "conflict",
+                _ => "modified",
+            };
+            format!("{path} ({kind})")
+        })
+        .collect();
+    let more = if n > named.len() { format!(" and {} more", n - named.len()) } else { String::new() };
+    format!("uncommitted changes in {n} file{}: {}{more}", if n == 1 { "" } else { "s" }, named.join(", "))
 }
 
 #[cfg(test)]
@@ -119,10 +148,21 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), "2").unwrap();
         let block = describe(dir.path(), "d");
         assert!(
-            block.contains("Git: branch feature/x, uncommitted changes in 1 file (see `git status`)\n"),
+            block.contains("Git: branch feature/x, uncommitted changes in 1 file: a.txt (modified)\n"),
             "{block}"
         );
         assert!(!block.contains(".git"), "{block}");
+    }
+
+    #[test]
+    fn changed_files_are_named_with_their_kind_and_cut() {
+        let porcelain = " M src/app.py\n?? notes.txt\nD  old.py\nR  a.py -> b.py\nA  new.rs";
+        assert_eq!(
+            changes_text(porcelain),
+            "uncommitted changes in 5 files: src/app.py (modified), notes.txt (new, untracked), old.py (deleted), a.py -> b.py (renamed), new.rs (added)"
+        );
+        let many: String = (0..12).map(|n| format!(" M f{n}.py\n")).collect();
+        assert!(changes_text(&many).ends_with("f7.py (modified) and 4 more"), "{}", changes_text(&many));
     }
 
     #[test]
