@@ -270,7 +270,12 @@ pub fn edit_kept(roots: &Roots, args: &EditArgs, keep: Option<&Keeper>) -> Resul
         0 if !args.replace_all => {
             return match crate::loose::loose_match(&content, &old) {
                 Some(range) => write_loose(file, &content, range, &new, roots, &canonical, &args.path),
-                None => Err(ToolError::new("no_match", not_found_hint(&content, &args.old_text, &args.path))),
+                None => match already_there(&content, &new) {
+                    Some(line) => Ok(already_there_report(&roots.display(&canonical), line)),
+                    None => {
+                        Err(ToolError::new("no_match", not_found_hint(&content, &args.old_text, &args.path)))
+                    }
+                },
             };
         }
         0 => return Err(ToolError::new("no_match", not_found_hint(&content, &args.old_text, &args.path))),
@@ -308,6 +313,27 @@ pub fn edit_kept(roots: &Roots, args: &EditArgs, keep: Option<&Keeper>) -> Resul
         "Edited {shown}: {count} replacement{plural} (first at line {first_line}).\n{}",
         diff(&content, &updated, &shown)
     ))
+}
+
+/// Shorter new texts ("}", "pass") are too common to say the change is there.
+const MIN_PRESENT_CHARS: usize = 8;
+
+/// The line at which `content` already holds `new` (exactly, or but for whitespace and
+/// quote marks), when old_text was not found: small models repeat an edit that has
+/// been made, and "old_text was not found" sent them into a loop of retries.
+fn already_there(content: &str, new: &str) -> Option<usize> {
+    if new.trim().chars().count() < MIN_PRESENT_CHARS {
+        return None;
+    }
+    let start = content.find(new).or_else(|| crate::loose::loose_match(content, new).map(|r| r.start))?;
+    Some(content[..start].matches('\n').count() + 1)
+}
+
+/// The report for [`already_there`]: nothing was changed, and why that is fine.
+fn already_there_report(shown: &str, line: usize) -> String {
+    format!(
+        "No change needed: `{shown}` already contains your new_text (at line {line}), and old_text is not in it, so this change has been made already (for example by one of your earlier edits). Do not repeat it; go on with the next step of the task."
+    )
 }
 
 /// Replaces the loosely matched `range` of `content` with `new` (see

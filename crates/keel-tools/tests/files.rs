@@ -143,6 +143,31 @@ async fn edit_without_a_match_shows_the_closest_lines() {
     assert!(error.message.contains("    let total = add(1, 2);\n    println!"), "{}", error.message);
 }
 
+/// The 1.5B model repeated an edit it had made eight times, each answered "old_text
+/// was not found", until the loop guard stopped the turn; now it is told the change is
+/// there.
+#[tokio::test]
+async fn repeating_an_edit_that_was_made_says_it_is_done() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("greet.py"), "message = 'hi'\nprint(message)\n").unwrap();
+    let args =
+        json!({"path": "greet.py", "old_text": "print(message)", "new_text": "print(message.upper())"});
+    ok(ws.path(), "edit_file", args.clone()).await;
+    assert_eq!(
+        ok(ws.path(), "edit_file", args).await,
+        "No change needed: `greet.py` already contains your new_text (at line 2), and old_text is not in it, so this change has been made already (for example by one of your earlier edits). Do not repeat it; go on with the next step of the task."
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("greet.py")).unwrap(),
+        "message = 'hi'\nprint(message.upper())\n"
+    );
+    // A short new_text proves nothing: the usual hint.
+    let error =
+        err(ws.path(), "edit_file", json!({"path": "greet.py", "old_text": "nothing", "new_text": "print"}))
+            .await;
+    assert_eq!(error.code, "no_match");
+}
+
 /// A small model's usual slips: other quote marks and other indentation. One
 /// unambiguous place that differs only in those is edited, and the result says so.
 #[tokio::test]
