@@ -387,7 +387,12 @@ impl Tool for EditFile {
             if check {
                 crate::seen::require(roots, &state, &args.path, "edit_file")?;
             }
-            edit_kept(roots, &args, keeper.as_ref())
+            if let Some(report) = crate::repeated::already_made(roots, &state, &args) {
+                return Ok(report);
+            }
+            let report = edit_kept(roots, &args, keeper.as_ref())?;
+            crate::repeated::made(roots, &state, &args);
+            Ok(report)
         })
     }
 }

@@ -24,6 +24,7 @@ mod policy;
 pub mod profile;
 pub mod question;
 pub mod read;
+mod repeated;
 pub mod rules;
 pub mod sandbox;
 mod seen;

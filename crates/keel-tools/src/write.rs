@@ -75,7 +75,8 @@ pub fn write_kept(
 /// Most bytes of an existing file compared with the new content.
 const MAX_COMPARED_BYTES: u64 = 1024 * 1024;
 
-/// Contents the model has insisted on, per file: a second identical write goes through.
+/// Contents the model has insisted on, per file and old content: a second identical
+/// write over an unchanged file goes through.
 #[derive(Debug, Default)]
 struct Insisted(HashSet<(PathBuf, u64)>);
 
@@ -95,8 +96,11 @@ fn confirm_overwrite(roots: &Roots, state: &ToolState, path: &str, content: &str
         return Ok(());
     }
     let Some(dropped) = overwrite::drops_most(&String::from_utf8_lossy(&old), content) else { return Ok(()) };
+    // Insisting confirms this content over this state of the file: once the file has
+    // changed (the model appended in between), the same write is asked about again.
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     content.hash(&mut hasher);
+    old.hash(&mut hasher);
     let key = (canonical.clone(), hasher.finish());
     if !state.with(|insisted: &mut Insisted| insisted.0.insert(key)) {
         return Ok(());

@@ -36,11 +36,20 @@ async fn a_fragment_over_a_file_is_refused_once_and_the_suggested_edit_appends()
     // The suggested call, as the model would copy it, appends.
     let suggested = refused.message.split("call: edit_file ").nth(1).unwrap().lines().next().unwrap();
     let args: serde_json::Value = serde_json::from_str(suggested).unwrap();
-    call("edit_file", args).await.unwrap();
+    call("edit_file", args.clone()).await.unwrap();
+    let appended = format!("{TEXTUTIL}\n{fragment}").trim_end_matches('\n').to_owned() + "\n";
+    assert_eq!(std::fs::read_to_string(ws.path().join("textutil.py")).unwrap(), appended);
+    // The model made that same append six times; the repeat now changes nothing.
+    let again = call("edit_file", args).await.unwrap();
     assert_eq!(
-        std::fs::read_to_string(ws.path().join("textutil.py")).unwrap(),
-        format!("{TEXTUTIL}\n{fragment}").trim_end_matches('\n').to_owned() + "\n"
+        again.content,
+        "No change: you made this exact edit before, and the text it added is in `textutil.py` (from line 6). Making it again would add the same text a second time. Go on with the next step of the task."
     );
+    assert_eq!(std::fs::read_to_string(ws.path().join("textutil.py")).unwrap(), appended);
+    // Then it wrote the fragment again, over the changed file: asked again, not written.
+    let refused = call("write_file", json!({"path": "textutil.py", "content": fragment})).await.unwrap_err();
+    assert_eq!(refused.code, "would_drop");
+    assert_eq!(std::fs::read_to_string(ws.path().join("textutil.py")).unwrap(), appended);
 
     // Insisting with the same content replaces the file.
     std::fs::write(ws.path().join("old.py"), TEXTUTIL).unwrap();
