@@ -19,6 +19,21 @@ fn distance(a: &str, b: &str) -> usize {
     previous[b.len()]
 }
 
+/// When a relative `path` starts with the project folder's own name, how to name the
+/// folder and the files in it instead.
+fn names_the_root_itself(roots: &Roots, path: &str) -> Option<String> {
+    let root_name = roots.root().file_name()?.to_str()?;
+    let rest = path.trim_start_matches("./").strip_prefix(root_name)?;
+    if !(rest.is_empty() || rest.starts_with('/')) {
+        return None;
+    }
+    let inner = rest.trim_matches('/');
+    let example = if inner.is_empty() { String::new() } else { format!(" (here `{inner}`)") };
+    Some(format!(
+        " `{root_name}` is the name of the project folder itself, and your tools already work in it: use `.` for the folder and paths inside it without `{root_name}/`{example}."
+    ))
+}
+
 /// A message for a missing `path`: near matches in the workspace and the entries of the
 /// nearest existing folder.
 pub fn missing_path_message(roots: &Roots, path: &str) -> String {
@@ -50,6 +65,11 @@ pub fn missing_path_message(roots: &Roots, path: &str) -> String {
     candidates.sort();
     candidates.dedup();
     let mut message = format!("`{path}` does not exist.");
+    // A small model given "/tmp/…/project" as the folder asked for `project` and read the
+    // folder listing that followed as the answer.
+    if let Some(advice) = names_the_root_itself(roots, path) {
+        message.push_str(&advice);
+    }
     if !candidates.is_empty() {
         let names: Vec<String> = candidates.iter().take(3).map(|(_, p)| format!("`{p}`")).collect();
         message.push_str(&format!(" Did you mean {}?", names.join(" or ")));
@@ -121,5 +141,23 @@ mod tests {
             message,
             "`src/maths.rs` does not exist. Did you mean `src/math.rs`?\nThe folder `src/` contains: `math.rs`."
         );
+    }
+
+    #[test]
+    fn the_project_folders_own_name_is_explained() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("project");
+        std::fs::create_dir_all(dir.join("lib")).unwrap();
+        std::fs::write(dir.join("main.py"), "").unwrap();
+        let roots = Roots::new(&dir, &[], &[]).unwrap();
+        assert_eq!(
+            missing_path_message(&roots, "project"),
+            "`project` does not exist. `project` is the name of the project folder itself, and your tools already work in it: use `.` for the folder and paths inside it without `project/`.\nThe project folder contains: `lib/`, `main.py`."
+        );
+        assert!(
+            missing_path_message(&roots, "project/lib/x.py")
+                .contains("without `project/` (here `lib/x.py`).")
+        );
+        assert!(!missing_path_message(&roots, "projects").contains("name of the project folder"));
     }
 }
