@@ -67,6 +67,7 @@ impl AgentFactory for Factory {
                 ctx = ctx.environment(keel_tools::environment::describe(
                     &spec.folder,
                     &today[..10.min(today.len())],
+                    settings.tool_profile != keel_tools::profile::ToolProfile::Small,
                 ));
             }
             Ok(Prepared { agent, ctx })

@@ -122,7 +122,12 @@ pub fn context(settings: &Settings, workspace: &Path, session: &Session) -> Sess
     let mut ctx = SessionContext::new(workspace).artifacts(crate::paths::sessions_dir().join(session.id()));
     if settings.environment && session.messages().is_empty() {
         let today = keel_session::time::now_rfc3339();
-        ctx = ctx.environment(keel_tools::environment::describe(workspace, &today[..10.min(today.len())]));
+        let show_path = settings.tool_profile != keel_tools::profile::ToolProfile::Small;
+        ctx = ctx.environment(keel_tools::environment::describe(
+            workspace,
+            &today[..10.min(today.len())],
+            show_path,
+        ));
     }
     ctx
 }

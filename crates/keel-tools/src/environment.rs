@@ -9,13 +9,19 @@ use std::process::{Command, Stdio};
 /// Most top-level entries named.
 const MAX_ENTRIES: usize = 40;
 
-/// The block for a session working in `workspace`, dated `date` (YYYY-MM-DD).
-pub fn describe(workspace: &Path, date: &str) -> String {
+/// The block for a session working in `workspace`, dated `date` (YYYY-MM-DD). With
+/// `show_path` false the folder's absolute path is left out: small models copied it into
+/// arguments and mangled it (dropping a component, or taking a folder name for a file).
+pub fn describe(workspace: &Path, date: &str, show_path: bool) -> String {
     let mut out = String::from("<environment>\n");
-    out.push_str(&format!(
-        "Project folder: {} (your tools work here; use relative paths)\n",
-        workspace.display()
-    ));
+    if show_path {
+        out.push_str(&format!(
+            "Project folder: {} (your tools work here; use relative paths)\n",
+            workspace.display()
+        ));
+    } else {
+        out.push_str("Project folder: the current folder, `.` (your tools and shell commands work here; use paths relative to it)\n");
+    }
     out.push_str(&entries_line(workspace));
     out.push_str(&git_line(workspace));
     out.push_str(&format!("OS: {} {}; today: {date}\n", std::env::consts::OS, std::env::consts::ARCH));
@@ -130,11 +136,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("src")).unwrap();
         std::fs::write(dir.path().join("README.md"), "x").unwrap();
-        let block = describe(dir.path(), "2026-11-30");
+        let block = describe(dir.path(), "2026-11-30", true);
         assert!(block.starts_with("<environment>\nProject folder: "), "{block}");
         assert!(block.contains("Top-level entries: README.md, src/\n"), "{block}");
         assert!(block.contains("Git: not a git repository\n"), "{block}");
         assert!(block.ends_with("today: 2026-11-30\n</environment>"), "{block}");
+        let short = describe(dir.path(), "2026-11-30", false);
+        assert!(short.starts_with("<environment>\nProject folder: the current folder, `.` ("), "{short}");
+        assert!(!short.contains(&dir.path().display().to_string()), "{short}");
     }
 
     #[test]
@@ -144,9 +153,9 @@ mod tests {
         run(dir.path(), &["init", "-q", "-b", "feature/x"]);
         run(dir.path(), &["add", "-A"]);
         run(dir.path(), &["commit", "-qm", "one"]);
-        assert!(describe(dir.path(), "d").contains("Git: branch feature/x, no uncommitted changes\n"));
+        assert!(describe(dir.path(), "d", true).contains("Git: branch feature/x, no uncommitted changes\n"));
         std::fs::write(dir.path().join("a.txt"), "2").unwrap();
-        let block = describe(dir.path(), "d");
+        let block = describe(dir.path(), "d", true);
         assert!(
             block.contains("Git: branch feature/x, uncommitted changes in 1 file: a.txt (modified)\n"),
             "{block}"
@@ -171,6 +180,6 @@ mod tests {
         for n in 0..50 {
             std::fs::write(dir.path().join(format!("f{n:02}")), "").unwrap();
         }
-        assert!(describe(dir.path(), "d").contains("f39 and 10 more\n"));
+        assert!(describe(dir.path(), "d", true).contains("f39 and 10 more\n"));
     }
 }
