@@ -15,6 +15,8 @@ const MARKUP_EXTENSIONS: &[&str] =
 const MIN_GUARDED_LINES: usize = 3;
 /// A longer new content is not shown inside the suggested call.
 const MAX_SUGGESTED_BYTES: usize = 2048;
+/// Text that marks a tool result in the model's chat template, never a file's content.
+const TOOL_RESULT_MARKERS: &[&str] = &["<tool_response>", "</tool_response>"];
 /// How many dropped lines are named.
 const SHOWN_DROPPED: usize = 3;
 
@@ -93,7 +95,19 @@ pub fn refusal(shown: &str, path: &str, new: &str, dropped: &Dropped) -> String 
         names.join(", "),
         if dropped.old_lines - dropped.kept > names.len() { " and more" } else { "" },
     );
-    if new.len() <= MAX_SUGGESTED_BYTES {
+    if let Some(marker) = TOOL_RESULT_MARKERS.iter().find(|m| new.contains(**m)) {
+        // A copy of a tool result (the 1.5B model copied read_file's output, wrapper and
+        // line numbers, as "<tool_response>1.items = {"): nothing to suggest adding.
+        message.push_str(&format!(
+            "Your content contains `{marker}`, which wraps tool results in your conversation: it is not part of any file. Write the file's own text, without line numbers.\n"
+        ));
+    } else if dropped.kept > 0 {
+        // Some old lines are kept: a rewrite of the file that lost the rest, not an
+        // addition (appending it would duplicate them).
+        message.push_str(
+            "To add lines at the end of the file, use edit_file with old_text = its last line and new_text = that line followed by your lines.\n",
+        );
+    } else if new.len() <= MAX_SUGGESTED_BYTES {
         let appended = format!("{}\n\n{}", dropped.last_line, new.trim_matches('\n'));
         let quoted = |text: &str| serde_json::to_string(text).unwrap_or_default();
         message.push_str(&format!(
@@ -185,5 +199,24 @@ mod tests {
             "{message}"
         );
         assert!(message.ends_with("call write_file again with the same content."), "{message}");
+    }
+
+    #[test]
+    fn no_append_is_suggested_for_a_rewrite_or_a_copied_tool_result() {
+        let old = "a = 1\nb = 2\nc = 3\nd = 4\n";
+        // Keeps one line: a rewrite that lost the rest.
+        let Some(dropped) = drops_most(old, "a = 1\nz = 9\n") else { panic!("should be caught") };
+        let message = refusal("m.py", "m.py", "a = 1\nz = 9\n", &dropped);
+        assert!(!message.contains("call: edit_file"), "{message}");
+        assert!(message.contains("use edit_file with old_text = its last line"), "{message}");
+        // A copy of the read_file result the model saw.
+        let copied = "<tool_response>1.items = {";
+        let Some(dropped) = drops_most(old, copied) else { panic!("should be caught") };
+        let message = refusal("m.py", "m.py", copied, &dropped);
+        assert!(!message.contains("call: edit_file"), "{message}");
+        assert!(
+            message.contains("Your content contains `<tool_response>`, which wraps tool results"),
+            "{message}"
+        );
     }
 }
