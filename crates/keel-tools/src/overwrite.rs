@@ -58,8 +58,9 @@ pub struct Dropped {
     pub kept: usize,
     /// The first dropped lines, trimmed.
     pub examples: Vec<String>,
-    /// The old content's last non-blank line, as it is (for an append suggestion).
-    pub last_line: String,
+    /// The shortest end of the old content (its last one to five lines) that occurs once
+    /// in it, for an append suggestion that edit_file can carry out; `None` if no such end.
+    pub anchor: Option<String>,
 }
 
 /// `Some` when writing `new` over `old` keeps fewer than half of the old non-blank
@@ -80,8 +81,40 @@ pub fn drops_most(old: &str, new: &str) -> Option<Dropped> {
         .take(SHOWN_DROPPED)
         .map(|l| l.trim().to_owned())
         .collect();
-    let last_line = old_lines.last().map(|l| (*l).to_owned()).unwrap_or_default();
-    Some(Dropped { old_lines: old_lines.len(), kept, examples, last_line })
+    Some(Dropped { old_lines: old_lines.len(), kept, examples, anchor: unique_end(old) })
+}
+
+/// Whether `needle` occurs exactly once in `hay`, counting overlapping occurrences.
+fn occurs_once(hay: &str, needle: &str) -> bool {
+    let Some(first) = hay.find(needle) else { return false };
+    let next = first + needle.chars().next().map_or(1, char::len_utf8);
+    !hay[next..].contains(needle)
+}
+
+/// Whether `path` is JSON, where text appended after the document is never valid.
+fn is_json(path: &str) -> bool {
+    Path::new(path).extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
+
+/// Most lines in an append anchor.
+const MAX_ANCHOR_LINES: usize = 5;
+
+/// The shortest end of `old` (trailing blank lines left out), of up to
+/// [`MAX_ANCHOR_LINES`] lines, that occurs exactly once in it.
+fn unique_end(old: &str) -> Option<String> {
+    let text = old.trim_end();
+    let mut start = text.len();
+    for _ in 0..MAX_ANCHOR_LINES {
+        start = text[..start].rfind('\n').map_or(0, |i| i);
+        let tail = text[start..].trim_start_matches('\n');
+        if !tail.trim().is_empty() && occurs_once(old, tail) {
+            return Some(tail.to_owned());
+        }
+        if start == 0 {
+            return None;
+        }
+    }
+    None
 }
 
 /// The refusal shown to the model: what would be lost, how to add or change part of the
@@ -107,13 +140,15 @@ pub fn refusal(shown: &str, path: &str, new: &str, dropped: &Dropped) -> String 
         message.push_str(
             "To add lines at the end of the file, use edit_file with old_text = its last line and new_text = that line followed by your lines.\n",
         );
-    } else if new.len() <= MAX_SUGGESTED_BYTES {
-        let appended = format!("{}\n\n{}", dropped.last_line, new.trim_matches('\n'));
+    } else if let Some(anchor) =
+        dropped.anchor.as_deref().filter(|_| new.len() <= MAX_SUGGESTED_BYTES && !is_json(path))
+    {
+        let appended = format!("{anchor}\n\n{}", new.trim_matches('\n'));
         let quoted = |text: &str| serde_json::to_string(text).unwrap_or_default();
         message.push_str(&format!(
             "To add your lines at the end of the file, call: edit_file {{\"path\": {}, \"old_text\": {}, \"new_text\": {}}}\n",
             quoted(path),
-            quoted(&dropped.last_line),
+            quoted(anchor),
             quoted(&appended),
         ));
     } else {
@@ -171,7 +206,7 @@ mod tests {
                     "def shout(text):".to_owned(),
                     "return text.upper()".to_owned()
                 ],
-                last_line: "    return len(text.split())".to_owned(),
+                anchor: Some("    return len(text.split())".to_owned()),
             })
         );
     }
@@ -199,6 +234,22 @@ mod tests {
             "{message}"
         );
         assert!(message.ends_with("call write_file again with the same content."), "{message}");
+    }
+
+    #[test]
+    fn the_append_anchor_is_the_shortest_unique_end() {
+        assert_eq!(unique_end("a\nb\n\n"), Some("b".to_owned()));
+        // "}" closes several blocks: the end grows until it is unique.
+        assert_eq!(unique_end("x {\n}\ny {\n}\n"), Some("y {\n}".to_owned()));
+        assert_eq!(unique_end("}\n}\n}\n}\n}\n}\n"), None);
+        assert_eq!(unique_end("only\n"), Some("only".to_owned()));
+    }
+
+    #[test]
+    fn no_append_is_suggested_for_json() {
+        let old = "{\n  \"a\": 1,\n  \"b\": 2\n}\n";
+        let Some(dropped) = drops_most(old, "{\"c\": 3}") else { panic!("should be caught") };
+        assert!(!refusal("p.json", "p.json", "{\"c\": 3}", &dropped).contains("call: edit_file"));
     }
 
     #[test]
