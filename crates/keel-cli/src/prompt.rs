@@ -11,25 +11,10 @@ use rustix::fs::{Mode, OFlags};
 /// Most bytes of one AGENTS.md that are included.
 const MAX_AGENTS_BYTES: usize = 32 * 1024;
 
-/// A worked example for small models, which imitate examples better than they follow
-/// rules: look, change, check, answer — one call per reply.
-const EXAMPLE: &str = r#"
-Begin each reply with one short sentence: what you learned and what you do next. Then the tool call.
-Example: for the task "Make app.py print Hi instead of Hello, and run it", your replies are, one at a time:
-1. I read app.py first. read_file {"path": "app.py"}
-2. Line 3 prints Hello; I change it to Hi. edit_file {"path": "app.py", "old_text": "print(\"Hello\")", "new_text": "print(\"Hi\")"}
-3. Now I run it to check. shell {"command": "python3 app.py"}"#;
-/// The worked example's final answer (a small model that is lost may copy it).
-macro_rules! example_answer {
-    () => {
-        "app.py now prints Hi; I ran it to check."
-    };
-}
-/// The worked example's final answer, for [`keel_agent::FinishCheck::example_answers`].
-pub const EXAMPLE_ANSWER_TEXT: &str = example_answer!();
-const EXAMPLE_ANSWER: &str =
-    concat!("\n4. It printed Hi, so the task is done. answer {\"text\": \"", example_answer!(), "\"}");
-const EXAMPLE_REPLY: &str = concat!("\n4. It printed Hi, so the task is done: ", example_answer!());
+/// For small models: a private note before each call (kept as reasoning, not sent back).
+/// There is no worked example: the 1.5B model copied one's file names (`python3 app.py`
+/// in projects without app.py) and its final answer into unrelated tasks.
+const THOUGHT_LINE: &str = "\nBegin each reply with one short sentence: what the last result showed and what you do next. Then the tool call.";
 
 /// The base system prompt for a tool profile. It names no folder (the environment block
 /// in the first message does), so it is the same in every project and its evaluation can
@@ -118,8 +103,7 @@ pub fn system_prompt(
         );
     }
     if profile == ToolProfile::Small {
-        prompt.push_str(EXAMPLE);
-        prompt.push_str(if answer_tool { EXAMPLE_ANSWER } else { EXAMPLE_REPLY });
+        prompt.push_str(THOUGHT_LINE);
     }
     let mut notes = Vec::new();
     match user_instructions(&crate::paths::config_dir().join("AGENTS.md")) {
@@ -158,6 +142,16 @@ mod tests {
             with.ends_with("# Project instructions (AGENTS.md)\nRun `make test` before finishing."),
             "{with}"
         );
+    }
+
+    /// The small prompt asks for a one-line note before each call and shows no worked
+    /// example (its file names and answer were copied into unrelated tasks).
+    #[test]
+    fn the_small_prompt_has_no_example_to_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let (small, _) = system_prompt(dir.path(), &[], ToolProfile::Small, true);
+        assert!(small.contains("\nEvery reply is a tool call. When the task is done, call answer with your final answer.\nBegin each reply with one short sentence: what the last result showed and what you do next. Then the tool call."), "{small}");
+        assert!(!small.contains("app.py") && !small.contains("Example"), "{small}");
     }
 
     /// Runs `system_prompt` on another thread, failing instead of hanging.

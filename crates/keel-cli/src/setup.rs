@@ -106,8 +106,7 @@ pub fn agent(
     }
     hooks = hooks.with(policy);
     if settings.finish_check {
-        let finish = FinishCheck::new().example_answers([crate::prompt::EXAMPLE_ANSWER_TEXT]);
-        hooks = hooks.with(finish).with(keel_tools::changes::ChangeCheck);
+        hooks = hooks.with(FinishCheck::new()).with(keel_tools::changes::ChangeCheck);
     }
     let mut tools = profile::tools(settings.tool_profile, Arc::new(tools_config));
     if settings.always_call {
