@@ -61,6 +61,20 @@ pub struct Dropped {
     /// The shortest end of the old content (its last one to five lines) that occurs once
     /// in it, for an append suggestion that edit_file can carry out; `None` if no such end.
     pub anchor: Option<String>,
+    /// New lines that change an old line rather than add one: the same key (the word
+    /// before `=` or `:`, as in `port = 8080` for `port = 3000`).
+    pub changes: Vec<LineChange>,
+}
+
+/// A new line that changes an old one (see [`Dropped::changes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineChange {
+    /// The old line, as it is in the file.
+    pub old: String,
+    /// The new line, with the old line's indentation.
+    pub new: String,
+    /// How many old lines have the same key (one makes the change unambiguous).
+    pub candidates: usize,
 }
 
 /// `Some` when writing `new` over `old` keeps fewer than half of the old non-blank
@@ -81,7 +95,32 @@ pub fn drops_most(old: &str, new: &str) -> Option<Dropped> {
         .take(SHOWN_DROPPED)
         .map(|l| l.trim().to_owned())
         .collect();
-    Some(Dropped { old_lines: old_lines.len(), kept, examples, anchor: unique_end(old) })
+    let changes = new
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !old_lines.iter().any(|o| o.trim() == l.trim()))
+        .filter_map(|l| {
+            let key = line_key(l)?;
+            let same: Vec<&&str> = old_lines.iter().filter(|o| line_key(o) == Some(key)).collect();
+            let first = same.first()?;
+            let indent = &first[..first.len() - first.trim_start().len()];
+            Some(LineChange {
+                old: (**first).to_owned(),
+                new: format!("{indent}{}", l.trim()),
+                candidates: same.len(),
+            })
+        })
+        .collect();
+    Some(Dropped { old_lines: old_lines.len(), kept, examples, anchor: unique_end(old), changes })
+}
+
+/// A setting's or assignment's key: the single word before the first `=` or `:` (`port`
+/// for `port = 3000`, `"version"` for `"version": "1.0"`); `None` for other lines
+/// (`def shout(text):` has no one-word key).
+fn line_key(line: &str) -> Option<&str> {
+    let line = line.trim();
+    let end = line.find(['=', ':'])?;
+    let key = line[..end].trim();
+    (!key.is_empty() && !key.contains(char::is_whitespace) && !key.contains('(')).then_some(key)
 }
 
 /// Whether `needle` occurs exactly once in `hay`, counting overlapping occurrences.
@@ -134,7 +173,25 @@ pub fn refusal(shown: &str, path: &str, new: &str, dropped: &Dropped) -> String 
         message.push_str(&format!(
             "Your content contains `{marker}`, which wraps tool results in your conversation: it is not part of any file. Write the file's own text, without line numbers.\n"
         ));
-    } else if dropped.kept > 0 {
+    } else if let [change] = dropped.changes.as_slice() {
+        // One changed line (`port = 8080` written over a whole config): offer the edit
+        // when the line it changes is unambiguous.
+        if change.candidates == 1 {
+            let quoted = |text: &str| serde_json::to_string(text).unwrap_or_default();
+            message.push_str(&format!(
+                "To change that one line, call: edit_file {{\"path\": {}, \"old_text\": {}, \"new_text\": {}}}\n",
+                quoted(path),
+                quoted(&change.old),
+                quoted(&change.new),
+            ));
+        } else {
+            message.push_str(&format!(
+                "To change one line, use edit_file with old_text = that line as it is now plus the line above it (`{}` occurs {} times).\n",
+                change.old.trim(),
+                change.candidates
+            ));
+        }
+    } else if dropped.kept > 0 || !dropped.changes.is_empty() {
         // Some old lines are kept: a rewrite of the file that lost the rest, not an
         // addition (appending it would duplicate them).
         message.push_str(
@@ -207,6 +264,7 @@ mod tests {
                     "return text.upper()".to_owned()
                 ],
                 anchor: Some("    return len(text.split())".to_owned()),
+                changes: vec![],
             })
         );
     }
@@ -243,6 +301,36 @@ mod tests {
         assert_eq!(unique_end("x {\n}\ny {\n}\n"), Some("y {\n}".to_owned()));
         assert_eq!(unique_end("}\n}\n}\n}\n}\n}\n"), None);
         assert_eq!(unique_end("only\n"), Some("only".to_owned()));
+    }
+
+    #[test]
+    fn a_changed_line_over_a_whole_file_is_offered_as_an_edit() {
+        let old = "[server]\n  host = \"127.0.0.1\"\n  port = 3000\nworkers = 4\n";
+        let Some(dropped) = drops_most(old, "port = 8080") else { panic!("should be caught") };
+        let message = refusal("c.toml", "c.toml", "port = 8080", &dropped);
+        assert!(
+            message.contains(r#"To change that one line, call: edit_file {"path": "c.toml", "old_text": "  port = 3000", "new_text": "  port = 8080"}"#),
+            "{message}"
+        );
+        assert!(!message.contains("at the end of the file"), "{message}");
+        // Two `port` lines: no guess.
+        let old = "[server]\nport = 3000\n[database]\nport = 5432\n";
+        let Some(dropped) = drops_most(old, "port = 8080") else { panic!("should be caught") };
+        let message = refusal("c.toml", "c.toml", "port = 8080", &dropped);
+        assert!(!message.contains("call: edit_file"), "{message}");
+        assert!(message.contains("(`port = 3000` occurs 2 times)"), "{message}");
+        // A new function shares no key with the old ones: still an addition.
+        let Some(dropped) =
+            drops_most("def a(x):\n    return x\ndef b(y):\n    return y\n", "def c(z):\n    return z\n")
+        else {
+            panic!("should be caught")
+        };
+        assert!(dropped.changes.is_empty(), "{dropped:?}");
+        assert_eq!(line_key("  port = 3000"), Some("port"));
+        assert_eq!(line_key("\"version\": \"1.2.3\","), Some("\"version\""));
+        assert_eq!(line_key("def shout(text):"), None);
+        assert_eq!(line_key("    return len(text.split())"), None);
+        assert_eq!(line_key("if a == b:"), None);
     }
 
     #[test]
