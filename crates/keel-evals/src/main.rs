@@ -48,6 +48,10 @@ enum Command {
         /// The tasks folder.
         #[arg(long)]
         tasks_dir: Option<PathBuf>,
+        /// A keel config.toml for every run (settings without a flag, e.g.
+        /// `always_call = true`); copied into each run's config folder.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
         /// Arguments for keel.
         #[arg(last = true)]
         keel_args: Vec<String>,
@@ -111,7 +115,19 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             print!("{}", report::compare(&load_record(&before)?, &load_record(&after)?));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { keel, runs, tasks, max_steps, timeout, label, out, keep, tasks_dir, keel_args } => {
+        Command::Run {
+            keel,
+            runs,
+            tasks,
+            max_steps,
+            timeout,
+            label,
+            out,
+            keep,
+            tasks_dir,
+            config,
+            keel_args,
+        } => {
             let mut all = Task::load_all(&tasks_dir.unwrap_or_else(keel_evals::default_tasks_dir))
                 .map_err(|e| e.to_string())?;
             if !tasks.is_empty() {
@@ -136,6 +152,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 },
                 out_dir: out_dir.clone(),
                 keep,
+                config,
             };
             let started_unix =
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());

@@ -29,6 +29,8 @@ pub struct RunSettings {
     pub scratch: PathBuf,
     /// Keep the workspaces.
     pub keep: bool,
+    /// A config.toml copied into each run's config folder.
+    pub config: Option<PathBuf>,
 }
 
 /// What one run of one task did.
@@ -98,6 +100,10 @@ pub fn run_task(task: &Task, run: u32, settings: &RunSettings) -> Result<RunReco
     let config = scratch.join("config");
     for dir in [&home, &config] {
         std::fs::create_dir_all(dir).map_err(|e| EvalError::Io(format!("{}: {e}", dir.display())))?;
+    }
+    if let Some(file) = &settings.config {
+        std::fs::copy(file, config.join("config.toml"))
+            .map_err(|e| EvalError::Io(format!("{}: {e}", file.display())))?;
     }
     task.prepare(&workspace)?;
     std::fs::write(scratch.join("TASK"), format!("{}.{run}\n", task.name))
