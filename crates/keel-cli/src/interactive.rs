@@ -457,6 +457,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     }
     let prompt = DefaultPrompt::new(DefaultPromptSegment::Basic("keel".into()), DefaultPromptSegment::Empty);
     let mut last_was_ctrl_c = false;
+    crate::signals::watch_terminal();
     loop {
         let unfinished = std::mem::take(&mut repl.unfinished);
         if !unfinished.is_empty() {

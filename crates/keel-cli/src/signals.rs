@@ -123,6 +123,38 @@ fn listen(interrupts: &'static Interrupts, ready: std::sync::mpsc::Sender<()>) {
     });
 }
 
+/// Watches the terminal on stdin for a hang-up (its window or its parent went away) and
+/// then acts as on SIGHUP, once. The kernel sends SIGHUP only to the terminal's
+/// controlling process, which may be a shell that does not pass it on; without this keel
+/// sat at the prompt reading end-of-file forever at full CPU (the line editor retries).
+pub fn watch_terminal() {
+    let spawned = std::thread::Builder::new().name("keel-terminal-watch".into()).spawn(|| {
+        let stdin = std::io::stdin();
+        loop {
+            let fd = std::os::fd::AsFd::as_fd(&stdin);
+            // No events asked for: poll still reports a hang-up, and reads nothing.
+            let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::empty())];
+            let timeout = rustix::event::Timespec { tv_sec: 0, tv_nsec: 500_000_000 };
+            match rustix::event::poll(&mut fds, Some(&timeout)) {
+                Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+                Ok(_)
+                    if fds[0]
+                        .revents()
+                        .intersects(rustix::event::PollFlags::HUP | rustix::event::PollFlags::ERR) =>
+                {
+                    Interrupts::get().received(SignalKind::hangup());
+                    return;
+                }
+                Ok(_) => std::thread::sleep(std::time::Duration::from_millis(500)),
+                Err(_) => return,
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot watch the terminal for a hang-up: {e}");
+    }
+}
+
 /// Lets a signal cancel `cancel` until the guard is dropped.
 pub fn during_turn(cancel: &CancellationToken) -> TurnGuard {
     Interrupts::get().turn(cancel.clone())
