@@ -5,7 +5,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
+use keel_agent::{Tool, ToolContext, ToolError, ToolOutput, ToolState};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -216,6 +216,17 @@ pub fn edit(roots: &Roots, args: &EditArgs) -> Result<String, ToolError> {
 
 /// [`edit`], keeping the file as it was for undo before changing it when `keep` is given.
 pub fn edit_kept(roots: &Roots, args: &EditArgs, keep: Option<&Keeper>) -> Result<String, ToolError> {
+    edit_in_session(roots, args, keep, None)
+}
+
+/// [`edit_kept`]; with the session's `state`, an insertion the session has made and
+/// whose text is still in the file is not made again (see [`crate::repeated`]).
+fn edit_in_session(
+    roots: &Roots,
+    args: &EditArgs,
+    keep: Option<&Keeper>,
+    state: Option<&ToolState>,
+) -> Result<String, ToolError> {
     if args.old_text.is_empty() {
         return Err(ToolError::new(
             "invalid_arguments",
@@ -252,6 +263,12 @@ pub fn edit_kept(roots: &Roots, args: &EditArgs, keep: Option<&Keeper>) -> Resul
             format!("`{}` is not valid UTF-8 text; edit_file only edits text", args.path),
         )
     })?;
+    if let Some(state) = state
+        && crate::repeated::made_before(state, &canonical, args)
+        && let Some(start) = content.find(args.new_text.as_str())
+    {
+        return Ok(crate::repeated::report(&roots.display(&canonical), line_at(&content, start)));
+    }
     // Kept for undo before any path below can change the file (a failed edit's copy is
     // never used: undo takes only calls that succeeded).
     if let Some(keeper) = keep
@@ -306,6 +323,9 @@ pub fn edit_kept(roots: &Roots, args: &EditArgs, keep: Option<&Keeper>) -> Resul
     file.set_len(0).map_err(io)?;
     file.seek(SeekFrom::Start(0)).map_err(io)?;
     file.write_all(updated.as_bytes()).map_err(io)?;
+    if let Some(state) = state {
+        crate::repeated::note(state, &canonical, args);
+    }
     let shown = roots.display(&canonical);
     let first_line = first_lines.first().copied().unwrap_or(1);
     let plural = if count == 1 { "" } else { "s" };
@@ -326,7 +346,12 @@ fn already_there(content: &str, new: &str) -> Option<usize> {
         return None;
     }
     let start = content.find(new).or_else(|| crate::loose::loose_match(content, new).map(|r| r.start))?;
-    Some(content[..start].matches('\n').count() + 1)
+    Some(line_at(content, start))
+}
+
+/// The 1-based line of byte `offset` in `content`.
+fn line_at(content: &str, offset: usize) -> usize {
+    content[..offset].matches('\n').count() + 1
 }
 
 /// The report for [`already_there`]: nothing was changed, and why that is fine.
@@ -356,7 +381,7 @@ fn write_loose(
     file.seek(SeekFrom::Start(0)).map_err(io)?;
     file.write_all(updated.as_bytes()).map_err(io)?;
     let shown = roots.display(canonical);
-    let line = content[..range.start].matches('\n').count() + 1;
+    let line = line_at(content, range.start);
     Ok(format!(
         "Edited {shown}: 1 replacement at line {line}. old_text was not in the file exactly; it matched this text, which differs only in whitespace or quote marks:\n{}\n{}",
         clip_line(&content[range], SHOWN_LINE_CHARS),
@@ -387,12 +412,7 @@ impl Tool for EditFile {
             if check {
                 crate::seen::require(roots, &state, &args.path, "edit_file")?;
             }
-            if let Some(report) = crate::repeated::already_made(roots, &state, &args) {
-                return Ok(report);
-            }
-            let report = edit_kept(roots, &args, keeper.as_ref())?;
-            crate::repeated::made(roots, &state, &args);
-            Ok(report)
+            edit_in_session(roots, &args, keeper.as_ref(), Some(&state))
         })
     }
 }

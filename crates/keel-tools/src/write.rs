@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::hash::{Hash, Hasher};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -87,18 +87,19 @@ fn confirm_overwrite(roots: &Roots, state: &ToolState, path: &str, content: &str
     if !canonical.is_file() {
         return Ok(());
     }
-    let (file, _) = roots.open_read(path)?;
+    // A guard, not a gate: a file that cannot be read (write-only) is written as asked.
+    let Ok((file, _)) = roots.open_read(path) else { return Ok(()) };
     let mut old = Vec::new();
-    file.take(MAX_COMPARED_BYTES + 1)
-        .read_to_end(&mut old)
-        .map_err(|e| ToolError::msg(format!("cannot read `{path}`: {e}")))?;
-    if old.len() as u64 > MAX_COMPARED_BYTES || old.contains(&0) {
+    if file.take(MAX_COMPARED_BYTES + 1).read_to_end(&mut old).is_err()
+        || old.len() as u64 > MAX_COMPARED_BYTES
+        || old.contains(&0)
+    {
         return Ok(());
     }
     let Some(dropped) = overwrite::drops_most(&String::from_utf8_lossy(&old), content) else { return Ok(()) };
     // Insisting confirms this content over this state of the file: once the file has
     // changed (the model appended in between), the same write is asked about again.
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let mut hasher = DefaultHasher::new();
     content.hash(&mut hasher);
     old.hash(&mut hasher);
     let key = (canonical.clone(), hasher.finish());
