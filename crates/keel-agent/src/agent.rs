@@ -43,6 +43,10 @@ pub struct AgentConfig {
     /// ... and at this many the turn stops with `looping`, after a request for a final
     /// answer with tools off (default 8; 0 never).
     pub loop_stop_at: u32,
+    /// A turn stuck repeating calls or out of steps starts again once from its task with
+    /// a fresh context, instead of ending (default off; on for small local models). The
+    /// first attempt gets half of `max_steps`, the second the rest (at least half).
+    pub fresh_start: bool,
     /// The model's context window in tokens; default: what the model client knows
     /// ([`ModelClient::context_window`]). Without one, sessions are compacted only when
     /// the provider says the context overflowed.
@@ -67,6 +71,7 @@ impl Default for AgentConfig {
             abort_grace: Duration::from_secs(5),
             loop_warn_at: 3,
             loop_stop_at: 8,
+            fresh_start: false,
             context_window: None,
             compact_at: 0.8,
             compact_keep: 0.2,

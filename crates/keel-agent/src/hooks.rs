@@ -77,14 +77,15 @@ impl TurnStopping<'_> {
 }
 
 /// The task of a turn whose messages begin with `messages`: its first message, without
-/// the environment block ("" when it does not begin with user input).
+/// the environment block (nor, after a fresh start, the earlier requests and the note;
+/// "" when it does not begin with user input).
 pub(crate) fn task_of(messages: &[Message]) -> &str {
     let Some(Message::User(first)) = messages.first() else { return "" };
     let text = match first.content.rfind("</environment>") {
         Some(end) => &first.content[end + "</environment>".len()..],
         None => &first.content,
     };
-    text.trim()
+    crate::restart::request_of(text.trim())
 }
 
 /// Callbacks into the embedding program. Every method has a permissive default.

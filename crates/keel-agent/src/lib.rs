@@ -46,6 +46,7 @@ mod inbox;
 mod loops;
 mod narrow;
 mod registry;
+mod restart;
 pub mod schema;
 mod sink;
 mod state;

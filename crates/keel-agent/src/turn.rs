@@ -7,8 +7,9 @@ use keel_llm::{
     AssistantMessage, FinishReason, ModelClient, ModelError, ModelEvent, ModelRequest, ToolChoice, Usage,
 };
 use keel_session::{
-    CompactionOutcome, CompactionReason, EventKind, InputSource, RequestHeader, Session, SessionError,
-    StepEnd, StepStart, SyncWork, TurnEnd, TurnEndReason, TurnStart, UserInput,
+    CompactionEnd, CompactionOutcome, CompactionReason, CompactionStart, EventKind, InputSource,
+    RequestHeader, Session, SessionError, StepEnd, StepStart, SyncWork, TurnEnd, TurnEndReason, TurnStart,
+    UserInput,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -18,6 +19,7 @@ use crate::context::SessionContext;
 use crate::execute::{StepControl, execute_calls};
 use crate::hooks::{TurnStarted, TurnStopping};
 use crate::registry::ToolRegistry;
+use crate::restart::Stuck;
 use crate::sink::{AgentEvent, Sink};
 
 /// Why the loop cannot go on at all: the session could not be written. Everything
@@ -62,6 +64,10 @@ pub(crate) struct TurnRun<'a> {
     /// The last step's context overflow was answered by a compaction (its retry may not
     /// overflow again).
     pub overflow_compacted: bool,
+    /// The step at which the turn (or its first attempt) is out of steps.
+    pub last_step: u32,
+    /// The turn has started again once ([`crate::restart`]).
+    pub restarted: bool,
 }
 
 enum Reply {
@@ -275,6 +281,10 @@ impl TurnRun<'_> {
                     return self.end(TurnEndReason::Error, Some(message)).await;
                 }
                 StepControl::Concluded => false,
+                StepControl::Looping if self.may_start_again() => {
+                    self.start_again(Stuck::Looping).await?;
+                    continue;
+                }
                 StepControl::Looping => return self.stop_looping().await,
                 StepControl::Continue { made_calls } => made_calls,
             };
@@ -300,7 +310,11 @@ impl TurnRun<'_> {
                     None => return self.end(TurnEndReason::Completed, None).await,
                 };
             }
-            if self.step >= self.agent.config.max_steps {
+            if self.step >= self.last_step {
+                if self.may_start_again() {
+                    self.start_again(Stuck::OutOfSteps(self.step)).await?;
+                    continue;
+                }
                 return self.step_limit().await;
             }
         }
@@ -340,6 +354,52 @@ impl TurnRun<'_> {
         };
         let end = self.compactor(limits).compact(CompactionReason::Overflow, None).await?;
         Ok(end.is_some_and(|end| end.outcome != CompactionOutcome::Aborted))
+    }
+
+    fn may_start_again(&self) -> bool {
+        self.agent.config.fresh_start && !self.restarted && !self.cancel.is_cancelled()
+    }
+
+    /// Starts a stuck turn again from its task with a fresh context ([`crate::restart`]):
+    /// the conversation is replaced (a logged compaction with reason `restart`), the
+    /// loop counts and the tools' session memory are cleared, and the turn gets the rest
+    /// of its `max_steps`, at least half of them.
+    async fn start_again(&mut self, stuck: Stuck) -> Result<(), SessionError> {
+        self.restarted = true;
+        let messages = self.session.messages();
+        let first = self.first_message.min(messages.len());
+        let (earlier, turn) = messages.split_at(first);
+        let summary = crate::restart::fresh_start_message(earlier, turn, stuck);
+        let (files_read, files_changed) = crate::compact::plan::files_touched(turn);
+        let definitions = self.tools.definitions();
+        let tokens_before = crate::compact::context_tokens(self.session, self.system, definitions);
+        let tokens_after =
+            crate::compact::overhead(self.system, definitions) + crate::compact::plan::text_tokens(&summary);
+        tracing::info!(turn = self.turn, step = self.step, why = %stuck.describe(), "the turn starts again");
+        self.log(EventKind::CompactionStart(CompactionStart {
+            reason: CompactionReason::Restart,
+            tokens_before,
+            instruction: String::new(),
+        }))?;
+        // Keeping nothing: the fresh message replaces the whole conversation.
+        let first_kept_seq = self.session.next_seq() + 1;
+        self.log(EventKind::CompactionEnd(CompactionEnd {
+            outcome: CompactionOutcome::Restarted,
+            summary,
+            first_kept_seq,
+            tokens_before,
+            tokens_after,
+            files_read,
+            files_changed,
+            usage: Usage::default(),
+        }))?;
+        self.sync().await?;
+        self.first_message = 0;
+        self.repeats = crate::loops::Repeats::default();
+        self.ctx.tool_state.clear();
+        let max_steps = self.agent.config.max_steps;
+        self.last_step = max_steps.max(self.step + max_steps.div_ceil(2));
+        Ok(())
     }
 
     /// Ends a turn stuck repeating itself, after asking for an answer with tools off.
@@ -414,6 +474,13 @@ impl Agent {
             tools_off: "not run: tools are off for this reply",
             compacted_last: false,
             overflow_compacted: false,
+            // With a fresh start to come, the first attempt gets half of the steps.
+            last_step: if self.config.fresh_start {
+                self.config.max_steps.div_ceil(2)
+            } else {
+                self.config.max_steps
+            },
+            restarted: false,
         };
         Ok(run.run(input.into()).await?)
     }

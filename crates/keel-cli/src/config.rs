@@ -69,6 +69,9 @@ pub struct Layer {
     /// Ask once to finish a turn that only described a change or skipped its check, and
     /// refuse changes while the task is a question (default on for local models).
     pub finish_check: Option<bool>,
+    /// A turn stuck repeating calls or out of steps starts again once from its task with
+    /// a fresh context (default on for local models).
+    pub fresh_start: Option<bool>,
     /// Start a session with the environment block (default on).
     pub environment: Option<bool>,
     /// The first step of a turn must call a tool (default on for the embedded model).
@@ -128,6 +131,7 @@ impl Layer {
             pid_namespace: self.pid_namespace.or(base.pid_namespace),
             tool_profile: self.tool_profile.or(base.tool_profile),
             finish_check: self.finish_check.or(base.finish_check),
+            fresh_start: self.fresh_start.or(base.fresh_start),
             environment: self.environment.or(base.environment),
             tool_first: self.tool_first.or(base.tool_first),
             always_call: self.always_call.or(base.always_call),
@@ -281,6 +285,8 @@ pub struct Settings {
     pub tool_profile: ToolProfile,
     /// Ask once to finish a turn that only described its change.
     pub finish_check: bool,
+    /// Start a stuck turn again once with a fresh context.
+    pub fresh_start: bool,
     /// Start sessions with the environment block.
     pub environment: bool,
     /// The first step of a turn must call a tool.
@@ -505,6 +511,7 @@ pub(crate) fn settings_from(
         profile,
         tool_profile,
         finish_check,
+        fresh_start: layer.fresh_start.unwrap_or(local),
         environment: layer.environment.unwrap_or(true),
         // Servers handle a required call poorly (llama-server let Qwen 1.5B run on past
         // its call for thousands of tokens); the embedded engine constrains it exactly.

@@ -94,6 +94,7 @@ pub fn agent(
         always_call: settings.always_call,
         loop_warn_at: settings.loop_limits.0,
         loop_stop_at: settings.loop_limits.1,
+        fresh_start: settings.fresh_start,
         context_window: settings.compaction.window,
         compact_at: settings.compaction.at,
         compact_keep: settings.compaction.keep,

@@ -172,6 +172,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 }
             }
             print!("\n{}", report::table(&record.summary));
+            println!("{}", report::restarts_line(&record.runs));
             println!("record: {}", path.display());
             if !keep {
                 let _ = std::fs::remove_dir_all(&settings.scratch);

@@ -118,6 +118,9 @@ pub fn run_line(r: &RunRecord) -> String {
         let first = r.verify_output.lines().next().unwrap_or_default();
         let _ = write!(line, "  ({})", first.chars().take(90).collect::<String>());
     }
+    if r.restarts > 0 {
+        line.push_str("  (started again)");
+    }
     if let Some(error) = &r.error {
         let _ = write!(line, "  [error: {}]", error.lines().next().unwrap_or_default());
     }
@@ -153,6 +156,17 @@ pub fn table(summary: &Summary) -> String {
     row("overall", &summary.overall);
     let _ = writeln!(out, "pass rate: {:.1}%", summary.overall.pass_rate() * 100.0);
     out
+}
+
+/// How many runs started a stuck turn again, and how many of those passed.
+pub fn restarts_line(runs: &[RunRecord]) -> String {
+    let restarted: Vec<&RunRecord> = runs.iter().filter(|r| r.restarts > 0).collect();
+    let passed = restarted.iter().filter(|r| r.passed).count();
+    format!(
+        "started again (fresh_start): {} of {} runs, {passed} of them passed",
+        restarted.len(),
+        runs.len()
+    )
 }
 
 /// Task by task, the pass counts of two suite records, and what changed.
@@ -197,5 +211,14 @@ mod tests {
         assert!((summary.overall.pass_rate() - 2.0 / 3.0).abs() < 1e-9);
         let text = table(&summary);
         assert!(text.contains("pass rate: 66.7%"), "{text}");
+    }
+
+    #[test]
+    fn restarted_runs_are_counted_with_their_passes() {
+        let mut runs = vec![run("a", true, 2), run("a", false, 4), run("b", true, 3)];
+        runs[1].restarts = 1;
+        runs[2].restarts = 1;
+        assert_eq!(restarts_line(&runs), "started again (fresh_start): 2 of 3 runs, 1 of them passed");
+        assert!(run_line(&runs[2]).ends_with("(started again)"), "{}", run_line(&runs[2]));
     }
 }

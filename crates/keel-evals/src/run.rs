@@ -64,6 +64,9 @@ pub struct RunRecord {
     pub text_calls: u32,
     /// Inputs keel added on its own (turn-stopping rules).
     pub nudges: u32,
+    /// Times a stuck turn started again with a fresh context (`fresh_start`).
+    #[serde(default)]
+    pub restarts: u32,
     /// Prompt tokens over all requests.
     pub input_tokens: u64,
     /// Of those, served from a cache.
@@ -219,6 +222,7 @@ pub fn read_events(stream: &str) -> RunRecord {
         match event["type"].as_str().unwrap_or_default() {
             "step/start" => record.steps += 1,
             "user/message" if data["source"] == "hook" => record.nudges += 1,
+            "compaction/start" if data["reason"] == "restart" => record.restarts += 1,
             "assistant/message" => {
                 for block in data["content"].as_array().into_iter().flatten() {
                     if block["type"] == "tool_call"
@@ -268,6 +272,8 @@ mod tests {
 {"seq":3,"time":"t","type":"tool/result","data":{"call_id":"call_text_0","name":"shell","source_seq":2,"content":"no","is_error":true,"error_code":"invalid_arguments"}}
 {"seq":4,"time":"t","type":"step/start","data":{"step":2}}
 {"seq":5,"time":"t","type":"user/message","data":{"text":"go on","source":"hook"}}
+{"seq":6,"time":"t","type":"compaction/start","data":{"reason":"restart","tokens_before":900,"instruction":""}}
+{"seq":7,"time":"t","type":"compaction/start","data":{"reason":"threshold","tokens_before":900,"instruction":"x"}}
 not json
 {"type":"keel/done","data":{"reason":"completed","final_text":"done","steps":2,"tool_calls":1,"usage":{"input_tokens":100,"output_tokens":7,"cached_tokens":60}}}"#;
         let record = read_events(stream);
@@ -282,6 +288,7 @@ not json
                 tools: [("shell".to_owned(), 1)].into(),
                 text_calls: 1,
                 nudges: 1,
+                restarts: 1,
                 input_tokens: 100,
                 cached_tokens: 60,
                 output_tokens: 7,

@@ -1,7 +1,8 @@
 //! keel's embedded local model.
 //!
 //! Pure Rust, always built: reading GGUF metadata ([`gguf`]), rendering the model's own
-//! chat template ([`template`]), the model cache and downloads ([`models`],
+//! chat template ([`template`]), noticing a reply stuck on one line ([`repeats`]), the
+//! model cache and downloads ([`models`],
 //! [`download`]). With the `llama` feature, [`engine::LocalModel`] runs the weights in
 //! process through llama.cpp and implements `keel_llm::ModelClient`.
 
@@ -11,6 +12,7 @@ pub mod engine;
 pub mod gguf;
 pub mod grammar;
 pub mod models;
+pub mod repeats;
 pub mod reply;
 pub mod template;
 

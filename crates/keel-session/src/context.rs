@@ -36,6 +36,9 @@ pub enum CompactionReason {
     Overflow,
     /// The user asked (`/compact`).
     Manual,
+    /// The turn was stuck (repeating calls, or out of steps) and starts again from its
+    /// task with a fresh context (`AgentConfig::fresh_start`); no model request.
+    Restart,
 }
 
 /// Data of `compaction/start`.
@@ -63,6 +66,9 @@ pub enum CompactionOutcome {
     Dropped,
     /// Nothing changed (crash, abort, nothing to compact); closed by repair or the loop.
     Aborted,
+    /// The whole conversation was replaced by the stuck turn's task and a note of what
+    /// its first attempt changed (reason [`CompactionReason::Restart`]).
+    Restarted,
 }
 
 /// Data of `compaction/end`.

@@ -174,7 +174,7 @@ pub fn files_touched(messages: &[Message]) -> (Vec<String>, Vec<String>) {
 
 /// The user's own messages in `messages`, oldest first: those inside an earlier
 /// summary are taken from it, the summary itself is not.
-fn user_messages(messages: &[Message]) -> Vec<String> {
+pub(crate) fn user_messages(messages: &[Message]) -> Vec<String> {
     let mut texts = Vec::new();
     for message in messages {
         let Message::User(UserMessage { content }) = message else { continue };

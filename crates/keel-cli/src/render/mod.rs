@@ -343,6 +343,10 @@ pub fn compaction_text(end: &keel_session::CompactionEnd) -> String {
             thousands(end.tokens_before),
             thousands(end.tokens_after)
         ),
+        keel_session::CompactionOutcome::Restarted => {
+            "  stuck: starting the task again from your request with a fresh context (files stay as they are)"
+                .to_owned()
+        }
         _ => "  compaction stopped; the conversation is unchanged".to_owned(),
     }
 }
@@ -395,6 +399,8 @@ impl Sink for Terminal {
                         ),
                     ));
                 }
+                EventKind::CompactionStart(start)
+                    if start.reason == keel_session::CompactionReason::Restart => {}
                 EventKind::CompactionStart(start) => {
                     self.spin(Some(format!(
                         "compacting the context ({} tokens)",

@@ -180,6 +180,8 @@ struct Reply {
     logits_index: i32,
     /// The last tokens, to notice a model stuck repeating itself.
     recent: std::collections::VecDeque<LlamaToken>,
+    /// Lines alike but for their numbers, to notice the same with changing digits.
+    lines: crate::repeats::LineRepeats,
     /// The reply was sampled again once already.
     resampled: bool,
     /// Sampling stopped because the model kept repeating itself.
@@ -263,7 +265,7 @@ impl Engine<'_> {
         if reply.degenerate {
             let _ = job.events.send(Err(ModelError::new(
                 ModelErrorKind::InvalidResponse,
-                "the local model kept repeating the same few tokens, also when sampled again; try rephrasing the task or a larger model",
+                "the local model kept repeating itself (the same few tokens, or one line with changing numbers), also when sampled again; try rephrasing the task or a larger model",
             )));
         } else if !aborted {
             let mut text = reply.text;
@@ -358,8 +360,9 @@ impl Engine<'_> {
     }
 
     /// Generates the reply to the prompt `tokens` (already evaluated). Returns it, why it
-    /// ended, and whether it was aborted. A reply stuck repeating itself is sampled again
-    /// once, hotter and with another seed; a second time it ends as degenerate.
+    /// ended, and whether it was aborted. A reply stuck repeating itself (a handful of
+    /// tokens, or one line with changing numbers) is sampled again once, hotter and with
+    /// another seed; a second time it ends as degenerate.
     fn generate(&mut self, job: &Job, tokens: &[LlamaToken]) -> (Reply, FinishReason, bool) {
         let vocab = self.model.vocab();
         let budget = job.max_tokens as usize;
@@ -376,6 +379,7 @@ impl Engine<'_> {
             position: tokens.len(),
             logits_index: self.batch.n_tokens() - 1,
             recent: std::collections::VecDeque::with_capacity(REPEAT_WINDOW),
+            lines: crate::repeats::LineRepeats::new(),
             resampled: false,
             degenerate: false,
         };
@@ -399,7 +403,9 @@ impl Engine<'_> {
                 return (reply, FinishReason::Stop, false);
             }
             reply.generated += 1;
-            if reply.repeating(token) {
+            let bytes = vocab.token_to_piece(token, true, None);
+            let repeating = reply.repeating(token);
+            if repeating || reply.lines.push(&bytes) {
                 if reply.resampled {
                     reply.degenerate = true;
                     return (reply, FinishReason::Error, false);
@@ -420,7 +426,6 @@ impl Engine<'_> {
                     job.events.send(Ok(Piece::Restarted("the model repeated itself; sampling again".into())));
                 continue;
             }
-            let bytes = vocab.token_to_piece(token, true, None);
             // The template's own call tag, as one token: the grammar takes over from here.
             if reply.constrained.is_none()
                 && self.style == CallStyle::Tagged
@@ -519,6 +524,7 @@ impl Engine<'_> {
         reply.held.clear();
         reply.pending.clear();
         reply.recent.clear();
+        reply.lines = crate::repeats::LineRepeats::new();
         reply.position = tokens.len();
         reply.logits_index = 0;
         true

@@ -1,0 +1,132 @@
+//! Noticing a reply that writes the same line over and over with only its numbers
+//! changing (`28\tdef total(…)`, `29\tdef total(…)`, …): the token-level check in the
+//! engine misses it, since the digits keep the tokens distinct. Small models fall into
+//! this while copying numbered output into a call's argument, and then run to
+//! `max_tokens` (minutes on a laptop).
+//!
+//! Lines end at a line break or at the escape `\n` (inside a JSON string argument).
+
+/// Lines alike but for their digits, in a row, that count as stuck. Generous: a data file
+/// of similar rows legitimately repeats a pattern, and a false alarm costs a resample.
+pub const STUCK_LINES: u32 = 24;
+
+/// A line shorter than this without its digits and spaces says too little to compare.
+const MIN_KEY_CHARS: usize = 8;
+
+/// Longest line kept while looking for its end; past it the line counts as new.
+const MAX_LINE_BYTES: usize = 4096;
+
+/// Counts, as text arrives, how many lines in a row are alike but for their digits.
+#[derive(Debug, Default, Clone)]
+pub struct LineRepeats {
+    /// The current line so far.
+    line: Vec<u8>,
+    /// The key of the last complete line, and how many lines in a row had it.
+    last: Vec<u8>,
+    run: u32,
+}
+
+impl LineRepeats {
+    /// A fresh counter.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the next bytes of the reply; true once [`STUCK_LINES`] lines in a row are
+    /// alike but for their digits.
+    pub fn push(&mut self, bytes: &[u8]) -> bool {
+        let mut stuck = false;
+        for &byte in bytes {
+            self.line.push(byte);
+            let end = if byte == b'\n' {
+                Some(1)
+            } else if byte == b'n' && self.line.len() >= 2 && self.line[self.line.len() - 2] == b'\\' {
+                Some(2)
+            } else {
+                None
+            };
+            match end {
+                Some(len) => {
+                    let cut = self.line.len() - len;
+                    self.line.truncate(cut);
+                    stuck |= self.end_line();
+                }
+                None if self.line.len() > MAX_LINE_BYTES => {
+                    self.line.clear();
+                    self.last.clear();
+                    self.run = 0;
+                }
+                None => {}
+            }
+        }
+        stuck
+    }
+
+    fn end_line(&mut self) -> bool {
+        let key: Vec<u8> = self
+            .line
+            .iter()
+            .copied()
+            .filter(|b| !b.is_ascii_digit() && !b.is_ascii_whitespace() && *b != b'\\')
+            .collect();
+        self.line.clear();
+        if key.len() < MIN_KEY_CHARS {
+            self.last.clear();
+            self.run = 0;
+            return false;
+        }
+        if key == self.last {
+            self.run += 1;
+        } else {
+            self.last = key;
+            self.run = 1;
+        }
+        self.run >= STUCK_LINES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(text: &str, piece: usize) -> (bool, usize) {
+        let mut repeats = LineRepeats::new();
+        let bytes = text.as_bytes();
+        for (i, chunk) in bytes.chunks(piece).enumerate() {
+            if repeats.push(chunk) {
+                return (true, (i + 1) * piece);
+            }
+        }
+        (false, bytes.len())
+    }
+
+    #[test]
+    fn numbered_copies_of_one_line_are_stuck_whatever_the_chunking() {
+        let text: String = (28..80).map(|n| format!("{n}\tdef calc_total(items):\n")).collect();
+        let escaped: String = (28..80).map(|n| format!("{n}\\tdef calc_total(items):\\n")).collect();
+        for piece in [1, 2, 3, 7, 64] {
+            assert!(feed(&text, piece).0, "piece {piece}");
+            assert!(feed(&escaped, piece).0, "escaped, piece {piece}");
+        }
+        // Stuck at the 24th line, not before.
+        let first: String =
+            (28..28 + STUCK_LINES).map(|n| format!("{n}\tdef calc_total(items):\n")).collect();
+        assert!(feed(&first, 1).0);
+        let fewer: String =
+            (28..27 + STUCK_LINES).map(|n| format!("{n}\tdef calc_total(items):\n")).collect();
+        assert!(!feed(&fewer, 1).0);
+    }
+
+    #[test]
+    fn ordinary_code_and_short_rows_are_not_stuck() {
+        let code: String = (0..60).map(|n| format!("    total_{} = add(total, item_{n})\n", n % 7)).collect();
+        assert!(!feed(&code, 5).0);
+        let rows: String = (0..200).map(|n| format!("{n},{}\n", n * 3)).collect();
+        assert!(!feed(&rows, 5).0, "rows of numbers say too little to compare");
+        let names: String =
+            (0..60).map(|n| format!("user{n},{},{}\n", ["ann", "bob", "cy"][n % 3], n)).collect();
+        assert!(!feed(&names, 5).0);
+        // A long line without an end is dropped rather than kept growing.
+        assert!(!feed(&"x".repeat(3 * MAX_LINE_BYTES), 100).0);
+    }
+}
