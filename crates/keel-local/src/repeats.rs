@@ -120,7 +120,9 @@ mod tests {
     #[test]
     fn ordinary_code_and_short_rows_are_not_stuck() {
         let code: String = (0..30)
-            .map(|n| format!("def test_case_{n}():\n    value = compute({n})\n    assert value == {}\n\n", n * 2))
+            .map(|n| {
+                format!("def test_case_{n}():\n    value = compute({n})\n    assert value == {}\n\n", n * 2)
+            })
             .collect();
         assert!(!feed(&code, 5).0, "tests alike but for their numbers, with other lines between");
         let rows: String = (0..200).map(|n| format!("{n},{}\n", n * 3)).collect();

@@ -83,9 +83,21 @@ fn clip_line(line: &str, max: usize) -> String {
 /// Why `old` was not found, with the closest text in the file. The work is bounded:
 /// lines are compared on at most `HINT_LINE_CHARS` characters, at most
 /// `HINT_MAX_LINES` lines, within `HINT_BUDGET`.
-fn not_found_hint(content: &str, old: &str, path: &str) -> String {
+fn not_found_hint(content: &str, old: &str, new: &str, path: &str) -> String {
     let deadline = Instant::now() + HINT_BUDGET;
     let mut message = format!("old_text was not found in `{path}`.");
+    if let Some(near) = crate::near::near_edit(content, old, new, deadline) {
+        let quoted = |text: &str| serde_json::to_string(text).unwrap_or_default();
+        message.push_str(&format!(
+            " Line {} is almost the same: `{}`. To make your change there, call: edit_file {{\"path\": {}, \"old_text\": {}, \"new_text\": {}}}",
+            near.line,
+            clip_line(&near.old_text, SHOWN_LINE_CHARS),
+            quoted(path),
+            quoted(&near.old_text),
+            quoted(&near.new_text),
+        ));
+        return message;
+    }
     let wanted: Vec<String> = old.lines().map(squash).filter(|l| !l.is_empty()).collect();
     if !wanted.is_empty() {
         let lines: Vec<&str> = content.lines().collect();
@@ -289,13 +301,19 @@ fn edit_in_session(
                 Some(range) => write_loose(file, &content, range, &new, roots, &canonical, &args.path),
                 None => match already_there(&content, &new) {
                     Some(line) => Ok(already_there_report(&roots.display(&canonical), line)),
-                    None => {
-                        Err(ToolError::new("no_match", not_found_hint(&content, &args.old_text, &args.path)))
-                    }
+                    None => Err(ToolError::new(
+                        "no_match",
+                        not_found_hint(&content, &args.old_text, &args.new_text, &args.path),
+                    )),
                 },
             };
         }
-        0 => return Err(ToolError::new("no_match", not_found_hint(&content, &args.old_text, &args.path))),
+        0 => {
+            return Err(ToolError::new(
+                "no_match",
+                not_found_hint(&content, &args.old_text, &args.new_text, &args.path),
+            ));
+        }
         n if n > 1 && !args.replace_all => {
             let mut lines: Vec<String> = first_lines.iter().map(usize::to_string).collect();
             if n > first_lines.len() {

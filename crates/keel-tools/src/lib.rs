@@ -18,6 +18,7 @@ pub mod grep;
 pub mod launch;
 pub mod list;
 mod loose;
+mod near;
 pub mod output;
 pub mod overwrite;
 mod policy;

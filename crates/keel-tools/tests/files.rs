@@ -143,6 +143,32 @@ async fn edit_without_a_match_shows_the_closest_lines() {
     assert!(error.message.contains("    let total = add(1, 2);\n    println!"), "{}", error.message);
 }
 
+/// The 1.5B model asked to bump a version twice sent old_text `version = "1.2.3"` for a
+/// file holding `__version__ = "1.2.3"` and, told to copy old_text exactly, sent it
+/// again. Now the report offers its change on that line as a ready call, which works.
+#[tokio::test]
+async fn a_near_miss_one_line_edit_is_offered_on_the_line_it_meant() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("app.py"), "\"\"\"The app.\"\"\"\n\n__version__ = \"1.2.3\"\n").unwrap();
+    let error = err(
+        ws.path(),
+        "edit_file",
+        json!({"path": "app.py", "old_text": "version = \"1.2.3\"", "new_text": "version = \"1.3.0\""}),
+    )
+    .await;
+    assert_eq!(error.code, "no_match");
+    assert_eq!(
+        error.message,
+        r#"old_text was not found in `app.py`. Line 3 is almost the same: `__version__ = "1.2.3"`. To make your change there, call: edit_file {"path": "app.py", "old_text": "__version__ = \"1.2.3\"", "new_text": "__version__ = \"1.3.0\""}"#
+    );
+    let offered = json!({"path": "app.py", "old_text": "__version__ = \"1.2.3\"", "new_text": "__version__ = \"1.3.0\""});
+    ok(ws.path(), "edit_file", offered).await;
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("app.py")).unwrap(),
+        "\"\"\"The app.\"\"\"\n\n__version__ = \"1.3.0\"\n"
+    );
+}
+
 /// The 1.5B model repeated an edit it had made eight times, each answered "old_text
 /// was not found", until the loop guard stopped the turn; now it is told the change is
 /// there.
