@@ -119,19 +119,19 @@ pub(crate) fn fresh_start_message(earlier: &[Message], turn: &[Message], stuck: 
 fn note(turn: &[Message], stuck: Stuck) -> String {
     let (_, changed) = plan::files_touched(turn);
     let files = match changed.len() {
-        0 => "It wrote and edited no file.".to_owned(),
+        0 => "It wrote and edited no file. Look at a file's current content before you change it.".to_owned(),
         n => {
             let mut names: Vec<String> = changed.iter().take(FILES_NAMED).map(|f| format!("`{f}`")).collect();
             if n > FILES_NAMED {
                 names.push(format!("and {} more", n - FILES_NAMED));
             }
-            format!("It wrote or edited {}; they are as it left them.", names.join(", "))
+            format!(
+                "It wrote or edited {}; they are as it left them, so look at them first: the request may be done already.",
+                names.join(", ")
+            )
         }
     };
-    format!(
-        "{NOTE_START}: {}. This is a fresh start. {files} Look at a file's current content before you change it.)",
-        stuck.describe()
-    )
+    format!("{NOTE_START}: {}. This is a fresh start. {files})", stuck.describe())
 }
 
 #[cfg(test)]
@@ -177,8 +177,8 @@ mod tests {
             fresh_start_message(&[], &turn, Stuck::Looping),
             format!(
                 "{ENV}\n\nAdd a function to a.py.\n\n(A first attempt at this request stopped without finishing: it \
-made the same calls over and over. This is a fresh start. It wrote or edited `a.py`; they are as it left them. \
-Look at a file's current content before you change it.)"
+made the same calls over and over. This is a fresh start. It wrote or edited `a.py`; they are as it left them, \
+so look at them first: the request may be done already.)"
             )
         );
     }

@@ -64,7 +64,7 @@ pub(crate) struct TurnRun<'a> {
     /// The last step's context overflow was answered by a compaction (its retry may not
     /// overflow again).
     pub overflow_compacted: bool,
-    /// The step at which the turn (or its first attempt) is out of steps.
+    /// The step at which the turn is out of steps (`max_steps`, moved by a fresh start).
     pub last_step: u32,
     /// The turn has started again once ([`crate::restart`]).
     pub restarted: bool,
@@ -362,8 +362,8 @@ impl TurnRun<'_> {
 
     /// Starts a stuck turn again from its task with a fresh context ([`crate::restart`]):
     /// the conversation is replaced (a logged compaction with reason `restart`), the
-    /// loop counts and the tools' session memory are cleared, and the turn gets the rest
-    /// of its `max_steps`, at least half of them.
+    /// loop counts and the tools' session memory are cleared, and the turn gets half of
+    /// `max_steps` more.
     async fn start_again(&mut self, stuck: Stuck) -> Result<(), SessionError> {
         self.restarted = true;
         let messages = self.session.messages();
@@ -397,8 +397,7 @@ impl TurnRun<'_> {
         self.first_message = 0;
         self.repeats = crate::loops::Repeats::default();
         self.ctx.tool_state.clear();
-        let max_steps = self.agent.config.max_steps;
-        self.last_step = max_steps.max(self.step + max_steps.div_ceil(2));
+        self.last_step = self.step + self.agent.config.max_steps.div_ceil(2);
         Ok(())
     }
 
@@ -474,12 +473,7 @@ impl Agent {
             tools_off: "not run: tools are off for this reply",
             compacted_last: false,
             overflow_compacted: false,
-            // With a fresh start to come, the first attempt gets half of the steps.
-            last_step: if self.config.fresh_start {
-                self.config.max_steps.div_ceil(2)
-            } else {
-                self.config.max_steps
-            },
+            last_step: self.config.max_steps,
             restarted: false,
         };
         Ok(run.run(input.into()).await?)

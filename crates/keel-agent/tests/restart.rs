@@ -119,21 +119,21 @@ async fn hooks_see_the_users_request_after_a_fresh_start_not_the_note() {
 }
 
 #[tokio::test]
-async fn a_turn_out_of_steps_gets_half_its_steps_per_attempt_and_only_one_fresh_start() {
-    // Of four steps: two, a fresh start, two more, then the limit for good.
+async fn a_turn_out_of_steps_starts_again_with_half_its_steps_and_only_once() {
+    // Two steps, a fresh start, one more step (half of two), then the limit for good.
     let model = ScriptedModel::new([read("a.txt"), read("b.txt"), read("c.txt"), read("d.txt")]);
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
-    let outcome = agent(model.clone(), 4)
+    let outcome = agent(model.clone(), 2)
         .run_turn(&mut session, &context(), "Read the files.", &NullSink, &CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::MaxSteps);
-    assert_eq!(outcome.steps, 4);
-    assert_eq!(outcome.tool_calls, 4);
+    assert_eq!(outcome.steps, 3);
+    assert_eq!(outcome.tool_calls, 3);
     let requests = model.requests();
-    assert_eq!(requests.len(), 4);
+    assert_eq!(requests.len(), 3);
     let Some(Message::User(fresh)) = requests[2].messages.first() else {
         panic!("{:?}", requests[2].messages)
     };
@@ -152,7 +152,7 @@ async fn the_note_names_the_files_the_first_attempt_changed() {
         reply().call("write_file", r#"{"path": "b.txt", "content": "x"}"#),
         reply().text("done"),
     ]);
-    let config = AgentConfig { fresh_start: true, max_steps: 4, ..AgentConfig::default() };
+    let config = AgentConfig { fresh_start: true, max_steps: 2, ..AgentConfig::default() };
     let agent = Agent::builder(model.clone()).tool(FakeRead).config(config).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let outcome = agent
@@ -162,7 +162,7 @@ async fn the_note_names_the_files_the_first_attempt_changed() {
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     let Some(Message::User(fresh)) = model.requests()[2].messages.first().cloned() else { panic!() };
     assert!(
-        fresh.content.contains("It wrote or edited `b.txt`; they are as it left them."),
+        fresh.content.contains("It wrote or edited `b.txt`; they are as it left them, so look at them first"),
         "{}",
         fresh.content
     );
