@@ -94,6 +94,12 @@ impl FinishCheck {
 
     fn activity(&self, state: &TurnStopping<'_>) -> Activity {
         let mut activity = Activity::default();
+        // A turn concluded by a tool (`answer`) ends with that tool's result; the call
+        // to judge is the one before it.
+        let concluding = match (state.concluded, state.messages.last()) {
+            (true, Some(Message::ToolResult(result))) => Some(result.call_id.as_str()),
+            _ => None,
+        };
         let mut failed: HashMap<&str, bool> = HashMap::new();
         for message in state.messages {
             if let Message::ToolResult(result) = message {
@@ -123,10 +129,9 @@ impl FinishCheck {
                         }
                     }
                 }
+                Message::ToolResult(result) if Some(result.call_id.as_str()) == concluding => {}
                 Message::ToolResult(result) => {
-                    activity.last_error = result.is_error.then(|| {
-                        result.content.lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_owned()
-                    });
+                    activity.last_error = result.is_error.then(|| error_gist(&result.content));
                 }
             }
         }
@@ -150,7 +155,7 @@ impl FinishCheck {
         if let Some(error) = &activity.last_error
             && !asked(GAVE_UP)
         {
-            let error: String = error.chars().take(300).collect();
+            let error: String = error.chars().take(MAX_ERROR_CHARS).collect();
             return Some(format!(
                 "{GAVE_UP} {error} The task is not done: \"{task}\". Fix the call (the error says how) and make it \
                  again now."
@@ -166,6 +171,23 @@ impl FinishCheck {
             return Some(NOT_VERIFIED.to_owned());
         }
         None
+    }
+}
+
+/// Most characters of a failed call's error quoted in a request.
+const MAX_ERROR_CHARS: usize = 600;
+
+/// What a failed result says, in a line: its first line, and its last one when that
+/// differs (shell errors end with the cause: git's `no changes added to commit (use
+/// "git add" …)` came after `On branch main`). keel's own closing lines (`[exit code:
+/// 1]`, `[keel: …]`) are not the cause.
+fn error_gist(content: &str) -> String {
+    let mut lines = content.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("");
+    let last = lines.filter(|l| !l.starts_with("[exit code") && !l.starts_with("[keel")).last();
+    match last {
+        Some(last) if last != first => format!("{first} … {last}"),
+        _ => first.to_owned(),
     }
 }
 
@@ -227,7 +249,7 @@ mod tests {
     fn nudge(messages: &[Message], final_text: &str) -> Option<&'static str> {
         let tools = crate::registry::tests_support::registry();
         let ctx = crate::SessionContext::default();
-        let state = TurnStopping { turn: 1, steps: 2, final_text, messages, tools: &tools, ctx: &ctx };
+        let state = TurnStopping::new(1, final_text, messages, &tools, &ctx);
         let text = FinishCheck::new().example_answers([EXAMPLE]).nudge(&state)?;
         Some(
             [DESCRIBED_NOT_DONE, NOT_VERIFIED, GAVE_UP, COPIED_EXAMPLE]
@@ -244,8 +266,7 @@ mod tests {
         assert_eq!(nudge(&turn, answer), Some(DESCRIBED_NOT_DONE));
         let tools = crate::registry::tests_support::registry();
         let ctx = crate::SessionContext::default();
-        let state =
-            TurnStopping { turn: 1, steps: 2, final_text: answer, messages: &turn, tools: &tools, ctx: &ctx };
+        let state = TurnStopping::new(1, answer, &turn, &tools, &ctx);
         let text = FinishCheck::new().nudge(&state).unwrap();
         assert!(text.contains("The task: \"Fix the bug in a.py\"."), "{text}");
         let mut asked = turn.to_vec();
@@ -294,8 +315,7 @@ mod tests {
         assert_eq!(nudge(&turn, "You need to stage the files first."), Some(GAVE_UP));
         let tools = crate::registry::tests_support::registry();
         let ctx = crate::SessionContext::default();
-        let state =
-            TurnStopping { turn: 1, steps: 2, final_text: "x", messages: &turn, tools: &tools, ctx: &ctx };
+        let state = TurnStopping::new(1, "x", &turn, &tools, &ctx);
         let text = FinishCheck::new().nudge(&state).unwrap();
         assert_eq!(
             text,
@@ -310,6 +330,43 @@ mod tests {
         assert_eq!(nudge(&busy, "gave up"), None);
     }
 
+    #[test]
+    fn the_gist_of_an_error_is_its_first_and_last_lines() {
+        let git = "On branch main\nChanges not staged for commit:\n\tmodified:   README.md\n\nno changes added to commit (use \"git add\" and/or \"git commit -a\")\n[exit code: 1]";
+        assert_eq!(
+            error_gist(git),
+            "On branch main … no changes added to commit (use \"git add\" and/or \"git commit -a\")"
+        );
+        assert_eq!(error_gist("\n  old_text was not found.  \n"), "old_text was not found.");
+        assert_eq!(error_gist("boom\n[exit code: 2]\n[keel: same call 3 times]"), "boom");
+        assert_eq!(error_gist(""), "");
+    }
+
+    /// With the `answer` tool, the answer's own result comes last: the failed call
+    /// before it still counts (the 1.5B model answered "updated" right after an edit
+    /// that failed, and was not asked to fix it).
+    #[test]
+    fn a_failed_call_right_before_a_concluding_answer_is_asked_to_be_fixed() {
+        let turn = [
+            user("Bump the version"),
+            call("1", "edit_file"),
+            result("1", true),
+            call("2", "answer"),
+            result("2", false),
+        ];
+        let tools = crate::registry::tests_support::registry();
+        let ctx = crate::SessionContext::default();
+        let mut state = TurnStopping::new(1, "r", &turn, &tools, &ctx);
+        assert_eq!(
+            FinishCheck::new().nudge(&state),
+            None,
+            "not concluded: the answer's result is the last call"
+        );
+        state.concluded = true;
+        let text = FinishCheck::new().nudge(&state).unwrap();
+        assert!(text.starts_with(GAVE_UP), "{text}");
+    }
+
     const EXAMPLE: &str = "app.py now prints Hi; I ran it to check.";
 
     #[test]
@@ -319,14 +376,7 @@ mod tests {
         assert_eq!(nudge(&turn, "Done: App.py now prints \"Hi\" - I ran it to check!"), Some(COPIED_EXAMPLE));
         let tools = crate::registry::tests_support::registry();
         let ctx = crate::SessionContext::default();
-        let state = TurnStopping {
-            turn: 1,
-            steps: 2,
-            final_text: EXAMPLE,
-            messages: &turn,
-            tools: &tools,
-            ctx: &ctx,
-        };
+        let state = TurnStopping::new(1, EXAMPLE, &turn, &tools, &ctx);
         let text = FinishCheck::new().example_answers([EXAMPLE]).nudge(&state).unwrap();
         assert_eq!(
             text,

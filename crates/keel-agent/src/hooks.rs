@@ -54,6 +54,7 @@ pub struct TurnStarted<'a> {
 
 /// The state of a turn that is about to end.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct TurnStopping<'a> {
     /// The turn number.
     pub turn: u32,
@@ -67,6 +68,22 @@ pub struct TurnStopping<'a> {
     pub tools: &'a ToolRegistry,
     /// The session's context (workspace, tool state).
     pub ctx: &'a SessionContext,
+    /// The turn ends through a tool result that concluded it (such as `answer`): the
+    /// last message is that result, holding the final answer.
+    pub concluded: bool,
+}
+
+impl<'a> TurnStopping<'a> {
+    /// The state of a turn about to end, not concluded by a tool (for hooks' tests).
+    pub fn new(
+        turn: u32,
+        final_text: &'a str,
+        messages: &'a [Message],
+        tools: &'a ToolRegistry,
+        ctx: &'a SessionContext,
+    ) -> Self {
+        TurnStopping { turn, steps: 0, final_text, messages, tools, ctx, concluded: false }
+    }
 }
 
 impl TurnStopping<'_> {

@@ -270,7 +270,7 @@ impl TurnRun<'_> {
             // turn-stopping hooks still have their say.
             let just_compacted = std::mem::take(&mut self.compacted_last);
             self.compacted_last = self.maybe_compact(just_compacted).await?;
-            let made_calls = match self.step(choice).await? {
+            let (made_calls, concluded) = match self.step(choice).await? {
                 StepControl::End(reason, message) => return self.end(reason, message).await,
                 StepControl::Overflow(message) => {
                     self.overflow_compacted = true;
@@ -280,13 +280,13 @@ impl TurnRun<'_> {
                     }
                     return self.end(TurnEndReason::Error, Some(message)).await;
                 }
-                StepControl::Concluded => false,
+                StepControl::Concluded => (false, true),
                 StepControl::Looping if self.may_start_again() => {
                     self.start_again(Stuck::Looping).await?;
                     continue;
                 }
                 StepControl::Looping => return self.stop_looping().await,
-                StepControl::Continue { made_calls } => made_calls,
+                StepControl::Continue { made_calls } => (made_calls, false),
             };
             // The retry got through: a later overflow gets its own compaction.
             self.overflow_compacted = false;
@@ -304,6 +304,7 @@ impl TurnRun<'_> {
                     messages: &messages[self.first_message.min(messages.len())..],
                     tools: self.tools,
                     ctx: self.ctx,
+                    concluded,
                 };
                 match self.agent.hooks.turn_stopping(state).await {
                     Some(text) => self.user(text, InputSource::Hook)?,
