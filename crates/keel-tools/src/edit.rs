@@ -426,11 +426,19 @@ impl Tool for EditFile {
         let state = Arc::clone(&ctx.state);
         let check = self.config.read_before_change;
         let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
+        let syntax_check = self.config.syntax_check;
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
                 crate::seen::require(roots, &state, &args.path, "edit_file")?;
             }
-            edit_in_session(roots, &args, keeper.as_ref(), Some(&state))
+            let mut report = edit_in_session(roots, &args, keeper.as_ref(), Some(&state))?;
+            if syntax_check
+                && report.starts_with("Edited ")
+                && let Some(problem) = crate::syntax::problem_in_file(roots, &args.path)
+            {
+                report.push_str(&crate::syntax::note(&args.path, &problem));
+            }
+            Ok(report)
         })
     }
 }

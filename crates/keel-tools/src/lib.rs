@@ -31,6 +31,7 @@ pub mod sandbox;
 mod seen;
 pub mod shell;
 mod suggest;
+pub mod syntax;
 pub mod undo;
 pub mod workspace;
 pub mod write;
@@ -63,6 +64,9 @@ pub struct ToolsConfig {
     /// fewer than half of its lines (a fragment written over a whole file); the same
     /// call again goes through (default on).
     pub confirm_overwrite: bool,
+    /// write_file and edit_file say when a `.py` or `.json` file no longer parses after
+    /// the change (default on; see [`syntax`]).
+    pub syntax_check: bool,
     /// Let write_file and edit_file write a file that has more than one hard link
     /// (default no: its other names may be outside the workspace). Reading such a file
     /// is always allowed.
@@ -88,6 +92,7 @@ impl Default for ToolsConfig {
             output_limits: output::OutputLimits::default(),
             read_before_change: true,
             confirm_overwrite: true,
+            syntax_check: true,
             allow_hardlinks: false,
             env_passthrough: Vec::new(),
             launcher: None,

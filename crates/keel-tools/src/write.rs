@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use keel_agent::{Tool, ToolContext, ToolError, ToolOutput, ToolState};
@@ -129,6 +129,7 @@ impl Tool for WriteFile {
         let check = self.config.read_before_change;
         let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
         let confirm = self.config.confirm_overwrite;
+        let syntax_check = self.config.syntax_check;
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
                 crate::seen::require(roots, &state, &args.path, "write_file")?;
@@ -146,6 +147,9 @@ impl Tool for WriteFile {
                     .push_str(&format!(" Removed {wrapper} around your content (not part of a code file)."));
             }
             crate::seen::mark(roots, &state, &args.path);
+            if syntax_check && let Some(problem) = crate::syntax::problem(Path::new(&args.path), content) {
+                report.push_str(&crate::syntax::note(&args.path, &problem));
+            }
             Ok(report)
         })
     }

@@ -143,6 +143,36 @@ async fn edit_without_a_match_shows_the_closest_lines() {
     assert!(error.message.contains("    let total = add(1, 2);\n    println!"), "{}", error.message);
 }
 
+/// The 1.5B model wrote report.py still missing its colon, then answered that it runs;
+/// the result now says the file does not parse. JSON is checked the same way.
+#[tokio::test]
+async fn a_change_that_leaves_a_file_unparsable_says_so() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("package.json"), "{\n  \"name\": \"shop\"\n}\n").unwrap();
+    let edited = ok(
+        ws.path(),
+        "edit_file",
+        json!({"path": "package.json", "old_text": "\"shop\"", "new_text": "\"shop\",\n  \"dependencies\": {\"lodash\": \"^4\"},"}),
+    )
+    .await;
+    assert!(
+        edited.ends_with("\nWarning: `package.json` does not parse now (key must be a string at line 4 column 1). Fix that before you go on."),
+        "{edited}"
+    );
+    let fine =
+        ok(ws.path(), "write_file", json!({"path": "other.json", "content": "{\"name\": \"shop\"}\n"})).await;
+    assert!(!fine.contains("Warning"), "{fine}");
+    if std::process::Command::new("python3").arg("-V").output().is_ok() {
+        let written = ok(
+            ws.path(),
+            "write_file",
+            json!({"path": "report.py", "content": "def report(stock)\n    return stock\n"}),
+        )
+        .await;
+        assert!(written.ends_with("(line 1: expected ':'). Fix that before you go on."), "{written}");
+    }
+}
+
 /// The 1.5B model asked to bump a version twice sent old_text `version = "1.2.3"` for a
 /// file holding `__version__ = "1.2.3"` and, told to copy old_text exactly, sent it
 /// again. Now the report offers its change on that line as a ready call, which works.

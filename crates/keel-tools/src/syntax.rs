@@ -1,0 +1,131 @@
+//! A file that no longer parses after write_file or edit_file is said so in the result
+//! (`ToolsConfig::syntax_check`): Python through `python3`'s own parser (`ast.parse`, which
+//! runs nothing), JSON in process. Small models wrote Python missing a colon, or JSON
+//! missing a brace, and went on to answer "done"; the line and the parser's message in
+//! the result name what to fix. The change itself is made either way.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Largest file checked.
+const MAX_CHECKED_BYTES: usize = 1024 * 1024;
+/// Longest a `python3` parse may take before it is given up.
+const PYTHON_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest parser message quoted.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// Prints `line N: message` for a Python syntax error read from stdin, and exits 1.
+const PYTHON_CHECK: &str = "import ast, sys\n\
+try:\n    ast.parse(sys.stdin.buffer.read())\n\
+except SyntaxError as e:\n    print(f'line {e.lineno}: {e.msg}'); sys.exit(1)\n\
+except Exception as e:\n    print(e); sys.exit(1)\n";
+
+/// Why `content` of the file at `path` does not parse, when it is a kind keel checks
+/// (`.py`, `.json`) and it does not; `None` when it parses, is another kind, or cannot
+/// be checked (no `python3`, too big, too slow).
+pub fn problem(path: &Path, content: &str) -> Option<String> {
+    if content.len() > MAX_CHECKED_BYTES {
+        return None;
+    }
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("json") => serde_json::from_str::<serde::de::IgnoredAny>(content).err().map(|e| e.to_string()),
+        Some("py") => python(content),
+        _ => None,
+    }
+}
+
+/// [`problem`] for the file at `path` under `roots` as it is now (after an edit); `None`
+/// for kinds keel does not check, before reading anything.
+pub(crate) fn problem_in_file(roots: &crate::workspace::Roots, path: &str) -> Option<String> {
+    if !matches!(Path::new(path).extension().and_then(|e| e.to_str()), Some("py" | "json")) {
+        return None;
+    }
+    let (file, _) = roots.open_read(path).ok()?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_CHECKED_BYTES as u64 + 1), &mut bytes)
+        .ok()?;
+    problem(Path::new(path), std::str::from_utf8(&bytes).ok()?)
+}
+
+/// The report's note for [`problem`].
+pub fn note(shown: &str, problem: &str) -> String {
+    let problem: String = problem.chars().take(MAX_MESSAGE_CHARS).collect();
+    format!("\nWarning: `{shown}` does not parse now ({problem}). Fix that before you go on.")
+}
+
+fn python(content: &str) -> Option<String> {
+    let mut child = Command::new("python3")
+        .args(["-I", "-c", PYTHON_CHECK])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    // Written by a thread of its own, so a parser that stops reading cannot block us
+    // past the deadline (killing it ends the write).
+    let stdin = child.stdin.take()?;
+    let bytes = content.as_bytes().to_vec();
+    let writer = std::thread::spawn(move || {
+        let mut stdin = stdin;
+        stdin.write_all(&bytes).is_ok()
+    });
+    let deadline = Instant::now() + PYTHON_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let _ = writer.join();
+                return None;
+            }
+        }
+    };
+    let written = writer.join().unwrap_or(false);
+    if status.success() || !written {
+        return None;
+    }
+    let output = child.wait_with_output().ok()?;
+    let text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    (!text.is_empty()).then_some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_problems_name_the_line() {
+        assert_eq!(problem(Path::new("a.json"), "{\"a\": 1}"), None);
+        let broken = problem(Path::new("package.json"), "{\n  \"a\": 1,\n}\n").unwrap_or_default();
+        assert_eq!(broken, "key must be a string at line 3 column 1");
+        assert_eq!(problem(Path::new("notes.txt"), "{"), None);
+    }
+
+    #[test]
+    fn python_problems_name_the_line_when_python3_is_there() {
+        if Command::new("python3").arg("-V").output().is_err() {
+            eprintln!("python3 is not installed; the Python check is skipped, as keel skips it");
+            assert_eq!(problem(Path::new("a.py"), "def f(:\n"), None);
+            return;
+        }
+        assert_eq!(problem(Path::new("a.py"), "def f():\n    return 1\n"), None);
+        assert_eq!(
+            problem(Path::new("report.py"), "x = 1\n\ndef report(stock)\n    return stock\n"),
+            Some("line 3: expected ':'".to_owned())
+        );
+        // Parsing runs nothing.
+        assert_eq!(problem(Path::new("a.py"), "import os\nos.exit(3)\nraise SystemExit(4)\n"), None);
+    }
+
+    #[test]
+    fn the_note_says_what_to_fix() {
+        assert_eq!(
+            note("report.py", "line 3: expected ':'"),
+            "\nWarning: `report.py` does not parse now (line 3: expected ':'). Fix that before you go on."
+        );
+    }
+}
