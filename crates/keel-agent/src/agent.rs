@@ -44,7 +44,7 @@ pub struct AgentConfig {
     /// answer with tools off (default 8; 0 never).
     pub loop_stop_at: u32,
     /// A turn stuck repeating calls or out of steps starts again once from its task with
-    /// a fresh context, instead of ending (default off; on for small local models). The
+    /// a fresh context, instead of ending (default off). The
     /// second attempt gets half of `max_steps`, so a turn takes at most 1.5 times as many.
     pub fresh_start: bool,
     /// The model's context window in tokens; default: what the model client knows
