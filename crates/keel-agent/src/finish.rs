@@ -185,9 +185,11 @@ fn error_gist(content: &str) -> String {
     let mut lines = content.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("");
     let last = lines.filter(|l| !l.starts_with("[exit code") && !l.starts_with("[keel")).last();
+    // Each cut on its own, so a long first line cannot push the cause out.
+    let clip = |line: &str| line.chars().take(MAX_ERROR_CHARS / 2).collect::<String>();
     match last {
-        Some(last) if last != first => format!("{first} … {last}"),
-        _ => first.to_owned(),
+        Some(last) if last != first => format!("{} … {}", clip(first), clip(last)),
+        _ => clip(first),
     }
 }
 
@@ -340,6 +342,8 @@ mod tests {
         assert_eq!(error_gist("\n  old_text was not found.  \n"), "old_text was not found.");
         assert_eq!(error_gist("boom\n[exit code: 2]\n[keel: same call 3 times]"), "boom");
         assert_eq!(error_gist(""), "");
+        let long = format!("{}\nthe cause", "x".repeat(2000));
+        assert!(error_gist(&long).ends_with(" … the cause"), "{}", error_gist(&long));
     }
 
     /// With the `answer` tool, the answer's own result comes last: the failed call

@@ -29,7 +29,7 @@ const CURRENT_REQUEST: &str = "\nThe current request:\n";
 /// text without the earlier requests and the note; `text` itself for any other message.
 pub(crate) fn request_of(text: &str) -> &str {
     let Some((before, _)) = text.rsplit_once(NOTE_START) else { return text };
-    let request = match before.split_once(CURRENT_REQUEST) {
+    let request = match before.rsplit_once(CURRENT_REQUEST) {
         Some((_, current)) => current,
         None => before,
     };
@@ -76,18 +76,20 @@ fn cut(text: &str, max: usize) -> String {
 }
 
 /// The message that replaces the whole conversation when a turn starts again.
-/// `earlier` holds the messages before the turn, `turn` the turn's own (its first one
-/// the user's request).
-pub(crate) fn fresh_start_message(earlier: &[Message], turn: &[Message], stuck: Stuck) -> String {
-    let first = match turn.first() {
-        Some(Message::User(user)) => user.content.as_str(),
-        _ => "",
-    };
-    let (block, task) = split_environment(first);
+/// `prompt` is the message that held the user's request when the turn started,
+/// `earlier` the messages before it, `turn` the turn's own.
+pub(crate) fn fresh_start_message(
+    prompt: &str,
+    earlier: &[Message],
+    turn: &[Message],
+    stuck: Stuck,
+) -> String {
+    let (block, task) = split_environment(prompt);
     let mut environment = block.map(str::to_owned);
     let mut requests = Vec::new();
     for text in plan::user_messages(earlier) {
         let (block, request) = split_environment(&text);
+        let request = request_of(request);
         if environment.is_none() {
             environment = block.map(str::to_owned);
         }
@@ -115,9 +117,38 @@ pub(crate) fn fresh_start_message(earlier: &[Message], turn: &[Message], stuck: 
     text
 }
 
+/// Files that `write_file` and `edit_file` calls in `messages` changed: calls whose
+/// result is not an error, each file once, in order.
+pub(crate) fn files_changed(messages: &[Message]) -> Vec<String> {
+    let failed: std::collections::HashSet<&str> = messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult(result) if result.is_error => Some(result.call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut files: Vec<String> = Vec::new();
+    for message in messages {
+        let Message::Assistant(reply) = message else { continue };
+        for call in reply.tool_calls() {
+            if !matches!(call.name.as_str(), "write_file" | "edit_file") || failed.contains(call.id.as_str())
+            {
+                continue;
+            }
+            let args = serde_json::from_str::<serde_json::Value>(&call.arguments).ok();
+            if let Some(path) = args.as_ref().and_then(|a| a.get("path")).and_then(|p| p.as_str())
+                && !files.iter().any(|f| f == path)
+            {
+                files.push(path.to_owned());
+            }
+        }
+    }
+    files
+}
+
 /// The note after the task: why this is a second attempt and what the first changed.
 fn note(turn: &[Message], stuck: Stuck) -> String {
-    let (_, changed) = plan::files_touched(turn);
+    let changed = files_changed(turn);
     let files = match changed.len() {
         0 => "It wrote and edited no file. Look at a file's current content before you change it.".to_owned(),
         n => {
@@ -174,7 +205,7 @@ mod tests {
             result("2"),
         ];
         assert_eq!(
-            fresh_start_message(&[], &turn, Stuck::Looping),
+            fresh_start_message(&format!("{ENV}\n\nAdd a function to a.py."), &[], &turn, Stuck::Looping),
             format!(
                 "{ENV}\n\nAdd a function to a.py.\n\n(A first attempt at this request stopped without finishing: it \
 made the same calls over and over. This is a fresh start. It wrote or edited `a.py`; they are as it left them, \
@@ -194,7 +225,7 @@ so look at them first: the request may be done already.)"
         ];
         let turn = vec![user("Now rename it.")];
         assert_eq!(
-            fresh_start_message(&earlier, &turn, Stuck::OutOfSteps(50)),
+            fresh_start_message("Now rename it.", &earlier, &turn, Stuck::OutOfSteps(50)),
             format!(
                 "{ENV}\n\nEarlier requests in this conversation (already answered):\n- What is in a.py?\n\nThe \
 current request:\nNow rename it.\n\n(A first attempt at this request stopped without finishing: it used all 50 \
@@ -208,7 +239,7 @@ it.)"
     fn the_request_is_found_again_in_a_fresh_start() {
         let earlier = vec![user(&format!("{ENV}\n\nWhat is in a.py?"))];
         for (earlier, turn) in [(&earlier[..], user("Now rename it.")), (&[][..], user("Now rename it."))] {
-            let text = fresh_start_message(earlier, &[turn], Stuck::Looping);
+            let text = fresh_start_message("Now rename it.", earlier, &[turn], Stuck::Looping);
             let (_, after_environment) = split_environment(&text);
             assert_eq!(request_of(after_environment), "Now rename it.");
         }
@@ -216,10 +247,31 @@ it.)"
     }
 
     #[test]
+    fn only_changes_that_succeeded_are_named() {
+        let failed = Message::ToolResult(ToolResultMessage {
+            call_id: "2".into(),
+            name: "edit_file".into(),
+            content: "old_text was not found".into(),
+            is_error: true,
+        });
+        let turn = vec![
+            call("1", "write_file", r#"{"path": "a.py", "content": "x"}"#),
+            result("1"),
+            call("2", "edit_file", r#"{"path": "b.py", "old_text": "x", "new_text": "y"}"#),
+            failed,
+            call("3", "edit_file", r#"{"path": "a.py", "old_text": "x", "new_text": "y"}"#),
+            result("3"),
+            call("4", "read_file", r#"{"path": "c.py"}"#),
+            result("4"),
+        ];
+        assert_eq!(files_changed(&turn), vec!["a.py".to_owned()]);
+    }
+
+    #[test]
     fn long_earlier_requests_are_cut_and_only_the_latest_kept() {
         let mut earlier: Vec<Message> = (0..8).map(|i| user(&format!("request {i}"))).collect();
         earlier.push(user(&"y".repeat(EARLIER_REQUEST_CHARS + 10)));
-        let text = fresh_start_message(&earlier, &[user("go")], Stuck::Looping);
+        let text = fresh_start_message("go", &earlier, &[user("go")], Stuck::Looping);
         assert!(!text.contains("request 3"), "{text}");
         assert!(text.contains("- request 4\n"), "{text}");
         assert!(text.contains(&format!("- {} …[cut]\n", "y".repeat(EARLIER_REQUEST_CHARS))), "{text}");

@@ -32,15 +32,6 @@ impl ToolState {
             None => f(&mut T::default()),
         }
     }
-
-    /// Forgets everything (a turn's fresh start: what the model saw is gone from its
-    /// context, so it is gone from here too).
-    pub fn clear(&self) {
-        match self.slots.lock() {
-            Ok(mut slots) => slots.clear(),
-            Err(poisoned) => poisoned.into_inner().clear(),
-        }
-    }
 }
 
 impl std::fmt::Debug for ToolState {
@@ -61,15 +52,5 @@ mod tests {
         state.with(|count: &mut u32| *count += 2);
         assert_eq!(state.with(|seen: &mut Vec<String>| seen.clone()), vec!["a"]);
         assert_eq!(state.with(|count: &mut u32| *count), 2);
-    }
-
-    #[test]
-    fn clear_forgets_every_slot() {
-        let state = ToolState::new();
-        state.with(|seen: &mut Vec<String>| seen.push("a".into()));
-        state.with(|count: &mut u32| *count += 2);
-        state.clear();
-        assert_eq!(state.with(|seen: &mut Vec<String>| seen.clone()), Vec::<String>::new());
-        assert_eq!(state.with(|count: &mut u32| *count), 0);
     }
 }

@@ -68,6 +68,8 @@ pub(crate) struct TurnRun<'a> {
     pub last_step: u32,
     /// The turn has started again once ([`crate::restart`]).
     pub restarted: bool,
+    /// The message holding the turn's prompt, as it was when the turn started.
+    pub prompt: String,
 }
 
 enum Reply {
@@ -249,6 +251,9 @@ impl TurnRun<'_> {
         self.user(input, InputSource::Prompt)?;
         // The message holding the prompt (input may have joined the one before it).
         self.first_message = self.session.messages().len().saturating_sub(1);
+        if let Some(keel_llm::Message::User(user)) = self.session.messages().get(self.first_message) {
+            self.prompt = user.content.clone();
+        }
         for text in self.ctx.inbox.take_steering() {
             self.user(text, InputSource::Steer)?;
         }
@@ -368,10 +373,15 @@ impl TurnRun<'_> {
     async fn start_again(&mut self, stuck: Stuck) -> Result<(), SessionError> {
         self.restarted = true;
         let messages = self.session.messages();
-        let first = self.first_message.min(messages.len());
+        // A compaction inside the turn moves its prompt: then the turn is all there is.
+        let first = match messages.get(self.first_message) {
+            Some(keel_llm::Message::User(user)) if user.content == self.prompt => self.first_message,
+            _ => 0,
+        };
         let (earlier, turn) = messages.split_at(first);
-        let summary = crate::restart::fresh_start_message(earlier, turn, stuck);
-        let (files_read, files_changed) = crate::compact::plan::files_touched(turn);
+        let summary = crate::restart::fresh_start_message(&self.prompt, earlier, turn, stuck);
+        let (files_read, _) = crate::compact::plan::files_touched(turn);
+        let files_changed = crate::restart::files_changed(turn);
         let definitions = self.tools.definitions();
         let tokens_before = crate::compact::context_tokens(self.session, self.system, definitions);
         let tokens_after =
@@ -396,8 +406,9 @@ impl TurnRun<'_> {
         }))?;
         self.sync().await?;
         self.first_message = 0;
+        // The tools' session memory stays: hooks keep theirs (the turn's question, the
+        // files' state at its start) in the same store.
         self.repeats = crate::loops::Repeats::default();
-        self.ctx.tool_state.clear();
         self.last_step = self.step + self.agent.config.max_steps.div_ceil(2);
         Ok(())
     }
@@ -419,7 +430,7 @@ impl TurnRun<'_> {
     }
 
     async fn step_limit(&mut self) -> Result<TurnOutcome, SessionError> {
-        let limit = self.agent.config.max_steps;
+        let limit = self.step;
         let message = format!(
             "stopped after {limit} steps (the step limit); raise it with --max-steps or continue in a new turn"
         );
@@ -476,6 +487,7 @@ impl Agent {
             overflow_compacted: false,
             last_step: self.config.max_steps,
             restarted: false,
+            prompt: String::new(),
         };
         Ok(run.run(input.into()).await?)
     }

@@ -70,8 +70,8 @@ made the same calls over and over. This is a fresh start. It wrote and edited no
 current content before you change it.)"
     );
     assert_eq!(requests[8].messages, vec![Message::User(UserMessage { content: fresh })]);
-    // What the tools remembered of the first attempt is gone with it.
-    assert_eq!(ctx.tool_state.with(|seen: &mut Vec<String>| seen.clone()), Vec::<String>::new());
+    // The session's tool state stays: hooks keep their memory of the turn there too.
+    assert_eq!(ctx.tool_state.with(|seen: &mut Vec<String>| seen.clone()), vec!["a.txt".to_owned()]);
     let events = store.read(session.id()).unwrap();
     assert_eq!(restarts(&events), (vec![CompactionReason::Restart], vec![CompactionOutcome::Restarted]));
     // The log derives what the model saw, live and after reopening.
@@ -82,6 +82,36 @@ current content before you change it.)"
     assert_eq!(reopened.messages(), live);
     assert_eq!(reopened.messages()[..1], requests[8].messages[..]);
     assert_provider_valid(&live);
+}
+
+/// Arguments of [`FakeWrite`].
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct WriteArgs {
+    /// File path.
+    path: String,
+    /// Content.
+    #[allow(dead_code)]
+    content: String,
+}
+
+/// A write that succeeds without writing.
+struct FakeWrite;
+
+impl keel_agent::Tool for FakeWrite {
+    type Args = WriteArgs;
+    fn name(&self) -> &str {
+        "write_file"
+    }
+    fn description(&self) -> &str {
+        "Writes a file."
+    }
+    async fn call(
+        &self,
+        args: WriteArgs,
+        _ctx: keel_agent::ToolContext,
+    ) -> Result<keel_agent::ToolOutput, keel_agent::ToolError> {
+        Ok(keel_agent::ToolOutput::text(format!("wrote {}", args.path)))
+    }
 }
 
 /// Records the task each stopping turn reports.
@@ -153,7 +183,7 @@ async fn the_note_names_the_files_the_first_attempt_changed() {
         reply().text("done"),
     ]);
     let config = AgentConfig { fresh_start: true, max_steps: 2, ..AgentConfig::default() };
-    let agent = Agent::builder(model.clone()).tool(FakeRead).config(config).build();
+    let agent = Agent::builder(model.clone()).tool(FakeRead).tool(FakeWrite).config(config).build();
     let mut session = keel_agent::Session::in_memory("/w");
     let outcome = agent
         .run_turn(&mut session, &context(), "Write b.txt.", &NullSink, &CancellationToken::new())

@@ -1,22 +1,22 @@
-//! Noticing a reply that writes the same line over and over with only its numbers
-//! changing (`28\tdef total(…)`, `29\tdef total(…)`, …): the token-level check in the
-//! engine misses it, since the digits keep the tokens distinct. Small models fall into
+//! Noticing a reply that writes the same line over and over with only a leading line
+//! number changing (`28\tdef total(…)`, `29\tdef total(…)`, …): the token-level check in
+//! the engine misses it, since the digits keep the tokens distinct. Small models fall into
 //! this while copying numbered output into a call's argument, and then run to
 //! `max_tokens` (minutes on a laptop).
 //!
 //! Lines end at a line break or at the escape `\n` (inside a JSON string argument).
 
-/// Lines alike but for their digits, in a row, that count as stuck. Generous: a data file
-/// of similar rows legitimately repeats a pattern, and a false alarm costs a resample.
+/// Lines the same but for a leading line number, in a row, that count as stuck.
 pub const STUCK_LINES: u32 = 24;
 
-/// A line shorter than this without its digits and spaces says too little to compare.
+/// A line shorter than this without its number says too little to compare.
 const MIN_KEY_CHARS: usize = 8;
 
 /// Longest line kept while looking for its end; past it the line counts as new.
 const MAX_LINE_BYTES: usize = 4096;
 
-/// Counts, as text arrives, how many lines in a row are alike but for their digits.
+/// Counts, as text arrives, how many lines in a row are the same but for a leading line
+/// number.
 #[derive(Debug, Default, Clone)]
 pub struct LineRepeats {
     /// The current line so far.
@@ -33,7 +33,7 @@ impl LineRepeats {
     }
 
     /// Takes the next bytes of the reply; true once [`STUCK_LINES`] lines in a row are
-    /// alike but for their digits.
+    /// the same but for a leading line number.
     pub fn push(&mut self, bytes: &[u8]) -> bool {
         let mut stuck = false;
         for &byte in bytes {
@@ -63,12 +63,7 @@ impl LineRepeats {
     }
 
     fn end_line(&mut self) -> bool {
-        let key: Vec<u8> = self
-            .line
-            .iter()
-            .copied()
-            .filter(|b| !b.is_ascii_digit() && !b.is_ascii_whitespace() && *b != b'\\')
-            .collect();
+        let key = without_line_number(&self.line).to_vec();
         self.line.clear();
         if key.len() < MIN_KEY_CHARS {
             self.last.clear();
@@ -83,6 +78,25 @@ impl LineRepeats {
         }
         self.run >= STUCK_LINES
     }
+}
+
+/// `line` without a leading line number (`28\t`, `  7: `, or `28\\t` inside a JSON
+/// string), as read_file and grep print them: numbered copies of one line differ only
+/// there. Other digits stay, so data rows that differ in their numbers are different.
+fn without_line_number(line: &[u8]) -> &[u8] {
+    let start = line.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(line.len());
+    let rest = &line[start..];
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return rest;
+    }
+    let after = &rest[digits..];
+    for separator in [&b"\\t"[..], b"\t", b": ", b":", b" "] {
+        if let Some(text) = after.strip_prefix(separator) {
+            return text;
+        }
+    }
+    rest
 }
 
 #[cfg(test)]
@@ -127,6 +141,9 @@ mod tests {
         assert!(!feed(&code, 5).0, "tests alike but for their numbers, with other lines between");
         let rows: String = (0..200).map(|n| format!("{n},{}\n", n * 3)).collect();
         assert!(!feed(&rows, 5).0, "rows of numbers say too little to compare");
+        let inserts: String =
+            (0..100).map(|n| format!("INSERT INTO t VALUES ({n}, 'item', {});\n", n * 7)).collect();
+        assert!(!feed(&inserts, 5).0, "rows that differ in their numbers are data");
         let names: String =
             (0..60).map(|n| format!("user{n},{},{}\n", ["ann", "bob", "cy"][n % 3], n)).collect();
         assert!(!feed(&names, 5).0);

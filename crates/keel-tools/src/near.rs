@@ -3,13 +3,16 @@
 //! `__version__ = "1.2.3"`. The not-found report then offers that edit as a ready call.
 //! Small models retried the same wrong old_text after "copy old_text exactly"; they do
 //! follow a ready call, so it is offered only when it is very likely what was meant:
-//! one line alike at least [`MIN_RATIO`] and clearly the best, the changed word(s) in it
+//! one line alike at least [`MIN_RATIO`] and 0.1 more than any other, the changed word(s) in it
 //! exactly once, and the line itself once in the file.
 
 use std::time::Instant;
 
 /// How alike (0–1, characters) the line must be to old_text.
 pub const MIN_RATIO: f32 = 0.75;
+
+/// How much more alike than any other line the chosen line must be.
+const MIN_MARGIN: f32 = 0.1;
 
 /// Lines looked at, at most.
 const MAX_LINES: usize = 20_000;
@@ -85,7 +88,7 @@ pub fn near_edit(content: &str, old: &str, new: &str, deadline: Instant) -> Opti
         }
     }
     let (ratio, n, line) = best?;
-    if ratio < MIN_RATIO || ratio <= second || line.matches(old_part.as_str()).count() != 1 {
+    if ratio < MIN_RATIO || ratio < second + MIN_MARGIN || line.matches(old_part.as_str()).count() != 1 {
         return None;
     }
     if content.matches(line).count() != 1 {
@@ -134,6 +137,9 @@ mod tests {
         let file = "def greet(name=\"world\"):\n    return name\n";
         // A pure insertion: where it goes in the other line is a guess.
         assert_eq!(near(file, "def greet(name):", "def greet(name, shout=False):"), None);
+        // Two lines nearly as alike: `timeout = 30` could be either setting.
+        let settings = "read_timeout = 30\nconnect_timeout = 30\n";
+        assert_eq!(near(settings, "timeout = 30", "timeout = 60"), None);
         // Two lines equally alike.
         let twice = "a_version = \"1.2.3\"\nb_version = \"1.2.3\"\n";
         assert_eq!(near(twice, "version = \"1.2.3\"", "version = \"2.0.0\""), None);

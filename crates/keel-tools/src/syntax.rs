@@ -22,18 +22,48 @@ try:\n    ast.parse(sys.stdin.buffer.read())\n\
 except SyntaxError as e:\n    print(f'line {e.lineno}: {e.msg}'); sys.exit(1)\n\
 except Exception as e:\n    print(e); sys.exit(1)\n";
 
+/// JSON files that allow comments and trailing commas (JSONC), by name or folder.
+fn is_jsonc(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    ["tsconfig", "jsconfig", "devcontainer", ".eslintrc", "settings", "launch", "tasks", "extensions"]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+        || path.components().any(|c| c.as_os_str() == ".vscode")
+}
+
 /// Why `content` of the file at `path` does not parse, when it is a kind keel checks
-/// (`.py`, `.json`) and it does not; `None` when it parses, is another kind, or cannot
-/// be checked (no `python3`, too big, too slow).
-pub fn problem(path: &Path, content: &str) -> Option<String> {
+/// (`.py`, `.json` but not JSONC) and it does not; `None` when it parses, is another
+/// kind, or cannot be checked (no `python3` outside `workspace`, too big, too slow).
+pub fn problem(path: &Path, content: &str, workspace: &Path) -> Option<String> {
     if content.len() > MAX_CHECKED_BYTES {
         return None;
     }
     match path.extension().and_then(|e| e.to_str()) {
-        Some("json") => serde_json::from_str::<serde::de::IgnoredAny>(content).err().map(|e| e.to_string()),
-        Some("py") => python(content),
+        Some("json") if !is_jsonc(path) => {
+            serde_json::from_str::<serde::de::IgnoredAny>(content).err().map(|e| e.to_string())
+        }
+        Some("py") => python(content, workspace),
         _ => None,
     }
+}
+
+/// `python3` from `PATH`, skipping folders inside `workspace`: a virtual environment in
+/// the project is the model's to write, and the parser runs outside the sandbox.
+fn python3(workspace: &Path) -> Option<std::path::PathBuf> {
+    python3_on(&std::env::var_os("PATH")?, workspace)
+}
+
+/// [`python3`] on the search path `path`.
+fn python3_on(path: &std::ffi::OsStr, workspace: &Path) -> Option<std::path::PathBuf> {
+    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    std::env::split_paths(path).find_map(|dir| {
+        let dir = std::fs::canonicalize(dir).ok()?;
+        if dir.starts_with(&workspace) {
+            return None;
+        }
+        let candidate = dir.join("python3");
+        candidate.is_file().then_some(candidate)
+    })
 }
 
 /// [`problem`] for the file at `path` under `roots` as it is now (after an edit); `None`
@@ -46,7 +76,7 @@ pub(crate) fn problem_in_file(roots: &crate::workspace::Roots, path: &str) -> Op
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_CHECKED_BYTES as u64 + 1), &mut bytes)
         .ok()?;
-    problem(Path::new(path), std::str::from_utf8(&bytes).ok()?)
+    problem(Path::new(path), std::str::from_utf8(&bytes).ok()?, roots.root())
 }
 
 /// The report's note for [`problem`].
@@ -55,9 +85,11 @@ pub fn note(shown: &str, problem: &str) -> String {
     format!("\nWarning: `{shown}` does not parse now ({problem}). Fix that before you go on.")
 }
 
-fn python(content: &str) -> Option<String> {
-    let mut child = Command::new("python3")
-        .args(["-I", "-c", PYTHON_CHECK])
+fn python(content: &str, workspace: &Path) -> Option<String> {
+    // -I: no user site, no environment variables, no script folder on the path;
+    // -S: no `site` import (it would run `.pth` files).
+    let mut child = Command::new(python3(workspace)?)
+        .args(["-I", "-S", "-c", PYTHON_CHECK])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -99,26 +131,43 @@ mod tests {
 
     #[test]
     fn json_problems_name_the_line() {
-        assert_eq!(problem(Path::new("a.json"), "{\"a\": 1}"), None);
-        let broken = problem(Path::new("package.json"), "{\n  \"a\": 1,\n}\n").unwrap_or_default();
+        let ws = Path::new("/nonexistent-workspace");
+        assert_eq!(problem(Path::new("a.json"), "{\"a\": 1}", ws), None);
+        let broken = problem(Path::new("package.json"), "{\n  \"a\": 1,\n}\n", ws).unwrap_or_default();
         assert_eq!(broken, "key must be a string at line 3 column 1");
-        assert_eq!(problem(Path::new("notes.txt"), "{"), None);
+        assert_eq!(problem(Path::new("notes.txt"), "{", ws), None);
+        // JSONC allows comments.
+        let commented = "{\n  // strict mode\n  \"strict\": true,\n}\n";
+        assert_eq!(problem(Path::new("tsconfig.json"), commented, ws), None);
+        assert_eq!(problem(Path::new(".vscode/launch.json"), commented, ws), None);
     }
 
     #[test]
     fn python_problems_name_the_line_when_python3_is_there() {
-        if Command::new("python3").arg("-V").output().is_err() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path();
+        if python3(ws).is_none() {
             eprintln!("python3 is not installed; the Python check is skipped, as keel skips it");
-            assert_eq!(problem(Path::new("a.py"), "def f(:\n"), None);
+            assert_eq!(problem(Path::new("a.py"), "def f(:\n", ws), None);
             return;
         }
-        assert_eq!(problem(Path::new("a.py"), "def f():\n    return 1\n"), None);
+        assert_eq!(problem(Path::new("a.py"), "def f():\n    return 1\n", ws), None);
         assert_eq!(
-            problem(Path::new("report.py"), "x = 1\n\ndef report(stock)\n    return stock\n"),
+            problem(Path::new("report.py"), "x = 1\n\ndef report(stock)\n    return stock\n", ws),
             Some("line 3: expected ':'".to_owned())
         );
         // Parsing runs nothing.
-        assert_eq!(problem(Path::new("a.py"), "import os\nos.exit(3)\nraise SystemExit(4)\n"), None);
+        assert_eq!(problem(Path::new("a.py"), "import os\nos.exit(3)\nraise SystemExit(4)\n", ws), None);
+        // A python3 inside the workspace (a venv the model could write) is skipped.
+        let bin = ws.join("venv/bin");
+        std::fs::create_dir_all(&bin).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(bin.join("python3"), "#!/bin/sh\nexit 0\n").unwrap_or_else(|e| panic!("{e}"));
+        let mut dirs = vec![bin];
+        dirs.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+        let path = std::env::join_paths(dirs).unwrap_or_else(|e| panic!("{e}"));
+        let found = python3_on(&path, ws).unwrap_or_default();
+        let ws = std::fs::canonicalize(ws).unwrap_or_else(|e| panic!("{e}"));
+        assert!(found.is_file() && !found.starts_with(&ws), "{}", found.display());
     }
 
     #[test]

@@ -147,7 +147,9 @@ impl Tool for WriteFile {
                     .push_str(&format!(" Removed {wrapper} around your content (not part of a code file)."));
             }
             crate::seen::mark(roots, &state, &args.path);
-            if syntax_check && let Some(problem) = crate::syntax::problem(Path::new(&args.path), content) {
+            if syntax_check
+                && let Some(problem) = crate::syntax::problem(Path::new(&args.path), content, roots.root())
+            {
                 report.push_str(&crate::syntax::note(&args.path, &problem));
             }
             Ok(report)
