@@ -184,7 +184,7 @@ const MAX_ERROR_CHARS: usize = 600;
 fn error_gist(content: &str) -> String {
     let mut lines = content.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("");
-    let last = lines.filter(|l| !l.starts_with("[exit code") && !l.starts_with("[keel")).last();
+    let last = lines.rfind(|l| !l.starts_with("[exit code") && !l.starts_with("[keel"));
     // Each cut on its own, so a long first line cannot push the cause out.
     let clip = |line: &str| line.chars().take(MAX_ERROR_CHARS / 2).collect::<String>();
     match last {
