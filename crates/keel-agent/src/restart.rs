@@ -237,7 +237,7 @@ it.)"
 
     #[test]
     fn the_request_is_found_again_in_a_fresh_start() {
-        let earlier = vec![user(&format!("{ENV}\n\nWhat is in a.py?"))];
+        let earlier = [user(&format!("{ENV}\n\nWhat is in a.py?"))];
         for (earlier, turn) in [(&earlier[..], user("Now rename it.")), (&[][..], user("Now rename it."))] {
             let text = fresh_start_message("Now rename it.", earlier, &[turn], Stuck::Looping);
             let (_, after_environment) = split_environment(&text);
