@@ -117,38 +117,9 @@ pub(crate) fn fresh_start_message(
     text
 }
 
-/// Files that `write_file` and `edit_file` calls in `messages` changed: calls whose
-/// result is not an error, each file once, in order.
-pub(crate) fn files_changed(messages: &[Message]) -> Vec<String> {
-    let failed: std::collections::HashSet<&str> = messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::ToolResult(result) if result.is_error => Some(result.call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let mut files: Vec<String> = Vec::new();
-    for message in messages {
-        let Message::Assistant(reply) = message else { continue };
-        for call in reply.tool_calls() {
-            if !matches!(call.name.as_str(), "write_file" | "edit_file") || failed.contains(call.id.as_str())
-            {
-                continue;
-            }
-            let args = serde_json::from_str::<serde_json::Value>(&call.arguments).ok();
-            if let Some(path) = args.as_ref().and_then(|a| a.get("path")).and_then(|p| p.as_str())
-                && !files.iter().any(|f| f == path)
-            {
-                files.push(path.to_owned());
-            }
-        }
-    }
-    files
-}
-
 /// The note after the task: why this is a second attempt and what the first changed.
 fn note(turn: &[Message], stuck: Stuck) -> String {
-    let changed = files_changed(turn);
+    let (_, changed) = plan::files_touched(turn);
     let files = match changed.len() {
         0 => "It wrote and edited no file. Look at a file's current content before you change it.".to_owned(),
         n => {
@@ -244,27 +215,6 @@ it.)"
             assert_eq!(request_of(after_environment), "Now rename it.");
         }
         assert_eq!(request_of("Fix it.\nThe current request:\n"), "Fix it.\nThe current request:\n");
-    }
-
-    #[test]
-    fn only_changes_that_succeeded_are_named() {
-        let failed = Message::ToolResult(ToolResultMessage {
-            call_id: "2".into(),
-            name: "edit_file".into(),
-            content: "old_text was not found".into(),
-            is_error: true,
-        });
-        let turn = vec![
-            call("1", "write_file", r#"{"path": "a.py", "content": "x"}"#),
-            result("1"),
-            call("2", "edit_file", r#"{"path": "b.py", "old_text": "x", "new_text": "y"}"#),
-            failed,
-            call("3", "edit_file", r#"{"path": "a.py", "old_text": "x", "new_text": "y"}"#),
-            result("3"),
-            call("4", "read_file", r#"{"path": "c.py"}"#),
-            result("4"),
-        ];
-        assert_eq!(files_changed(&turn), vec!["a.py".to_owned()]);
     }
 
     #[test]

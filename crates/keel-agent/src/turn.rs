@@ -368,8 +368,8 @@ impl TurnRun<'_> {
 
     /// Starts a stuck turn again from its task with a fresh context ([`crate::restart`]):
     /// the conversation is replaced (a logged compaction with reason `restart`), the
-    /// loop counts and the tools' session memory are cleared, and the turn gets half of
-    /// `max_steps` more.
+    /// loop counts are cleared (the session's `ToolState` is not), and the turn gets half
+    /// of `max_steps` more.
     async fn start_again(&mut self, stuck: Stuck) -> Result<(), SessionError> {
         self.restarted = true;
         let messages = self.session.messages();
@@ -380,8 +380,7 @@ impl TurnRun<'_> {
         };
         let (earlier, turn) = messages.split_at(first);
         let summary = crate::restart::fresh_start_message(&self.prompt, earlier, turn, stuck);
-        let (files_read, _) = crate::compact::plan::files_touched(turn);
-        let files_changed = crate::restart::files_changed(turn);
+        let (files_read, files_changed) = crate::compact::plan::files_touched(turn);
         let definitions = self.tools.definitions();
         let tokens_before = crate::compact::context_tokens(self.session, self.system, definitions);
         let tokens_after =

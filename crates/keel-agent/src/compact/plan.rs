@@ -156,11 +156,18 @@ pub fn cut_index(messages: &[Message], keep: u64) -> Option<usize> {
 }
 
 /// Files the calls in `messages` read and changed (by the `path` argument of the file
-/// tools).
+/// tools); a call whose result is an error touched nothing.
 pub fn files_touched(messages: &[Message]) -> (Vec<String>, Vec<String>) {
+    let failed: std::collections::HashSet<&str> = messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult(result) if result.is_error => Some(result.call_id.as_str()),
+            _ => None,
+        })
+        .collect();
     let mut read = BTreeSet::new();
     let mut changed = BTreeSet::new();
-    for call in calls_by_id(messages).values() {
+    for call in calls_by_id(messages).values().filter(|call| !failed.contains(call.id.as_str())) {
         let Ok(args) = serde_json::from_str::<serde_json::Value>(&call.arguments) else { continue };
         let Some(path) = args.get("path").and_then(|p| p.as_str()) else { continue };
         match call.name.as_str() {

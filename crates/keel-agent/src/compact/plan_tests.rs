@@ -87,6 +87,14 @@ fn files_read_and_changed_come_from_the_file_tools_calls() {
         result("b", "edit_file", "ok"),
         call("c", "shell", r#"{"command": "cat c.rs"}"#),
         result("c", "shell", "..."),
+        // A failed call touched nothing (a fresh start's note named files never written).
+        call("d", "write_file", r#"{"path": "d.rs", "content": "x"}"#),
+        Message::ToolResult(ToolResultMessage {
+            call_id: "d".into(),
+            name: "write_file".into(),
+            content: "not written".into(),
+            is_error: true,
+        }),
     ];
     assert_eq!(files_touched(&messages), (vec!["a.rs".to_owned()], vec!["b.rs".to_owned()]));
 }

@@ -180,7 +180,7 @@ struct Reply {
     logits_index: i32,
     /// The last tokens, to notice a model stuck repeating itself.
     recent: std::collections::VecDeque<LlamaToken>,
-    /// Lines alike but for their numbers, to notice the same with changing digits.
+    /// Lines the same but for a leading line number, to notice a numbered copy loop.
     lines: crate::repeats::LineRepeats,
     /// The reply was sampled again once already.
     resampled: bool,
@@ -265,7 +265,7 @@ impl Engine<'_> {
         if reply.degenerate {
             let _ = job.events.send(Err(ModelError::new(
                 ModelErrorKind::InvalidResponse,
-                "the local model kept repeating itself (the same few tokens, or one line with changing numbers), also when sampled again; try rephrasing the task or a larger model",
+                "the local model kept repeating itself (the same few tokens, or one line with only its line number changing), also when sampled again; try rephrasing the task or a larger model",
             )));
         } else if !aborted {
             let mut text = reply.text;
@@ -361,7 +361,7 @@ impl Engine<'_> {
 
     /// Generates the reply to the prompt `tokens` (already evaluated). Returns it, why it
     /// ended, and whether it was aborted. A reply stuck repeating itself (a handful of
-    /// tokens, or one line with changing numbers) is sampled again once, hotter and with
+    /// tokens, or one line with only its line number changing) is sampled again once, hotter and with
     /// another seed; a second time it ends as degenerate.
     fn generate(&mut self, job: &Job, tokens: &[LlamaToken]) -> (Reply, FinishReason, bool) {
         let vocab = self.model.vocab();
