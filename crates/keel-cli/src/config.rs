@@ -72,6 +72,8 @@ pub struct Layer {
     /// A turn stuck repeating calls or out of steps starts again once from its task with
     /// a fresh context (default off).
     pub fresh_start: Option<bool>,
+    /// read_file shows line numbers (default on, off with the small tool profile).
+    pub line_numbers: Option<bool>,
     /// Start a session with the environment block (default on).
     pub environment: Option<bool>,
     /// The first step of a turn must call a tool (default on for the embedded model).
@@ -132,6 +134,7 @@ impl Layer {
             tool_profile: self.tool_profile.or(base.tool_profile),
             finish_check: self.finish_check.or(base.finish_check),
             fresh_start: self.fresh_start.or(base.fresh_start),
+            line_numbers: self.line_numbers.or(base.line_numbers),
             environment: self.environment.or(base.environment),
             tool_first: self.tool_first.or(base.tool_first),
             always_call: self.always_call.or(base.always_call),
@@ -287,6 +290,8 @@ pub struct Settings {
     pub finish_check: bool,
     /// Start a stuck turn again once with a fresh context.
     pub fresh_start: bool,
+    /// read_file shows line numbers.
+    pub line_numbers: bool,
     /// Start sessions with the environment block.
     pub environment: bool,
     /// The first step of a turn must call a tool.
@@ -514,6 +519,9 @@ pub(crate) fn settings_from(
         // Off by default: on the real-task suite a fresh start did not help the 1.5B
         // model (20/72 with it, 22/72 without), and twice it undid a fixed file.
         fresh_start: layer.fresh_start.unwrap_or(false),
+        // A small model copies line numbers into the files it writes (`1\tmallory`) and
+        // into its arithmetic (a sum of 12, 7 … that added 1, 2 …).
+        line_numbers: layer.line_numbers.unwrap_or(tool_profile != ToolProfile::Small),
         environment: layer.environment.unwrap_or(true),
         // Servers handle a required call poorly (llama-server let Qwen 1.5B run on past
         // its call for thousands of tokens); the embedded engine constrains it exactly.

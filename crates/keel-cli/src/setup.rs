@@ -78,6 +78,7 @@ pub fn agent(
         env_passthrough: settings.env_passthrough.clone(),
         launcher,
         sandbox: settings.sandbox.clone(),
+        numbered_lines: settings.line_numbers,
         ..ToolsConfig::default()
     };
     let (system_prompt, notes) = crate::prompt::system_prompt(

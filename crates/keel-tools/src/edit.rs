@@ -425,11 +425,12 @@ impl Tool for EditFile {
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
         let state = Arc::clone(&ctx.state);
         let check = self.config.read_before_change;
+        let numbered = self.config.numbered_lines;
         let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
         let syntax_check = self.config.syntax_check;
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
-                crate::seen::require(roots, &state, &args.path, "edit_file")?;
+                crate::seen::require(roots, &state, &args.path, "edit_file", numbered)?;
             }
             let mut report = edit_in_session(roots, &args, keeper.as_ref(), Some(&state))?;
             if syntax_check

@@ -67,6 +67,10 @@ pub struct ToolsConfig {
     /// write_file and edit_file say when a `.py` or `.json` file no longer parses after
     /// the change (default on; see [`syntax`]).
     pub syntax_check: bool,
+    /// read_file (and the read-before-change refusal) shows each line with its number
+    /// (default on). Off, the file's text comes as it is: small models copy line numbers
+    /// into the files they write and into the sums they compute.
+    pub numbered_lines: bool,
     /// Let write_file and edit_file write a file that has more than one hard link
     /// (default no: its other names may be outside the workspace). Reading such a file
     /// is always allowed.
@@ -93,6 +97,7 @@ impl Default for ToolsConfig {
             read_before_change: true,
             confirm_overwrite: true,
             syntax_check: true,
+            numbered_lines: true,
             allow_hardlinks: false,
             env_passthrough: Vec::new(),
             launcher: None,

@@ -1,4 +1,4 @@
-//! `read_file`: numbered lines, in pages.
+//! `read_file`: a text file's lines (numbered, unless configured off), in pages.
 
 use std::future::Future;
 use std::io::{BufRead, BufReader};
@@ -194,8 +194,9 @@ impl Page {
 
 /// Reads `path` under `roots` as the model sees it. Only the first bytes decide whether
 /// the file is text, its size comes from its metadata, and lines are streamed: a page
-/// of a huge file costs the bytes before it, never the whole file in memory.
-pub fn read(roots: &Roots, args: &ReadArgs) -> Result<String, ToolError> {
+/// of a huge file costs the bytes before it, never the whole file in memory. With
+/// `numbered`, each line starts with its number and a tab.
+pub fn read(roots: &Roots, args: &ReadArgs, numbered: bool) -> Result<String, ToolError> {
     let (file, canonical) = roots.open_read(&args.path).map_err(|e| {
         if e.code == "not_found" {
             ToolError::new("not_found", missing_path_message(roots, &args.path))
@@ -251,11 +252,11 @@ pub fn read(roots: &Roots, args: &ReadArgs) -> Result<String, ToolError> {
         }
         reader.consume(len);
     }
-    render(&page, complete, &args.path, metadata.len())
+    render(&page, complete, &args.path, metadata.len(), numbered)
 }
 
-/// The page as numbered lines, with where to continue.
-fn render(page: &Page, complete: bool, path: &str, size: u64) -> Result<String, ToolError> {
+/// The page's lines (numbered or as they are), with where to continue.
+fn render(page: &Page, complete: bool, path: &str, size: u64, numbered: bool) -> Result<String, ToolError> {
     let total = page.finished;
     let Some(&(last, _)) = page.lines.last() else {
         return Err(ToolError::new(
@@ -267,7 +268,11 @@ fn render(page: &Page, complete: bool, path: &str, size: u64) -> Result<String, 
     let width = width.to_string().len();
     let mut out = String::with_capacity(page.bytes + 200);
     for (number, text) in &page.lines {
-        out.push_str(&format!("{number:>width$}\t{text}\n"));
+        if numbered {
+            out.push_str(&format!("{number:>width$}\t"));
+        }
+        out.push_str(text);
+        out.push('\n');
     }
     if !complete {
         out.push_str(&format!(
@@ -294,7 +299,11 @@ impl Tool for ReadFile {
     }
 
     fn description(&self) -> &str {
-        "Read a text file as numbered lines; use offset and limit to page through long files."
+        if self.config.numbered_lines {
+            "Read a text file as numbered lines; use offset and limit to page through long files."
+        } else {
+            "Read a text file; use offset and limit (in lines) to page through long files."
+        }
     }
 
     fn is_read_only(&self) -> bool {
@@ -307,8 +316,9 @@ impl Tool for ReadFile {
         ctx: ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
         let state = Arc::clone(&ctx.state);
+        let numbered = self.config.numbered_lines;
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
-            let text = read(roots, &args)?;
+            let text = read(roots, &args, numbered)?;
             crate::seen::mark(roots, &state, &args.path);
             Ok(text)
         })

@@ -27,8 +27,15 @@ pub(crate) fn mark(roots: &Roots, state: &ToolState, path: &str) {
 }
 
 /// Refuses a change (`tool`) to an existing file the model has not seen, showing it the
-/// content instead; the file then counts as seen. New files pass.
-pub(crate) fn require(roots: &Roots, state: &ToolState, path: &str, tool: &str) -> Result<(), ToolError> {
+/// content instead (numbered like read_file when `numbered`); the file then counts as
+/// seen. New files pass.
+pub(crate) fn require(
+    roots: &Roots,
+    state: &ToolState,
+    path: &str,
+    tool: &str,
+    numbered: bool,
+) -> Result<(), ToolError> {
     let Ok(canonical) = roots.resolve_existing(path, true) else { return Ok(()) };
     if !canonical.is_file() || state.with(|seen: &mut SeenFiles| seen.0.contains(&canonical)) {
         return Ok(());
@@ -41,7 +48,10 @@ pub(crate) fn require(roots: &Roots, state: &ToolState, path: &str, tool: &str) 
     let shown = roots.display(&canonical);
     let advice = match tool {
         "write_file" => "To change part of it, use edit_file. To replace all of it, call write_file again with the complete new content.".to_owned(),
-        _ => format!("Call {tool} again with old_text copied exactly from these lines (without the line numbers)."),
+        _ if numbered => {
+            format!("Call {tool} again with old_text copied exactly from these lines (without the line numbers).")
+        }
+        _ => format!("Call {tool} again with old_text copied exactly from these lines."),
     };
     if bytes.len() > SHOWN_BYTES || bytes.contains(&0) {
         return Err(ToolError::new(
@@ -55,13 +65,16 @@ pub(crate) fn require(roots: &Roots, state: &ToolState, path: &str, tool: &str) 
     state.with(|seen: &mut SeenFiles| seen.0.insert(canonical.clone()));
     let text = String::from_utf8_lossy(&bytes);
     let width = text.lines().count().max(1).to_string().len();
-    let numbered: String =
-        text.lines().enumerate().map(|(n, line)| format!("{:>width$}\t{line}\n", n + 1)).collect();
+    let shown_text: String = if numbered {
+        text.lines().enumerate().map(|(n, line)| format!("{:>width$}\t{line}\n", n + 1)).collect()
+    } else {
+        text.lines().map(|line| format!("{line}\n")).collect()
+    };
     Err(ToolError::new(
         "not_read",
         format!(
             "`{shown}` was not changed: read a file before changing it. Its content is:\n{}{advice}",
-            if numbered.is_empty() { "(empty)\n".to_owned() } else { numbered }
+            if shown_text.is_empty() { "(empty)\n".to_owned() } else { shown_text }
         ),
     ))
 }

@@ -127,12 +127,13 @@ impl Tool for WriteFile {
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
         let state = Arc::clone(&ctx.state);
         let check = self.config.read_before_change;
+        let numbered = self.config.numbered_lines;
         let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
         let confirm = self.config.confirm_overwrite;
         let syntax_check = self.config.syntax_check;
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
-                crate::seen::require(roots, &state, &args.path, "write_file")?;
+                crate::seen::require(roots, &state, &args.path, "write_file", numbered)?;
             }
             let (content, unwrapped) = match overwrite::unwrapped(&args.path, &args.content) {
                 Some((body, wrapper)) => (body, Some(wrapper)),

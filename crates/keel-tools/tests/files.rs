@@ -6,6 +6,7 @@ mod common;
 use std::os::unix::ffi::OsStrExt;
 
 use common::*;
+use keel_tools::ToolsConfig;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -24,6 +25,25 @@ async fn read_numbers_lines_and_pages() {
     );
     let error = err(ws.path(), "read_file", json!({"path": "a.txt", "offset": 40})).await;
     assert!(error.message.contains("has 12 lines"), "{}", error.message);
+}
+
+#[tokio::test]
+async fn read_without_line_numbers_shows_the_text_as_it_is() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("names.txt"), "mallory\nalice\n\n\ttrent").unwrap();
+    let config = || ToolsConfig { numbered_lines: false, ..ToolsConfig::default() };
+    let read = |args: serde_json::Value| {
+        let ctx = keel_agent::ToolContext::new(ws.path());
+        async move { call_with(config(), ctx, "read_file", &args).await.unwrap().content }
+    };
+    assert_eq!(read(json!({"path": "names.txt"})).await, "mallory\nalice\n\n\ttrent\n");
+    assert_eq!(
+        read(json!({"path": "names.txt", "offset": 2, "limit": 1})).await,
+        "alice\n[showing lines 2-2 of 4; read_file with offset=3 to continue]\n"
+    );
+    let registry = keel_tools::builtin(std::sync::Arc::new(config()));
+    let description = &registry.get("read_file").unwrap().definition().description;
+    assert!(!description.contains("numbered"), "{description}");
 }
 
 #[tokio::test]

@@ -52,6 +52,19 @@ async fn an_unseen_file_is_shown_instead_of_changed_then_the_retry_works() {
 }
 
 #[tokio::test]
+async fn without_line_numbers_the_refusal_shows_the_file_as_it_is() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("config.toml"), "[server]\nport = 3000\n").unwrap();
+    let config = ToolsConfig { numbered_lines: false, ..ToolsConfig::default() };
+    let args = json!({"path": "config.toml", "old_text": "port = 80", "new_text": "port = 8080"});
+    let refused = call_with(config, ToolContext::new(ws.path()), "edit_file", &args).await.unwrap_err();
+    assert_eq!(
+        refused.message,
+        "`config.toml` was not changed: read a file before changing it. Its content is:\n[server]\nport = 3000\nCall edit_file again with old_text copied exactly from these lines."
+    );
+}
+
+#[tokio::test]
 async fn a_long_unseen_file_must_be_read_first() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("big.txt"), "line\n".repeat(5000)).unwrap();
