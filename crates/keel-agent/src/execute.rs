@@ -71,7 +71,7 @@ pub(crate) fn dedupe_call_ids(message: &mut AssistantMessage, used: &HashSet<Str
 }
 
 fn plan(run: &TurnRun<'_>, call: ToolCall, length_cut: bool) -> Item {
-    let tools = run.tools;
+    let tools = &*run.tools;
     let plan = match tools.get(&call.name) {
         None => {
             let names: Vec<&str> = tools.names().collect();

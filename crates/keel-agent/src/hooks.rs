@@ -126,6 +126,14 @@ pub trait Hooks: Send + Sync {
         let _ = state;
         Box::pin(async { None })
     }
+
+    /// The tools a turn offers, chosen once when it starts (after `turn_started`) from its
+    /// task: `None` keeps `tools`. The choice is logged with the next request's header, so
+    /// requests stay derived from the log; return the same answer for the same task.
+    fn turn_tools(&self, task: &str, tools: &ToolRegistry) -> Option<ToolRegistry> {
+        let _ = (task, tools);
+        None
+    }
 }
 
 /// Hooks that allow everything.
@@ -196,5 +204,16 @@ impl Hooks for HookChain {
             }
             None
         })
+    }
+
+    /// Each hook narrows what the ones before it left.
+    fn turn_tools(&self, task: &str, tools: &ToolRegistry) -> Option<ToolRegistry> {
+        let mut narrowed: Option<ToolRegistry> = None;
+        for hooks in &self.hooks {
+            if let Some(next) = hooks.turn_tools(task, narrowed.as_ref().unwrap_or(tools)) {
+                narrowed = Some(next);
+            }
+        }
+        narrowed
     }
 }

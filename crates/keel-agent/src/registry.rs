@@ -80,6 +80,13 @@ impl ToolRegistry {
         &self.definitions
     }
 
+    /// The tools for which `keep` holds, in the same order.
+    pub fn filtered(&self, mut keep: impl FnMut(&dyn DynTool) -> bool) -> ToolRegistry {
+        let tools: Vec<Arc<dyn DynTool>> = self.tools.iter().filter(|t| keep(t.as_ref())).cloned().collect();
+        let definitions = tools.iter().map(|t| t.definition().clone()).collect();
+        ToolRegistry { tools, definitions }
+    }
+
     /// Tool names, in order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.iter().map(|t| t.definition().name.as_str())

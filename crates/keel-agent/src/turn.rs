@@ -1,5 +1,6 @@
 //! The loop: a turn is steps until the model stops asking for tools.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use futures::StreamExt;
@@ -42,8 +43,9 @@ pub(crate) struct TurnRun<'a> {
     pub ctx: &'a SessionContext,
     pub model: &'a dyn ModelClient,
     pub system: &'a str,
-    /// The tools of this turn, fixed for its duration.
-    pub tools: &'a ToolRegistry,
+    /// The tools of this turn, fixed for its duration: the session's, or what the hooks
+    /// narrowed them to when the turn started ([`crate::Hooks::turn_tools`]).
+    pub tools: Cow<'a, ToolRegistry>,
     pub header: RequestHeader,
     pub session: &'a mut Session,
     pub sink: &'a dyn Sink,
@@ -209,7 +211,7 @@ impl TurnRun<'_> {
         let mut most = 0;
         let mut notes = HashMap::new();
         for call in calls {
-            let times = self.repeats.record(call, self.tools);
+            let times = self.repeats.record(call, &self.tools);
             most = most.max(times);
             if warn_at > 0 && times >= warn_at {
                 notes.insert(call.id.clone(), crate::loops::repeat_note(times));
@@ -260,6 +262,11 @@ impl TurnRun<'_> {
         self.sync().await?;
         let task = crate::hooks::task_of(&self.session.messages()[self.first_message..]);
         self.agent.hooks.turn_started(TurnStarted { turn: self.turn, ctx: self.ctx, task }).await;
+        if let Some(tools) = self.agent.hooks.turn_tools(task, &self.tools) {
+            tracing::debug!(turn = self.turn, tools = ?tools, "this turn offers fewer tools");
+            self.header.tools = tools.definitions().to_vec();
+            self.tools = Cow::Owned(tools);
+        }
         loop {
             if self.cancel.is_cancelled() {
                 return self.end(TurnEndReason::Aborted, Some("aborted by the user".into())).await;
@@ -307,7 +314,7 @@ impl TurnRun<'_> {
                     steps: self.step,
                     final_text: &self.final_text,
                     messages: &messages[self.first_message.min(messages.len())..],
-                    tools: self.tools,
+                    tools: &self.tools,
                     ctx: self.ctx,
                     concluded,
                 };
@@ -469,7 +476,7 @@ impl Agent {
             ctx,
             model: &**model,
             system,
-            tools: self.tools_for(ctx),
+            tools: Cow::Borrowed(self.tools_for(ctx)),
             header: self.request_header(ctx),
             session,
             sink,

@@ -10,7 +10,8 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnswerArgs {
-    /// The answer for the user: what you found or did.
+    /// The answer for the user: what you found (names, numbers and output exactly as the
+    /// tools showed them) or did.
     pub text: String,
 }
 
@@ -26,7 +27,7 @@ impl Tool for Answer {
     }
 
     fn description(&self) -> &str {
-        "Finish: give the user your final answer (what you found or did). Call it only when the task is done."
+        "Finish: give the user your final answer (what you found or did). Quote names, numbers and program output exactly as the tools showed them. Call it only when the task is done."
     }
 
     fn is_read_only(&self) -> bool {

@@ -4,10 +4,14 @@
 //! edit files instead (a stub `parse_header.py`, a "TODO" written into notes.md). While
 //! the turn's task is a question, [`QuestionGuard`] refuses calls of tools that are not
 //! read-only, except the ones named as checks (by default `shell`, which may run the
-//! program the question is about), with a reason that says what to do instead.
+//! program the question is about), with a reason that says what to do instead. It also
+//! offers only those tools for the turn ([`Hooks::turn_tools`]): a model constrained to
+//! the tools on offer (the embedded engine's grammar) then cannot even try a change, and
+//! one that is not spends no steps on refused calls (the 1.5B model wrote a stub
+//! `parse_header` three times before answering).
 
 use futures::future::BoxFuture;
-use keel_agent::{HookDecision, Hooks, ToolCallRequest, TurnStarted};
+use keel_agent::{HookDecision, Hooks, ToolCallRequest, ToolRegistry, TurnStarted};
 
 use crate::changes::names_a_change;
 
@@ -88,6 +92,16 @@ impl Hooks for QuestionGuard {
     fn before_tool_call<'a>(&'a self, request: ToolCallRequest<'a>) -> BoxFuture<'a, HookDecision> {
         let decision = self.decide(&request);
         Box::pin(async move { decision })
+    }
+
+    fn turn_tools(&self, task: &str, tools: &ToolRegistry) -> Option<ToolRegistry> {
+        if !is_question(task) {
+            return None;
+        }
+        let offered = tools.filtered(|tool| {
+            tool.is_read_only() || self.allowed.iter().any(|name| *name == tool.definition().name)
+        });
+        (offered.len() < tools.len()).then_some(offered)
     }
 }
 

@@ -30,7 +30,7 @@ async fn a_question_cannot_change_files_but_the_next_change_request_can() {
         reply().call("read_file", r#"{"path": "codec.py"}"#),
         reply().call("shell", r#"{"command": "grep -l parse_header *.py"}"#),
         reply().text("codec.py"),
-        // The next turn asks for a change: writing is allowed again.
+        // The next turn asks for a change: writing is offered and allowed again.
         reply().call("write_file", r#"{"path": "notes.txt", "content": "codec.py"}"#),
         reply().text("Written."),
     ]);
@@ -47,6 +47,48 @@ async fn a_question_cannot_change_files_but_the_next_change_request_can() {
         results(&session),
         vec![("write_file".into(), true), ("read_file".into(), false), ("shell".into(), false)]
     );
+    // The question's requests offer only reading tools and shell; a change tool the model
+    // names anyway is not one of them.
+    let offered = |n: usize| model.requests()[n].tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    assert_eq!(offered(0), ["shell", "read_file", "list_files", "grep", "glob"]);
+    let refusal = session.messages().iter().find_map(|m| match m {
+        Message::ToolResult(r) if r.is_error => Some(r.content.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        refusal.as_deref(),
+        Some("Unknown tool `write_file`. Available tools: shell, read_file, list_files, grep, glob.")
+    );
+
+    let outcome = agent
+        .run_turn(&mut session, &ctx, "Write that path into notes.txt", &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.final_text, "Written.");
+    assert_eq!(std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(), "codec.py");
+    assert_eq!(offered(4), ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "glob"]);
+}
+
+#[tokio::test]
+async fn a_question_that_sees_every_tool_still_cannot_change_files() {
+    // Tools offered by the session, past the hooks' narrowing (as a server-side model
+    // that ignores the list might call them): the guard still refuses with its reason.
+    let ws = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new([
+        reply().call("write_file", r#"{"path": "parse_header.py", "content": "def parse_header(): pass"}"#),
+        reply().text("codec.py"),
+    ]);
+    let guard = QuestionGuard::new();
+    let tools = builtin(Arc::new(ToolsConfig::default()));
+    let hooks = keel_agent::HookChain::new().with(Unnarrowed(guard));
+    let agent = Agent::builder(model.clone()).tools(tools).hooks(hooks).build();
+    let mut session = Session::in_memory(&ws.path().display().to_string());
+    let task = "Which file defines the function parse_header? Answer with its path.";
+    agent
+        .run_turn(&mut session, &SessionContext::new(ws.path()), task, &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(!ws.path().join("parse_header.py").exists());
     let refusal = session.messages().iter().find_map(|m| match m {
         Message::ToolResult(r) if r.is_error => Some(r.content.clone()),
         _ => None,
@@ -60,13 +102,22 @@ async fn a_question_cannot_change_files_but_the_next_change_request_can() {
             .as_str()
         )
     );
+}
 
-    let outcome = agent
-        .run_turn(&mut session, &ctx, "Write that path into notes.txt", &NullSink, &CancellationToken::new())
-        .await
-        .unwrap();
-    assert_eq!(outcome.final_text, "Written.");
-    assert_eq!(std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(), "codec.py");
+/// The guard's refusals without its narrowing of the tools.
+struct Unnarrowed(QuestionGuard);
+
+impl keel_agent::Hooks for Unnarrowed {
+    fn before_tool_call<'a>(
+        &'a self,
+        request: keel_agent::ToolCallRequest<'a>,
+    ) -> futures::future::BoxFuture<'a, keel_agent::HookDecision> {
+        self.0.before_tool_call(request)
+    }
+
+    fn turn_started<'a>(&'a self, state: keel_agent::TurnStarted<'a>) -> futures::future::BoxFuture<'a, ()> {
+        self.0.turn_started(state)
+    }
 }
 
 #[tokio::test]
