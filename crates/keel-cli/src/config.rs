@@ -74,6 +74,9 @@ pub struct Layer {
     pub fresh_start: Option<bool>,
     /// read_file shows line numbers (default on, off with the small tool profile).
     pub line_numbers: Option<bool>,
+    /// write_file and edit_file refuse a change that would leave a `.py` or `.json` file
+    /// that parses unparsable (default on with the small tool profile).
+    pub keep_parsing: Option<bool>,
     /// Start a session with the environment block (default on).
     pub environment: Option<bool>,
     /// The first step of a turn must call a tool (default on for the embedded model).
@@ -135,6 +138,7 @@ impl Layer {
             finish_check: self.finish_check.or(base.finish_check),
             fresh_start: self.fresh_start.or(base.fresh_start),
             line_numbers: self.line_numbers.or(base.line_numbers),
+            keep_parsing: self.keep_parsing.or(base.keep_parsing),
             environment: self.environment.or(base.environment),
             tool_first: self.tool_first.or(base.tool_first),
             always_call: self.always_call.or(base.always_call),
@@ -292,6 +296,8 @@ pub struct Settings {
     pub fresh_start: bool,
     /// read_file shows line numbers.
     pub line_numbers: bool,
+    /// Changes that would leave a parsing .py/.json file unparsable are refused.
+    pub keep_parsing: bool,
     /// Start sessions with the environment block.
     pub environment: bool,
     /// The first step of a turn must call a tool.
@@ -522,6 +528,9 @@ pub(crate) fn settings_from(
         // A small model copies line numbers into the files it writes (`1\tmallory`) and
         // into its arithmetic (a sum of 12, 7 … that added 1, 2 …).
         line_numbers: layer.line_numbers.unwrap_or(tool_profile != ToolProfile::Small),
+        // A small model's broken edit is refused rather than made: its next edits piled
+        // onto the broken file (`def mean(values): return …` over a working function).
+        keep_parsing: layer.keep_parsing.unwrap_or(tool_profile == ToolProfile::Small),
         environment: layer.environment.unwrap_or(true),
         // Servers handle a required call poorly (llama-server let Qwen 1.5B run on past
         // its call for thousands of tokens); the embedded engine constrains it exactly.

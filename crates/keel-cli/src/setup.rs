@@ -79,6 +79,7 @@ pub fn agent(
         launcher,
         sandbox: settings.sandbox.clone(),
         numbered_lines: settings.line_numbers,
+        keep_parsing: settings.keep_parsing,
         ..ToolsConfig::default()
     };
     let (system_prompt, notes) = crate::prompt::system_prompt(

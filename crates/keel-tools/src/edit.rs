@@ -228,7 +228,7 @@ pub fn edit(roots: &Roots, args: &EditArgs) -> Result<String, ToolError> {
 
 /// [`edit`], keeping the file as it was for undo before changing it when `keep` is given.
 pub fn edit_kept(roots: &Roots, args: &EditArgs, keep: Option<&Keeper>) -> Result<String, ToolError> {
-    edit_in_session(roots, args, keep, None)
+    edit_in_session(roots, args, keep, None, false)
 }
 
 /// [`edit_kept`]; with the session's `state`, an insertion the session has made and
@@ -238,6 +238,7 @@ fn edit_in_session(
     args: &EditArgs,
     keep: Option<&Keeper>,
     state: Option<&ToolState>,
+    keep_parsing: bool,
 ) -> Result<String, ToolError> {
     if args.old_text.is_empty() {
         return Err(ToolError::new(
@@ -298,7 +299,16 @@ fn edit_in_session(
     match count {
         0 if !args.replace_all => {
             return match crate::loose::loose_match(&content, &old) {
-                Some(range) => write_loose(file, &content, range, &new, roots, &canonical, &args.path),
+                Some(range) => {
+                    refuse_breaking(
+                        keep_parsing,
+                        &args.path,
+                        &content,
+                        &spliced(&content, &range, &new),
+                        roots,
+                    )?;
+                    write_loose(file, &content, range, &new, roots, &canonical, &args.path)
+                }
                 None => match already_there(&content, &new) {
                     Some(line) => Ok(already_there_report(&roots.display(&canonical), line)),
                     None => Err(ToolError::new(
@@ -338,6 +348,7 @@ fn edit_in_session(
     }
     let updated =
         if args.replace_all { content.replace(&old, &new) } else { content.replacen(&old, &new, 1) };
+    refuse_breaking(keep_parsing, &args.path, &content, &updated, roots)?;
     file.set_len(0).map_err(io)?;
     file.seek(SeekFrom::Start(0)).map_err(io)?;
     file.write_all(updated.as_bytes()).map_err(io)?;
@@ -351,6 +362,25 @@ fn edit_in_session(
         "Edited {shown}: {count} replacement{plural} (first at line {first_line}).\n{}",
         diff(&content, &updated, &shown)
     ))
+}
+
+/// `content` with `range` replaced by `new`.
+fn spliced(content: &str, range: &std::ops::Range<usize>, new: &str) -> String {
+    format!("{}{new}{}", &content[..range.start], &content[range.end..])
+}
+
+/// Under `keep_parsing`, refuses a change that would leave a parsing file unparsable.
+fn refuse_breaking(
+    keep_parsing: bool,
+    path: &str,
+    before: &str,
+    after: &str,
+    roots: &Roots,
+) -> Result<(), ToolError> {
+    match keep_parsing.then(|| crate::syntax::breaks(path, before, after, roots.root())).flatten() {
+        Some(reason) => Err(ToolError::new("would_not_parse", reason)),
+        None => Ok(()),
+    }
 }
 
 /// Shorter new texts ("}", "pass") are too common to say the change is there.
@@ -391,7 +421,7 @@ fn write_loose(
     path: &str,
 ) -> Result<String, ToolError> {
     let io = |e: std::io::Error| ToolError::msg(format!("cannot edit `{path}`: {e}"));
-    let updated = format!("{}{new}{}", &content[..range.start], &content[range.end..]);
+    let updated = spliced(content, &range, new);
     if updated.len() as u64 > MAX_EDIT_BYTES {
         return Err(too_big(path, updated.len() as u64, true));
     }
@@ -428,11 +458,12 @@ impl Tool for EditFile {
         let numbered = self.config.numbered_lines;
         let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
         let syntax_check = self.config.syntax_check;
+        let keep_parsing = self.config.keep_parsing;
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
                 crate::seen::require(roots, &state, &args.path, "edit_file", numbered)?;
             }
-            let mut report = edit_in_session(roots, &args, keeper.as_ref(), Some(&state))?;
+            let mut report = edit_in_session(roots, &args, keeper.as_ref(), Some(&state), keep_parsing)?;
             if syntax_check
                 && report.starts_with("Edited ")
                 && let Some(problem) = crate::syntax::problem_in_file(roots, &args.path)

@@ -67,6 +67,10 @@ pub struct ToolsConfig {
     /// write_file and edit_file say when a `.py` or `.json` file no longer parses after
     /// the change (default on; see [`syntax`]).
     pub syntax_check: bool,
+    /// write_file and edit_file refuse a change that would leave a `.py` or `.json` file
+    /// that parses unparsable, with the parser's message (default off; on for small
+    /// models, whose broken edits piled up on a working file).
+    pub keep_parsing: bool,
     /// read_file (and the read-before-change refusal) shows each line with its number
     /// (default on). Off, the file's text comes as it is: small models copy line numbers
     /// into the files they write and into the sums they compute.
@@ -97,6 +101,7 @@ impl Default for ToolsConfig {
             read_before_change: true,
             confirm_overwrite: true,
             syntax_check: true,
+            keep_parsing: false,
             numbered_lines: true,
             allow_hardlinks: false,
             env_passthrough: Vec::new(),

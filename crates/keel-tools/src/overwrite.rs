@@ -1,5 +1,5 @@
 //! Guards for `write_file` on what small models get wrong when they write a whole file:
-//! content wrapped in a Markdown fence or `<pre><code>` (the file would not run), and an
+//! content wrapped in a Markdown fence, `<pre><code>` or `<code>` (the file would not run), and an
 //! "overwrite" that is really a fragment of the file (the rest would be lost).
 //!
 //! Both are pure functions of the path and the two contents; `write_file` applies them.
@@ -20,7 +20,7 @@ const TOOL_RESULT_MARKERS: &[&str] = &["<tool_response>", "</tool_response>"];
 /// How many dropped lines are named.
 const SHOWN_DROPPED: usize = 3;
 
-/// The content inside a Markdown fence or `<pre><code>` wrapped around the whole of
+/// The content inside a Markdown fence, `<pre><code>` or `<code>` wrapped around the whole of
 /// `content`, when `path` is a code file (not Markdown, HTML, text…); `None` when it is
 /// not wrapped or may mean the wrapper.
 pub fn unwrapped<'a>(path: &str, content: &'a str) -> Option<(&'a str, &'static str)> {
@@ -41,12 +41,18 @@ pub fn unwrapped<'a>(path: &str, content: &'a str) -> Option<(&'a str, &'static 
         }
         return Some((body, "a ``` fence"));
     }
-    let body = trimmed.strip_prefix("<pre>")?.trim_start().strip_prefix("<code>")?;
-    let body = body.strip_suffix("</pre>")?.trim_end().strip_suffix("</code>")?;
+    // `<pre><code>…</code></pre>`, or `<code>…</code>` alone (both written by the 1.5B model).
+    let (body, wrapper) = match trimmed.strip_prefix("<pre>") {
+        Some(rest) => {
+            let body = rest.trim_start().strip_prefix("<code>")?;
+            (body.strip_suffix("</pre>")?.trim_end().strip_suffix("</code>")?, "<pre><code> tags")
+        }
+        None => (trimmed.strip_prefix("<code>")?.strip_suffix("</code>")?, "<code> tags"),
+    };
     if body.contains("<code>") || body.contains("</code>") {
         return None;
     }
-    Some((body.strip_prefix('\n').unwrap_or(body), "<pre><code> tags"))
+    Some((body.strip_prefix('\n').unwrap_or(body), wrapper))
 }
 
 /// What a whole-file write would drop from the old content.
@@ -234,6 +240,14 @@ mod tests {
     fn pre_code_tags_around_code_are_removed() {
         let content = "<pre><code>def f():\n    return 1</code></pre>";
         assert_eq!(unwrapped("textutil.py", content), Some(("def f():\n    return 1", "<pre><code> tags")));
+        let content = "<code>def load(names):\n    return names\n</code>";
+        assert_eq!(
+            unwrapped("app.py", content),
+            Some(("def load(names):\n    return names\n", "<code> tags"))
+        );
+        // Code tags inside the body, or not around all of it: left alone.
+        assert_eq!(unwrapped("a.py", "<code>x = 1</code>\n<code>y = 2</code>"), None);
+        assert_eq!(unwrapped("a.py", "<code>x = 1\n"), None);
     }
 
     #[test]

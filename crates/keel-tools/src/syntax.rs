@@ -2,7 +2,9 @@
 //! (`ToolsConfig::syntax_check`): Python through `python3`'s own parser (`ast.parse`, which
 //! runs nothing), JSON in process. Small models wrote Python missing a colon, or JSON
 //! missing a brace, and went on to answer "done"; the line and the parser's message in
-//! the result name what to fix. The change itself is made either way.
+//! the result name what to fix. The change itself is made, unless the file parsed before
+//! and `ToolsConfig::keep_parsing` is on ([`breaks`]): then it is refused, so a small
+//! model's broken edit cannot spoil a working file.
 
 use std::io::Write;
 use std::path::Path;
@@ -69,6 +71,28 @@ fn python3_on(path: &std::ffi::OsStr, workspace: &Path) -> Option<std::path::Pat
 /// [`problem`] for the file at `path` under `roots` as it is now (after an edit); `None`
 /// for kinds keel does not check, before reading anything.
 pub(crate) fn problem_in_file(roots: &crate::workspace::Roots, path: &str) -> Option<String> {
+    problem(Path::new(path), &current_text(roots, path)?, roots.root())
+}
+
+/// Why a change from `old` to `new` content of the file at `path` is refused under
+/// `ToolsConfig::keep_parsing`: `new` does not parse while `old` does. `None` when the
+/// change may be made (`new` parses, is not checked, or `old` did not parse either).
+pub(crate) fn breaks(path: &str, old: &str, new: &str, workspace: &Path) -> Option<String> {
+    let problem = problem(Path::new(path), new, workspace)?;
+    self::problem(Path::new(path), old, workspace).is_none().then(|| refusal(path, &problem))
+}
+
+/// The refusal of a change after which `path` would not parse (`problem`).
+pub(crate) fn refusal(path: &str, problem: &str) -> String {
+    let problem: String = problem.chars().take(MAX_MESSAGE_CHARS).collect();
+    format!(
+        "`{path}` was not changed: it parses now, and with this change it would not ({problem}). Correct your text and make the call again."
+    )
+}
+
+/// The text of the file at `path` under `roots` as it is now, when keel checks its kind
+/// (`.py`, `.json`) and it is readable UTF-8 of at most the checked size.
+pub(crate) fn current_text(roots: &crate::workspace::Roots, path: &str) -> Option<String> {
     if !matches!(Path::new(path).extension().and_then(|e| e.to_str()), Some("py" | "json")) {
         return None;
     }
@@ -76,7 +100,7 @@ pub(crate) fn problem_in_file(roots: &crate::workspace::Roots, path: &str) -> Op
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_CHECKED_BYTES as u64 + 1), &mut bytes)
         .ok()?;
-    problem(Path::new(path), std::str::from_utf8(&bytes).ok()?, roots.root())
+    String::from_utf8(bytes).ok()
 }
 
 /// The report's note for [`problem`].

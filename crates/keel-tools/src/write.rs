@@ -131,6 +131,7 @@ impl Tool for WriteFile {
         let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
         let confirm = self.config.confirm_overwrite;
         let syntax_check = self.config.syntax_check;
+        let keep_parsing = self.config.keep_parsing;
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
                 crate::seen::require(roots, &state, &args.path, "write_file", numbered)?;
@@ -139,6 +140,16 @@ impl Tool for WriteFile {
                 Some((body, wrapper)) => (body, Some(wrapper)),
                 None => (args.content.as_str(), None),
             };
+            let problem = (syntax_check || keep_parsing)
+                .then(|| crate::syntax::problem(Path::new(&args.path), content, roots.root()))
+                .flatten();
+            if keep_parsing
+                && let Some(problem) = &problem
+                && let Some(old) = crate::syntax::current_text(roots, &args.path)
+                && crate::syntax::problem(Path::new(&args.path), &old, roots.root()).is_none()
+            {
+                return Err(ToolError::new("would_not_parse", crate::syntax::refusal(&args.path, problem)));
+            }
             if confirm {
                 confirm_overwrite(roots, &state, &args.path, content)?;
             }
@@ -148,9 +159,7 @@ impl Tool for WriteFile {
                     .push_str(&format!(" Removed {wrapper} around your content (not part of a code file)."));
             }
             crate::seen::mark(roots, &state, &args.path);
-            if syntax_check
-                && let Some(problem) = crate::syntax::problem(Path::new(&args.path), content, roots.root())
-            {
+            if syntax_check && let Some(problem) = problem {
                 report.push_str(&crate::syntax::note(&args.path, &problem));
             }
             Ok(report)
