@@ -10,8 +10,7 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnswerArgs {
-    /// The answer for the user: what you found (names, numbers and output exactly as the
-    /// tools showed them) or did.
+    /// The answer for the user: what you found or did.
     pub text: String,
 }
 
@@ -41,6 +40,40 @@ impl Tool for Answer {
                 "the answer is empty; say what you found or did",
             ));
         }
+        // A placeholder (`...`, `-`) says nothing: the 1.5B model answered "..." after
+        // writing a file, and the turn ended with that.
+        if !args.text.chars().any(char::is_alphanumeric) {
+            return Err(ToolError::new(
+                "invalid_arguments",
+                format!("the answer `{}` says nothing; say what you found or did", args.text.trim()),
+            ));
+        }
         Ok(ToolOutput::text(args.text).concluding())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn answer(text: &str) -> Result<ToolOutput, ToolError> {
+        Answer.call(AnswerArgs { text: text.to_owned() }, ToolContext::new(".")).await
+    }
+
+    #[tokio::test]
+    async fn an_answer_must_say_something() {
+        let done = answer("feature/login-form").await.unwrap();
+        assert_eq!(done.content, "feature/login-form");
+        assert!(done.concludes_turn);
+        for empty in ["", "  \n"] {
+            assert_eq!(
+                answer(empty).await.unwrap_err().message,
+                "the answer is empty; say what you found or did"
+            );
+        }
+        let error = answer(" ... ").await.unwrap_err();
+        assert_eq!(error.code, "invalid_arguments");
+        assert_eq!(error.message, "the answer `...` says nothing; say what you found or did");
+        assert!(answer("42").await.is_ok());
     }
 }
