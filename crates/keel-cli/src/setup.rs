@@ -80,6 +80,8 @@ pub fn agent(
         sandbox: settings.sandbox.clone(),
         numbered_lines: settings.line_numbers,
         keep_parsing: settings.keep_parsing,
+        // As the environment block, which names the folder `.` for the small profile.
+        relative_output_paths: settings.tool_profile == keel_tools::profile::ToolProfile::Small,
         ..ToolsConfig::default()
     };
     let (system_prompt, notes) = crate::prompt::system_prompt(

@@ -26,7 +26,7 @@ impl Tool for Answer {
     }
 
     fn description(&self) -> &str {
-        "Finish: give the user your final answer (what you found or did). Quote names, numbers and program output exactly as the tools showed them. Call it only when the task is done."
+        "Finish: give the user your final answer (what you found or did). Call it only when the task is done."
     }
 
     fn is_read_only(&self) -> bool {

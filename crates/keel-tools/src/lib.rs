@@ -71,6 +71,10 @@ pub struct ToolsConfig {
     /// that parses unparsable, with the parser's message (default off; on for small
     /// models, whose broken edits piled up on a working file).
     pub keep_parsing: bool,
+    /// Shell output shows paths under the project folder relative to it (default off; on
+    /// for small models, which took the absolute path's last folder in an error message,
+    /// `/tmp/…/project/hello.py`, for a subfolder to write into).
+    pub relative_output_paths: bool,
     /// read_file (and the read-before-change refusal) shows each line with its number
     /// (default on). Off, the file's text comes as it is: small models copy line numbers
     /// into the files they write and into the sums they compute.
@@ -102,6 +106,7 @@ impl Default for ToolsConfig {
             confirm_overwrite: true,
             syntax_check: true,
             keep_parsing: false,
+            relative_output_paths: false,
             numbered_lines: true,
             allow_hardlinks: false,
             env_passthrough: Vec::new(),

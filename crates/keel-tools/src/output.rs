@@ -272,9 +272,48 @@ fn clean_line(bytes: &[u8]) -> String {
     out.trim_end().to_owned()
 }
 
+/// `text` with the project folder's absolute path (in any of its `forms`) taken out of
+/// the paths under it (`/tmp/w1/project/hello.py` → `hello.py`) and written `.` where it
+/// stands alone.
+pub(crate) fn relative_paths(text: &str, forms: &[&std::path::Path]) -> String {
+    let mut forms: Vec<String> = forms.iter().map(|f| f.display().to_string()).collect();
+    forms.retain(|f| f.len() > 1);
+    // Longest first: one form may begin another.
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    forms.dedup();
+    let mut text = text.to_owned();
+    for form in &forms {
+        if !text.contains(form.as_str()) {
+            continue;
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(form.as_str()) {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + form.len()..];
+            match after.chars().next() {
+                Some('/') => rest = &after[1..],
+                // Another folder that only begins the same way (`/w/project2`).
+                Some(c) if c.is_alphanumeric() || matches!(c, '-' | '_' | '.') => {
+                    out.push_str(form);
+                    rest = after;
+                }
+                _ => {
+                    out.push('.');
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        text = out;
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn small_output_is_kept_whole() {
@@ -335,5 +374,18 @@ mod tests {
         live.push(&[b'x'; 300]);
         live.push(b"\n");
         assert_eq!(live.take_new().map(|l| l.len()), Some(200));
+    }
+
+    #[test]
+    fn paths_under_the_project_become_relative() {
+        let forms = [Path::new("/tmp/w1/project"), Path::new("/private/tmp/w1/project")];
+        let text = "python: can't open file '/tmp/w1/project/hello.py'\n  File \"/private/tmp/w1/project/src/a.py\", line 3\ncd /tmp/w1/project && ls\n/tmp/w1/project2/x stays\n";
+        assert_eq!(
+            relative_paths(text, &forms),
+            "python: can't open file 'hello.py'\n  File \"src/a.py\", line 3\ncd . && ls\n/tmp/w1/project2/x stays\n"
+        );
+        assert_eq!(relative_paths("nothing here", &forms), "nothing here");
+        // The root folder itself is never taken out.
+        assert_eq!(relative_paths("/etc/hosts", &[Path::new("/")]), "/etc/hosts");
     }
 }

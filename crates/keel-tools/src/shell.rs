@@ -181,6 +181,10 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
     // Anything left in the group (e.g. a detached background job) is stopped too.
     drop(running);
     let mut output = render(capture, watched);
+    if config.relative_output_paths {
+        let forms = [roots.root(), &*ctx.workspace];
+        output.content = crate::output::relative_paths(&output.content, &forms);
+    }
     if let Some(sandbox) = sandbox {
         sandbox.finish(&mut output);
     }

@@ -275,3 +275,25 @@ async fn a_process_that_left_the_group_does_not_hang_the_call() {
     assert!(out.content.contains("still runs and holds the output"), "{}", out.content);
     assert!(out.content.ends_with("[exit code: 0]"), "{}", out.content);
 }
+
+#[tokio::test]
+async fn small_models_see_paths_under_the_project_relative_to_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let run = |relative: bool| {
+        let config = ToolsConfig { relative_output_paths: relative, ..ToolsConfig::default() };
+        let ctx = ToolContext::new(ws.path());
+        async move {
+            let args =
+                json!({"command": "python3 missing.py 2>&1 | sed 's/^.*: can/can/'; echo \"in $PWD\""});
+            call_with(config, ctx, "shell", &args).await.unwrap().content
+        }
+    };
+    let shown = run(true).await;
+    let root = ws.path().canonicalize().unwrap().display().to_string();
+    assert!(!shown.contains(&root), "{shown}");
+    assert!(shown.contains("in .\n"), "{shown}");
+    if shown.contains("can't open file") {
+        assert!(shown.contains("'missing.py'"), "{shown}");
+    }
+    assert!(run(false).await.contains(&format!("in {root}\n")));
+}
