@@ -1,5 +1,5 @@
 //! A file that no longer parses after write_file or edit_file is said so in the result
-//! (`ToolsConfig::syntax_check`): Python through `python3`'s own parser (`ast.parse`, which
+//! (`ToolsConfig::syntax_check`): Python through `python3`'s own parser (`compile`, which
 //! runs nothing), JSON in process. Small models wrote Python missing a colon, or JSON
 //! missing a brace, and went on to answer "done"; the line and the parser's message in
 //! the result name what to fix. The change itself is made, unless the file parsed before
@@ -19,8 +19,10 @@ const PYTHON_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_MESSAGE_CHARS: usize = 300;
 
 /// Prints `line N: message` for a Python syntax error read from stdin, and exits 1.
-const PYTHON_CHECK: &str = "import ast, sys\n\
-try:\n    ast.parse(sys.stdin.buffer.read())\n\
+/// `compile` (to bytecode, never run) also catches what the parser alone lets through:
+/// `return` outside a function, `break` outside a loop.
+const PYTHON_CHECK: &str = "import sys\n\
+try:\n    compile(sys.stdin.buffer.read(), 'file', 'exec', dont_inherit=True)\n\
 except SyntaxError as e:\n    print(f'line {e.lineno}: {e.msg}'); sys.exit(1)\n\
 except Exception as e:\n    print(e); sys.exit(1)\n";
 
@@ -179,6 +181,12 @@ mod tests {
         assert_eq!(
             problem(Path::new("report.py"), "x = 1\n\ndef report(stock)\n    return stock\n", ws),
             Some("line 3: expected ':'".to_owned())
+        );
+        // Compiling catches what parsing alone lets through (a body dedented out of its
+        // function, as the 1.5B model's edit left it).
+        assert_eq!(
+            problem(Path::new("stats.py"), "def mean(v):\n    \"\"\"Doc.\"\"\"\nreturn sum(v)\n", ws),
+            Some("line 3: 'return' outside function".to_owned())
         );
         // Parsing runs nothing.
         assert_eq!(problem(Path::new("a.py"), "import os\nos.exit(3)\nraise SystemExit(4)\n", ws), None);
