@@ -11,11 +11,6 @@ use rustix::fs::{Mode, OFlags};
 /// Most bytes of one AGENTS.md that are included.
 const MAX_AGENTS_BYTES: usize = 32 * 1024;
 
-/// For small models: a private note before each call (kept as reasoning, not sent back).
-/// There is no worked example: the 1.5B model copied one's file names (`python3 app.py`
-/// in projects without app.py) and its final answer into unrelated tasks.
-const THOUGHT_LINE: &str = "\nBegin each reply with one short sentence: what the last result showed and what you do next. Then the tool call.";
-
 /// The base system prompt for a tool profile. It names no folder (the environment block
 /// in the first message does), so it is the same in every project and its evaluation can
 /// be reused.
@@ -102,9 +97,11 @@ pub fn system_prompt(
             "\nEvery reply is a tool call. When the task is done, call answer with your final answer.",
         );
     }
-    if profile == ToolProfile::Small {
-        prompt.push_str(THOUGHT_LINE);
-    }
+    // No "begin each reply with one short sentence" for small models: measured without
+    // it (3 runs × 24 tasks, 1.5B), the same pass rate (24/72 against 22/72) with 40%
+    // fewer output tokens and a fifth less time; the notes rambled and planned steps the
+    // answer no longer needed. No worked example either: the 1.5B model copied one's file
+    // names (`python3 app.py` in projects without app.py) and its final answer.
     let mut notes = Vec::new();
     match user_instructions(&crate::paths::config_dir().join("AGENTS.md")) {
         Ok(Some(user)) => {
@@ -144,13 +141,19 @@ mod tests {
         );
     }
 
-    /// The small prompt asks for a one-line note before each call and shows no worked
-    /// example (its file names and answer were copied into unrelated tasks).
+    /// The small prompt asks for no note before each call and shows no worked example
+    /// (its file names and answer were copied into unrelated tasks).
     #[test]
     fn the_small_prompt_has_no_example_to_copy() {
         let dir = tempfile::tempdir().unwrap();
         let (small, _) = system_prompt(dir.path(), &[], ToolProfile::Small, true);
-        assert!(small.contains("\nEvery reply is a tool call. When the task is done, call answer with your final answer.\nBegin each reply with one short sentence: what the last result showed and what you do next. Then the tool call."), "{small}");
+        assert!(
+            small.contains(
+                "\nEvery reply is a tool call. When the task is done, call answer with your final answer."
+            ),
+            "{small}"
+        );
+        assert!(!small.contains("one short sentence"), "{small}");
         assert!(!small.contains("app.py") && !small.contains("Example"), "{small}");
     }
 

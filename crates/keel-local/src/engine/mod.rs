@@ -50,8 +50,10 @@ pub struct LocalConfig {
     /// Most calls in one reply under the grammar (default 1: a small model that chains
     /// calls without seeing their results invents the results).
     pub max_calls_per_reply: usize,
-    /// Characters of free text allowed before a required call (default 300): a short
-    /// thought ("the typo is on line 5") makes a small model's next call better.
+    /// Characters of free text allowed before a required call (default 0: none). A short
+    /// thought ("the typo is on line 5") was meant to make a small model's next call
+    /// better; measured on the real-task suite, the 1.5B model passed as many tasks
+    /// without it, 40% faster in output tokens.
     pub thought_chars: usize,
     /// Sampling seed.
     pub seed: u32,
@@ -74,7 +76,7 @@ impl LocalConfig {
             call_temperature: 0.2,
             grammar: true,
             max_calls_per_reply: 1,
-            thought_chars: 300,
+            thought_chars: 0,
             seed: 42,
             reuse_cache: true,
             prefix_cache: Some(crate::models::cache_dir().join("prefixes")),
