@@ -72,7 +72,7 @@ pub struct Layer {
     /// A turn stuck repeating calls or out of steps starts again once from its task with
     /// a fresh context (default off).
     pub fresh_start: Option<bool>,
-    /// read_file shows line numbers (default on, off with the small tool profile).
+    /// read_file shows line numbers (default on).
     pub line_numbers: Option<bool>,
     /// write_file and edit_file refuse a change that would leave a `.py` or `.json` file
     /// that parses unparsable (default on with the small tool profile).

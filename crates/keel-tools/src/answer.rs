@@ -45,7 +45,10 @@ impl Tool for Answer {
         if !args.text.chars().any(char::is_alphanumeric) {
             return Err(ToolError::new(
                 "invalid_arguments",
-                format!("the answer `{}` says nothing; say what you found or did", args.text.trim()),
+                format!(
+                    "the answer `{}` says nothing; say what you found or did",
+                    args.text.trim().chars().take(40).collect::<String>()
+                ),
             ));
         }
         Ok(ToolOutput::text(args.text).concluding())
@@ -75,5 +78,8 @@ mod tests {
         assert_eq!(error.code, "invalid_arguments");
         assert_eq!(error.message, "the answer `...` says nothing; say what you found or did");
         assert!(answer("42").await.is_ok());
+        // A long placeholder is not echoed whole.
+        let long = answer(&"-".repeat(5000)).await.unwrap_err().message;
+        assert!(long.len() < 120, "{long}");
     }
 }

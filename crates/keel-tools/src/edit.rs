@@ -228,7 +228,8 @@ pub fn edit(roots: &Roots, args: &EditArgs) -> Result<String, ToolError> {
 
 /// [`edit`], keeping the file as it was for undo before changing it when `keep` is given.
 pub fn edit_kept(roots: &Roots, args: &EditArgs, keep: Option<&Keeper>) -> Result<String, ToolError> {
-    edit_in_session(roots, args, keep, None, false)
+    let checks = crate::syntax::Checks { warn: false, keep_parsing: false };
+    edit_in_session(roots, args, keep, None, checks)
 }
 
 /// [`edit_kept`]; with the session's `state`, an insertion the session has made and
@@ -238,7 +239,7 @@ fn edit_in_session(
     args: &EditArgs,
     keep: Option<&Keeper>,
     state: Option<&ToolState>,
-    keep_parsing: bool,
+    checks: crate::syntax::Checks,
 ) -> Result<String, ToolError> {
     if args.old_text.is_empty() {
         return Err(ToolError::new(
@@ -300,14 +301,10 @@ fn edit_in_session(
         0 if !args.replace_all => {
             return match crate::loose::loose_match(&content, &old) {
                 Some(range) => {
-                    refuse_breaking(
-                        keep_parsing,
-                        &args.path,
-                        &content,
-                        &spliced(&content, &range, &new),
-                        roots,
-                    )?;
-                    write_loose(file, &content, range, &new, roots, &canonical, &args.path)
+                    let updated = spliced(&content, &range, &new);
+                    let note = checks.change(&args.path, || Some(content.clone()), &updated, roots.root())?;
+                    let report = write_loose(file, &content, range, &updated, roots, &canonical, &args.path)?;
+                    Ok(report + note.as_deref().unwrap_or(""))
                 }
                 None => match already_there(&content, &new) {
                     Some(line) => Ok(already_there_report(&roots.display(&canonical), line)),
@@ -348,7 +345,7 @@ fn edit_in_session(
     }
     let updated =
         if args.replace_all { content.replace(&old, &new) } else { content.replacen(&old, &new, 1) };
-    refuse_breaking(keep_parsing, &args.path, &content, &updated, roots)?;
+    let note = checks.change(&args.path, || Some(content.clone()), &updated, roots.root())?;
     file.set_len(0).map_err(io)?;
     file.seek(SeekFrom::Start(0)).map_err(io)?;
     file.write_all(updated.as_bytes()).map_err(io)?;
@@ -359,28 +356,15 @@ fn edit_in_session(
     let first_line = first_lines.first().copied().unwrap_or(1);
     let plural = if count == 1 { "" } else { "s" };
     Ok(format!(
-        "Edited {shown}: {count} replacement{plural} (first at line {first_line}).\n{}",
-        diff(&content, &updated, &shown)
+        "Edited {shown}: {count} replacement{plural} (first at line {first_line}).\n{}{}",
+        diff(&content, &updated, &shown),
+        note.as_deref().unwrap_or("")
     ))
 }
 
 /// `content` with `range` replaced by `new`.
 fn spliced(content: &str, range: &std::ops::Range<usize>, new: &str) -> String {
     format!("{}{new}{}", &content[..range.start], &content[range.end..])
-}
-
-/// Under `keep_parsing`, refuses a change that would leave a parsing file unparsable.
-fn refuse_breaking(
-    keep_parsing: bool,
-    path: &str,
-    before: &str,
-    after: &str,
-    roots: &Roots,
-) -> Result<(), ToolError> {
-    match keep_parsing.then(|| crate::syntax::breaks(path, before, after, roots.root())).flatten() {
-        Some(reason) => Err(ToolError::new("would_not_parse", reason)),
-        None => Ok(()),
-    }
 }
 
 /// Shorter new texts ("}", "pass") are too common to say the change is there.
@@ -415,13 +399,12 @@ fn write_loose(
     mut file: std::fs::File,
     content: &str,
     range: std::ops::Range<usize>,
-    new: &str,
+    updated: &str,
     roots: &Roots,
     canonical: &std::path::Path,
     path: &str,
 ) -> Result<String, ToolError> {
     let io = |e: std::io::Error| ToolError::msg(format!("cannot edit `{path}`: {e}"));
-    let updated = spliced(content, &range, new);
     if updated.len() as u64 > MAX_EDIT_BYTES {
         return Err(too_big(path, updated.len() as u64, true));
     }
@@ -433,7 +416,7 @@ fn write_loose(
     Ok(format!(
         "Edited {shown}: 1 replacement at line {line}. old_text was not in the file exactly; it matched this text, which differs only in whitespace or quote marks:\n{}\n{}",
         clip_line(&content[range], SHOWN_LINE_CHARS),
-        diff(content, &updated, &shown)
+        diff(content, updated, &shown)
     ))
 }
 
@@ -457,20 +440,12 @@ impl Tool for EditFile {
         let check = self.config.read_before_change;
         let numbered = self.config.numbered_lines;
         let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
-        let syntax_check = self.config.syntax_check;
-        let keep_parsing = self.config.keep_parsing;
+        let checks = crate::syntax::Checks::of(&self.config);
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
                 crate::seen::require(roots, &state, &args.path, "edit_file", numbered)?;
             }
-            let mut report = edit_in_session(roots, &args, keeper.as_ref(), Some(&state), keep_parsing)?;
-            if syntax_check
-                && report.starts_with("Edited ")
-                && let Some(problem) = crate::syntax::problem_in_file(roots, &args.path)
-            {
-                report.push_str(&crate::syntax::note(&args.path, &problem));
-            }
-            Ok(report)
+            edit_in_session(roots, &args, keeper.as_ref(), Some(&state), checks)
         })
     }
 }

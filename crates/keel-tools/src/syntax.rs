@@ -3,7 +3,7 @@
 //! runs nothing), JSON in process. Small models wrote Python missing a colon, or JSON
 //! missing a brace, and went on to answer "done"; the line and the parser's message in
 //! the result name what to fix. The change itself is made, unless the file parsed before
-//! and `ToolsConfig::keep_parsing` is on ([`breaks`]): then it is refused, so a small
+//! and `ToolsConfig::keep_parsing` is on ([`Checks::change`]): then it is refused, so a small
 //! model's broken edit cannot spoil a working file.
 
 use std::io::Write;
@@ -70,22 +70,47 @@ fn python3_on(path: &std::ffi::OsStr, workspace: &Path) -> Option<std::path::Pat
     })
 }
 
-/// [`problem`] for the file at `path` under `roots` as it is now (after an edit); `None`
-/// for kinds keel does not check, before reading anything.
-pub(crate) fn problem_in_file(roots: &crate::workspace::Roots, path: &str) -> Option<String> {
-    problem(Path::new(path), &current_text(roots, path)?, roots.root())
+/// What write_file and edit_file check about a change (`ToolsConfig::syntax_check`,
+/// `ToolsConfig::keep_parsing`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Checks {
+    /// Say when the file will not parse.
+    pub warn: bool,
+    /// Refuse a change after which a file that parses would not.
+    pub keep_parsing: bool,
 }
 
-/// Why a change from `old` to `new` content of the file at `path` is refused under
-/// `ToolsConfig::keep_parsing`: `new` does not parse while `old` does. `None` when the
-/// change may be made (`new` parses, is not checked, or `old` did not parse either).
-pub(crate) fn breaks(path: &str, old: &str, new: &str, workspace: &Path) -> Option<String> {
-    let problem = problem(Path::new(path), new, workspace)?;
-    self::problem(Path::new(path), old, workspace).is_none().then(|| refusal(path, &problem))
+impl Checks {
+    /// The checks `config` asks for.
+    pub(crate) fn of(config: &crate::ToolsConfig) -> Checks {
+        Checks { warn: config.syntax_check, keep_parsing: config.keep_parsing }
+    }
+
+    /// Checks a change of the file at `path` to `after`, parsing it once; `before` gives
+    /// the old text and is called only under `keep_parsing` when `after` does not parse.
+    /// `Err` is the refusal; `Ok(Some(note))` the warning to append to the result.
+    pub(crate) fn change(
+        self,
+        path: &str,
+        before: impl FnOnce() -> Option<String>,
+        after: &str,
+        workspace: &Path,
+    ) -> Result<Option<String>, keel_agent::ToolError> {
+        if !self.warn && !self.keep_parsing {
+            return Ok(None);
+        }
+        let Some(problem) = problem(Path::new(path), after, workspace) else { return Ok(None) };
+        if self.keep_parsing
+            && before().is_some_and(|old| self::problem(Path::new(path), &old, workspace).is_none())
+        {
+            return Err(keel_agent::ToolError::new("would_not_parse", refusal(path, &problem)));
+        }
+        Ok(self.warn.then(|| note(path, &problem)))
+    }
 }
 
 /// The refusal of a change after which `path` would not parse (`problem`).
-pub(crate) fn refusal(path: &str, problem: &str) -> String {
+fn refusal(path: &str, problem: &str) -> String {
     let problem: String = problem.chars().take(MAX_MESSAGE_CHARS).collect();
     format!(
         "`{path}` was not changed: it parses now, and with this change it would not ({problem}). Correct your text and make the call again."

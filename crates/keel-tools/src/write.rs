@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use keel_agent::{Tool, ToolContext, ToolError, ToolOutput, ToolState};
@@ -130,8 +130,7 @@ impl Tool for WriteFile {
         let numbered = self.config.numbered_lines;
         let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
         let confirm = self.config.confirm_overwrite;
-        let syntax_check = self.config.syntax_check;
-        let keep_parsing = self.config.keep_parsing;
+        let checks = crate::syntax::Checks::of(&self.config);
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
                 crate::seen::require(roots, &state, &args.path, "write_file", numbered)?;
@@ -140,16 +139,12 @@ impl Tool for WriteFile {
                 Some((body, wrapper)) => (body, Some(wrapper)),
                 None => (args.content.as_str(), None),
             };
-            let problem = (syntax_check || keep_parsing)
-                .then(|| crate::syntax::problem(Path::new(&args.path), content, roots.root()))
-                .flatten();
-            if keep_parsing
-                && let Some(problem) = &problem
-                && let Some(old) = crate::syntax::current_text(roots, &args.path)
-                && crate::syntax::problem(Path::new(&args.path), &old, roots.root()).is_none()
-            {
-                return Err(ToolError::new("would_not_parse", crate::syntax::refusal(&args.path, problem)));
-            }
+            let note = checks.change(
+                &args.path,
+                || crate::syntax::current_text(roots, &args.path),
+                content,
+                roots.root(),
+            )?;
             if confirm {
                 confirm_overwrite(roots, &state, &args.path, content)?;
             }
@@ -159,8 +154,8 @@ impl Tool for WriteFile {
                     .push_str(&format!(" Removed {wrapper} around your content (not part of a code file)."));
             }
             crate::seen::mark(roots, &state, &args.path);
-            if syntax_check && let Some(problem) = problem {
-                report.push_str(&crate::syntax::note(&args.path, &problem));
+            if let Some(note) = note {
+                report.push_str(&note);
             }
             Ok(report)
         })
