@@ -443,7 +443,8 @@ impl Tool for EditFile {
         let checks = crate::syntax::Checks::of(&self.config);
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
-                crate::seen::require(roots, &state, &args.path, "edit_file", numbered)?;
+                let quote = crate::seen::Quote { text: &args.old_text, every: args.replace_all };
+                crate::seen::require(roots, &state, &args.path, "edit_file", numbered, Some(quote))?;
             }
             edit_in_session(roots, &args, keeper.as_ref(), Some(&state), checks)
         })

@@ -1,6 +1,7 @@
 //! `grep`: regex search with ripgrep's libraries.
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
 
 use grep_regex::RegexMatcherBuilder;
@@ -72,12 +73,49 @@ pub fn grep(roots: &Roots, args: &GrepArgs) -> Result<String, ToolError> {
         ),
         None => None,
     };
+    let found = search(roots, &matcher, &start, glob.as_ref(), MAX_MATCHES);
+    if found.lines.is_empty() {
+        let mut report = no_matches(roots, &args.pattern, &start);
+        if start != roots.root() {
+            report.push_str(&elsewhere(&search(roots, &matcher, roots.root(), glob.as_ref(), MAX_ELSEWHERE)));
+        }
+        return Ok(report);
+    }
+    let mut out = found.lines.join("\n");
+    if found.total > found.lines.len() {
+        out.push_str(&format!(
+            "\n[{} matches in {} files; only the first {} shown. Narrow the pattern, path or glob]",
+            found.total,
+            found.files,
+            found.lines.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// Most matches elsewhere shown after a search that found nothing where it looked.
+const MAX_ELSEWHERE: usize = 10;
+
+/// What a search found: the first matching lines (`file:line: text`) and the counts.
+struct Found {
+    lines: Vec<String>,
+    total: usize,
+    files: usize,
+}
+
+/// Searches every file under `start` (ignore files respected, sorted by name), keeping at
+/// most `max` lines.
+fn search(
+    roots: &Roots,
+    matcher: &grep_regex::RegexMatcher,
+    start: &Path,
+    glob: Option<&globset::GlobMatcher>,
+    max: usize,
+) -> Found {
     let mut searcher =
         SearcherBuilder::new().binary_detection(BinaryDetection::quit(0)).line_number(true).build();
-    let mut lines: Vec<String> = Vec::new();
-    let mut total = 0usize;
-    let mut files = 0usize;
-    let walker = ignore::WalkBuilder::new(&start)
+    let mut found = Found { lines: Vec::new(), total: 0, files: 0 };
+    let walker = ignore::WalkBuilder::new(start)
         .require_git(false)
         .git_global(false)
         .sort_by_file_name(|a, b| a.cmp(b))
@@ -87,7 +125,7 @@ pub fn grep(roots: &Roots, args: &GrepArgs) -> Result<String, ToolError> {
             continue;
         }
         let shown = roots.display(entry.path());
-        if let Some(glob) = &glob {
+        if let Some(glob) = glob {
             let name_matches = entry.file_name().to_str().is_some_and(|n| glob.is_match(n));
             if !name_matches && !glob.is_match(&shown) {
                 continue;
@@ -96,45 +134,54 @@ pub fn grep(roots: &Roots, args: &GrepArgs) -> Result<String, ToolError> {
         // Search the file that was opened and verified, never the path again: a file
         // swapped for a symlink after the walk saw it is not followed out.
         let Some(file) = roots.open_found(entry.path()) else { continue };
-        let before = total;
+        let before = found.total;
         let result = searcher.search_file(
-            &matcher,
+            matcher,
             &file,
             UTF8(|line_number, line| {
-                total += 1;
-                if lines.len() < MAX_MATCHES {
+                found.total += 1;
+                if found.lines.len() < max {
                     let line = line.trim_end_matches(['\n', '\r']);
                     let line = if line.chars().count() > MAX_LINE_CHARS {
                         format!("{}…", line.chars().take(MAX_LINE_CHARS).collect::<String>())
                     } else {
                         line.to_owned()
                     };
-                    lines.push(format!("{shown}:{line_number}: {line}"));
+                    found.lines.push(format!("{shown}:{line_number}: {line}"));
                 }
                 Ok(true)
             }),
         );
-        if result.is_ok() && total > before {
-            files += 1;
+        if result.is_ok() && found.total > before {
+            found.files += 1;
         }
     }
-    if lines.is_empty() {
-        return Ok(no_matches(roots, &args.pattern, &start));
+    found
+}
+
+/// The matches elsewhere in the project, after a search of one file or folder found none:
+/// small models searched the wrong file for a name again and again, then answered that it
+/// was nowhere.
+fn elsewhere(found: &Found) -> String {
+    if found.lines.is_empty() {
+        return String::new();
     }
-    let mut out = lines.join("\n");
-    if total > lines.len() {
-        out.push_str(&format!(
-            "\n[{total} matches in {files} files; only the first {} shown. Narrow the pattern, path or glob]",
-            lines.len()
+    let mut report = format!("\nElsewhere in the project it matches:\n{}", found.lines.join("\n"));
+    if found.total > found.lines.len() {
+        report.push_str(&format!(
+            "\n[{} matches in {} files; only the first {} shown]",
+            found.total,
+            found.files,
+            found.lines.len()
         ));
     }
-    Ok(out)
+    report
 }
 
 /// The report when nothing matched: where was searched, in words a small model cannot
 /// misread ("in .." looked like the parent folder), and a hint when the pattern is the
 /// name of a file (grep searches contents, not names).
-fn no_matches(roots: &Roots, pattern: &str, start: &std::path::Path) -> String {
+fn no_matches(roots: &Roots, pattern: &str, start: &Path) -> String {
     let shown = roots.display(start);
     let place = if shown == "." { "the project folder".to_owned() } else { format!("`{shown}`") };
     let mut report = format!("No line in {place} contains a match for `{pattern}`.");

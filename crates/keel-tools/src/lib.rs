@@ -11,6 +11,7 @@
 
 pub mod answer;
 pub mod changes;
+mod diff_content;
 pub mod edit;
 pub mod environment;
 pub mod glob;

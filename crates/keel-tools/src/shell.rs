@@ -188,6 +188,9 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
     if let Some(sandbox) = sandbox {
         sandbox.finish(&mut output);
     }
+    if config.read_before_change {
+        crate::seen::mark_shown(&roots, &ctx.state, &args.command, &output.content);
+    }
     Ok(output)
 }
 

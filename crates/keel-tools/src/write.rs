@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::ToolsConfig;
+use crate::diff_content::{self, DiffContent};
 use crate::overwrite;
 use crate::undo::Keeper;
 use crate::workspace::Roots;
@@ -75,6 +76,18 @@ pub fn write_kept(
 /// Most bytes of an existing file compared with the new content.
 const MAX_COMPARED_BYTES: u64 = 1024 * 1024;
 
+/// The text of an existing file (at most [`MAX_COMPARED_BYTES`]); `None` when it does not
+/// exist, is longer, or is not UTF-8 text.
+fn existing_text(roots: &Roots, path: &str) -> Option<String> {
+    let (file, _) = roots.open_read(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_COMPARED_BYTES + 1).read_to_end(&mut bytes).ok()?;
+    if bytes.len() as u64 > MAX_COMPARED_BYTES {
+        return None;
+    }
+    String::from_utf8(bytes).ok()
+}
+
 /// Contents the model has insisted on, per file and old content: a second identical
 /// write over an unchanged file goes through.
 #[derive(Debug, Default)]
@@ -133,12 +146,25 @@ impl Tool for WriteFile {
         let checks = crate::syntax::Checks::of(&self.config);
         crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
-                crate::seen::require(roots, &state, &args.path, "write_file", numbered)?;
+                crate::seen::require(roots, &state, &args.path, "write_file", numbered, None)?;
             }
             let (content, unwrapped) = match overwrite::unwrapped(&args.path, &args.content) {
                 Some((body, wrapper)) => (body, Some(wrapper)),
                 None => (args.content.as_str(), None),
             };
+            if let Some(verdict) =
+                diff_content::classify(&args.path, content, || existing_text(roots, &args.path))
+            {
+                let shown = match roots.resolve_existing(&args.path, false) {
+                    Ok(canonical) => roots.display(&canonical),
+                    Err(_) => args.path.clone(),
+                };
+                let report = diff_content::report(&shown, &verdict);
+                return match verdict {
+                    DiffContent::AlreadyMade => Ok(report),
+                    DiffContent::NotMade => Err(ToolError::new("diff_content", report)),
+                };
+            }
             let note = checks.change(
                 &args.path,
                 || crate::syntax::current_text(roots, &args.path),

@@ -105,3 +105,43 @@ async fn a_fence_around_code_is_removed_and_said() {
         .unwrap();
     assert_eq!(std::fs::read_to_string(ws.path().join("notes.md")).unwrap(), fenced);
 }
+
+/// The 1.5B model changed the port with edit_file, then wrote the diff edit_file showed
+/// as config.toml's content, insisting past the would-drop refusal (suite, config-value).
+#[tokio::test]
+async fn a_diff_written_as_content_is_never_the_file() {
+    let ws = tempfile::tempdir().unwrap();
+    let config = "# settings\n[server]\nhost = \"127.0.0.1\"\nport = 3000\nworkers = 4\n";
+    std::fs::write(ws.path().join("config.toml"), config).unwrap();
+    let ctx = ToolContext::new(ws.path());
+    let call = |name: &'static str, args: serde_json::Value| {
+        let ctx = ctx.clone();
+        async move { call_with(ToolsConfig::default(), ctx, name, &args).await }
+    };
+    let diff = "--- config.toml\n@@ -2,4 +2,4 @@\n [server]\n host = \"127.0.0.1\"\n-port = 3000\n+port = 8080\n workers = 4\n";
+    call("read_file", json!({"path": "config.toml"})).await.unwrap();
+    // Not made yet: refused, every time, with what write_file takes.
+    for _ in 0..2 {
+        let refused = call("write_file", json!({"path": "config.toml", "content": diff})).await.unwrap_err();
+        assert_eq!(refused.code, "diff_content");
+        assert_eq!(
+            refused.message,
+            "`config.toml` was not changed: your content is a diff, not the file's text. To change part of the file, call edit_file with old_text copied from the file and new_text; write_file takes the complete new text."
+        );
+    }
+    assert_eq!(std::fs::read_to_string(ws.path().join("config.toml")).unwrap(), config);
+    // Made by an edit: the copied diff is answered "no change needed" and changes nothing.
+    call("edit_file", json!({"path": "config.toml", "old_text": "port = 3000", "new_text": "port = 8080"}))
+        .await
+        .unwrap();
+    let fixed = std::fs::read_to_string(ws.path().join("config.toml")).unwrap();
+    let report = call("write_file", json!({"path": "config.toml", "content": diff})).await.unwrap();
+    assert_eq!(
+        report.content,
+        "No change needed: `config.toml` already has the change your diff shows, so it was left as it is. (write_file takes the whole text of a file, not a diff.)"
+    );
+    assert_eq!(std::fs::read_to_string(ws.path().join("config.toml")).unwrap(), fixed);
+    // A patch file holds a diff.
+    call("write_file", json!({"path": "port.patch", "content": diff})).await.unwrap();
+    assert_eq!(std::fs::read_to_string(ws.path().join("port.patch")).unwrap(), diff);
+}

@@ -95,6 +95,32 @@ async fn grep_reports_file_line_text() {
     assert_eq!(error.code, "invalid_pattern");
 }
 
+/// A small model grepped `src/cli/main.py` for `parse_header` again and again, then
+/// answered that main.py defined it: a search that finds nothing where it looked now
+/// shows where else in the project the pattern matches (ignore files still respected).
+#[tokio::test]
+async fn grep_finding_nothing_in_one_place_shows_matches_elsewhere() {
+    let ws = tree();
+    assert_eq!(
+        ok(ws.path(), "grep", json!({"pattern": "TODO", "path": "src/util/math.rs"})).await,
+        "No line in `src/util/math.rs` contains a match for `TODO`.\nElsewhere in the project it matches:\nREADME.md:2: TODO: write docs\nsrc/main.rs:2:     // TODO: parse args"
+    );
+    // The glob still applies; nothing anywhere adds nothing.
+    assert_eq!(
+        ok(ws.path(), "grep", json!({"pattern": "TODO", "path": "src/util", "glob": "*.md"})).await,
+        "No line in `src/util` contains a match for `TODO`.\nElsewhere in the project it matches:\nREADME.md:2: TODO: write docs"
+    );
+    assert_eq!(
+        ok(ws.path(), "grep", json!({"pattern": "nowhere", "path": "src"})).await,
+        "No line in `src` contains a match for `nowhere`."
+    );
+    // Many matches elsewhere: the first ten and the count.
+    std::fs::write(ws.path().join("many.txt"), "hit\n".repeat(30)).unwrap();
+    let out = ok(ws.path(), "grep", json!({"pattern": "hit", "path": "src"})).await;
+    assert_eq!(out.lines().count(), 13, "{out}");
+    assert!(out.ends_with("many.txt:10: hit\n[30 matches in 1 files; only the first 10 shown]"), "{out}");
+}
+
 #[tokio::test]
 async fn grep_is_capped() {
     let ws = tempfile::tempdir().unwrap();

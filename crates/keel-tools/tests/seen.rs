@@ -105,3 +105,69 @@ async fn a_long_unseen_file_must_be_read_first() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn an_edit_quoting_the_unseen_file_exactly_goes_through_and_a_guess_does_not() {
+    let ws = tempfile::tempdir().unwrap();
+    let source = "from billing import calc_total\n\nprint(calc_total([1, 2]))\nport = 8000\n";
+    std::fs::write(ws.path().join("main.py"), source).unwrap();
+    let ctx = ToolContext::new(ws.path());
+    let edit = |old: &str, new: &str, every: bool| {
+        let args = json!({"path": "main.py", "old_text": old, "new_text": new, "replace_all": every});
+        let ctx = ctx.clone();
+        async move { call_with(ToolsConfig::default(), ctx, "edit_file", &args).await }
+    };
+    // Part of a longer number is a guess, not a quote: refused, and the file is shown.
+    let guess = edit("port = 80", "port = 90", false).await.unwrap_err();
+    assert_eq!(guess.code, "not_read");
+    assert_eq!(std::fs::read_to_string(ws.path().join("main.py")).unwrap(), source);
+
+    let other = ToolContext::new(ws.path());
+    let edit_unseen = |old: &str, new: &str, every: bool| {
+        let args = json!({"path": "main.py", "old_text": old, "new_text": new, "replace_all": every});
+        let ctx = other.clone();
+        async move { call_with(ToolsConfig::default(), ctx, "edit_file", &args).await }
+    };
+    // Twice in the file without replace_all: which one is meant is a guess.
+    assert_eq!(edit_unseen("calc_total", "compute_total", false).await.unwrap_err().code, "not_read");
+    let other = ToolContext::new(ws.path());
+    let args = json!({"path": "main.py", "old_text": "calc_total", "new_text": "compute_total", "replace_all": true});
+    let done = call_with(ToolsConfig::default(), other.clone(), "edit_file", &args).await.unwrap();
+    assert!(done.content.starts_with("Edited main.py: 2 replacements"), "{}", done.content);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("main.py")).unwrap(),
+        "from billing import compute_total\n\nprint(compute_total([1, 2]))\nport = 8000\n"
+    );
+    // Only the quoted text was seen: replacing the whole file is still refused.
+    let write = json!({"path": "main.py", "content": "print(1)\n"});
+    assert_eq!(
+        call_with(ToolsConfig::default(), other, "write_file", &write).await.unwrap_err().code,
+        "not_read"
+    );
+    // One whole-line quote, once in the file.
+    let args = json!({"path": "main.py", "old_text": "port = 8000", "new_text": "port = 9000"});
+    call_with(ToolsConfig::default(), ToolContext::new(ws.path()), "edit_file", &args).await.unwrap();
+    assert!(std::fs::read_to_string(ws.path().join("main.py")).unwrap().ends_with("port = 9000\n"));
+}
+
+/// The 1.5B model ran `sort names.txt`, then had the write of the sorted lines refused as
+/// unseen and lost its way (suite, sort-lines).
+#[tokio::test]
+async fn a_file_a_shell_command_printed_whole_counts_as_seen() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("names.txt"), "mallory\nalice\n\nbob\n").unwrap();
+    std::fs::write(ws.path().join("other.txt"), "one\ntwo\n").unwrap();
+    let ctx = ToolContext::new(ws.path());
+    let call = |name: &'static str, args: serde_json::Value| {
+        let ctx = ctx.clone();
+        async move { call_with(ToolsConfig::default(), ctx, name, &args).await }
+    };
+    // Named but not shown: still unseen.
+    call("shell", json!({"command": "wc -l other.txt; head -n 1 other.txt"})).await.unwrap();
+    let refused = call("write_file", json!({"path": "other.txt", "content": "three\n"})).await.unwrap_err();
+    assert_eq!(refused.code, "not_read");
+    // Every line printed (in any order): seen.
+    call("shell", json!({"command": "sort 'names.txt'"})).await.unwrap();
+    call("write_file", json!({"path": "names.txt", "content": "alice\nbob\nmallory\n"})).await.unwrap();
+    assert_eq!(std::fs::read_to_string(ws.path().join("names.txt")).unwrap(), "alice\nbob\nmallory\n");
+}
