@@ -446,6 +446,12 @@ impl Tool for EditFile {
                 let quote = crate::seen::Quote { text: &args.old_text, every: args.replace_all };
                 crate::seen::require(roots, &state, &args.path, "edit_file", numbered, Some(quote))?;
             }
+            // A call already in the replaced text is the file's own.
+            if let Some(call) = crate::pasted::call_in(&args.path, &args.new_text)
+                && !args.old_text.contains(call)
+            {
+                return Err(ToolError::new("call_as_content", crate::pasted::call_refusal(&args.path, call)));
+            }
             edit_in_session(roots, &args, keeper.as_ref(), Some(&state), checks)
         })
     }

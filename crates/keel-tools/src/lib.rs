@@ -11,7 +11,6 @@
 
 pub mod answer;
 pub mod changes;
-mod diff_content;
 pub mod edit;
 pub mod environment;
 pub mod glob;
@@ -22,6 +21,7 @@ mod loose;
 mod near;
 pub mod output;
 pub mod overwrite;
+mod pasted;
 mod policy;
 pub mod profile;
 pub mod question;

@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::ToolsConfig;
-use crate::diff_content::{self, DiffContent};
 use crate::overwrite;
+use crate::pasted::{self, DiffContent};
 use crate::undo::Keeper;
 use crate::workspace::Roots;
 
@@ -152,14 +152,16 @@ impl Tool for WriteFile {
                 Some((body, wrapper)) => (body, Some(wrapper)),
                 None => (args.content.as_str(), None),
             };
-            if let Some(verdict) =
-                diff_content::classify(&args.path, content, || existing_text(roots, &args.path))
-            {
-                let shown = match roots.resolve_existing(&args.path, false) {
-                    Ok(canonical) => roots.display(&canonical),
-                    Err(_) => args.path.clone(),
-                };
-                let report = diff_content::report(&shown, &verdict);
+            let shown = || match roots.resolve_existing(&args.path, false) {
+                Ok(canonical) => roots.display(&canonical),
+                Err(_) => args.path.clone(),
+            };
+            if let Some(call) = pasted::call_in(&args.path, content) {
+                return Err(ToolError::new("call_as_content", pasted::call_refusal(&shown(), call)));
+            }
+            if let Some(verdict) = pasted::diff(&args.path, content, || existing_text(roots, &args.path)) {
+                let shown = shown();
+                let report = pasted::diff_report(&shown, &verdict);
                 return match verdict {
                     DiffContent::AlreadyMade => Ok(report),
                     DiffContent::NotMade => Err(ToolError::new("diff_content", report)),

@@ -145,3 +145,41 @@ async fn a_diff_written_as_content_is_never_the_file() {
     call("write_file", json!({"path": "port.patch", "content": diff})).await.unwrap();
     assert_eq!(std::fs::read_to_string(ws.path().join("port.patch")).unwrap(), diff);
 }
+
+/// The 1.5B model wrote `{{"name": "reverse_words", "arguments": {}}}` as textutil.py's
+/// content and appended it with edit_file, over and over (suite, add-function).
+#[tokio::test]
+async fn a_tool_call_as_a_files_text_is_refused_by_both_tools() {
+    let ws = tempfile::tempdir().unwrap();
+    let source = "def word_count(text):\n    return len(text.split())\n";
+    std::fs::write(ws.path().join("textutil.py"), source).unwrap();
+    let ctx = ToolContext::new(ws.path());
+    let call = |name: &'static str, args: serde_json::Value| {
+        let ctx = ctx.clone();
+        async move { call_with(ToolsConfig::default(), ctx, name, &args).await }
+    };
+    call("read_file", json!({"path": "textutil.py"})).await.unwrap();
+    let pasted = r#"{{"name": "reverse_words", "arguments": {}}}"#;
+    let write = call("write_file", json!({"path": "textutil.py", "content": pasted})).await.unwrap_err();
+    assert_eq!(write.code, "call_as_content");
+    let edit = call(
+        "edit_file",
+        json!({"path": "textutil.py", "old_text": "    return len(text.split())", "new_text": format!("    return len(text.split())\n\n{pasted}")}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(edit.code, "call_as_content");
+    assert_eq!(
+        edit.message,
+        format!(
+            "`textutil.py` was not changed: your text holds a tool call (`{pasted}`), which is not text for a file. Put the file's own text there (for a code file, the code itself); to use a tool, call it."
+        )
+    );
+    assert_eq!(std::fs::read_to_string(ws.path().join("textutil.py")).unwrap(), source);
+    // A new file too; but JSON data may hold such an object.
+    let new = call("write_file", json!({"path": "new.py", "content": pasted})).await.unwrap_err();
+    assert_eq!(new.code, "call_as_content");
+    call("write_file", json!({"path": "call.json", "content": r#"{"name": "f", "arguments": {}}"#}))
+        .await
+        .unwrap();
+}
