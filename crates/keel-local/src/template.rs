@@ -182,6 +182,29 @@ pub fn hf_tools(tools: &[ToolDefinition]) -> Vec<Value> {
         .collect()
 }
 
+/// Known slips in published chat templates, mended before compiling (see [`mend`]):
+/// (the text in the template's source, its replacement).
+const MENDS: &[(&str, &str)] = &[(
+    // Qwen2.5's template shows the call format with doubled braces (the braces sit inside
+    // a string literal, so Jinja prints both), while the calls in the history it renders
+    // have single ones. The 1.5B model wrote `{{"name": "reverse_words", "arguments": {}}}`
+    // as a file's content and doubled braces in calls written as text.
+    r#"{{\"name\": <function-name>, \"arguments\": <args-json-object>}}"#,
+    r#"{\"name\": <function-name>, \"arguments\": <args-json-object>}"#,
+)];
+
+/// `source` with the known slips of published templates mended ([`MENDS`]); other
+/// templates are returned as they are.
+pub fn mend(source: &str) -> std::borrow::Cow<'_, str> {
+    let mut mended = std::borrow::Cow::Borrowed(source);
+    for (slip, fix) in MENDS {
+        if mended.contains(slip) {
+            mended = std::borrow::Cow::Owned(mended.replace(slip, fix));
+        }
+    }
+    mended
+}
+
 impl ChatTemplate {
     /// Compiles `source`. `bos`/`eos` are the tokenizer's special token texts.
     pub fn new(source: &str, bos: &str, eos: &str) -> Result<ChatTemplate, LocalError> {

@@ -66,3 +66,28 @@ fn broken_templates_and_raised_exceptions_are_clear_errors() {
     let err = raising.render("", &[], &[]).unwrap_err().to_string();
     assert!(err.contains("System role not supported"), "{err}");
 }
+
+#[test]
+fn the_mended_qwen_template_shows_the_call_format_with_single_braces_and_nothing_else_changes() {
+    let source = fixture("qwen2.5-coder.jinja");
+    let mended = keel_local::template::mend(&source);
+    let render = |source: &str| {
+        let template = ChatTemplate::new(source, "", "<|im_end|>").unwrap();
+        let messages = [Message::User(UserMessage { content: "hi".into() })];
+        let tools = [ToolDefinition {
+            name: "shell".into(),
+            description: "Run a command.".into(),
+            parameters: RawValue::from_string(r#"{"type":"object","properties":{}}"#.into()).unwrap(),
+        }];
+        template.render("Be brief.", &messages, &tools).unwrap()
+    };
+    let (faithful, fixed) = (render(&source), render(&mended));
+    let slip = r#"{{"name": <function-name>, "arguments": <args-json-object>}}"#;
+    assert!(faithful.contains(slip), "{faithful}");
+    assert_eq!(
+        fixed,
+        faithful.replace(slip, r#"{"name": <function-name>, "arguments": <args-json-object>}"#)
+    );
+    // A template without the slip is not touched.
+    assert!(matches!(keel_local::template::mend("{{ messages }}"), std::borrow::Cow::Borrowed(_)));
+}

@@ -153,7 +153,7 @@ impl LocalModel {
         let loaded = ready_rx
             .recv()
             .map_err(|_| LocalError::Engine("the model thread stopped while loading".into()))??;
-        let template = ChatTemplate::new(&template_source, &loaded.bos, &loaded.eos)?;
+        let template = ChatTemplate::new(&crate::template::mend(&template_source), &loaded.bos, &loaded.eos)?;
         Ok(LocalModel {
             jobs: Mutex::new(job_tx),
             template: Arc::new(template),
