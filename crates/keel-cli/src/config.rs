@@ -84,7 +84,9 @@ pub struct Layer {
     /// Every step must call a tool; the model finishes by calling `answer` (default on
     /// for the embedded model).
     pub always_call: Option<bool>,
-    /// Constrain the embedded model's tool calls with a grammar (default on).
+    /// Constrain tool calls with a grammar: the embedded model's (default on), and with
+    /// the llamacpp preset, llama-server driven through `/completion` with keel's own
+    /// rendering of the model's template (default off).
     pub grammar: Option<bool>,
     /// Sandbox for shell commands: workspace-write, read-only or off.
     pub sandbox: Option<String>,
@@ -505,6 +507,9 @@ pub(crate) fn settings_from(
         None => ToolProfile::Full,
     };
     let finish_check = layer.finish_check.unwrap_or(local);
+    // llama-server driven like the embedded engine: its calls are constrained, so every
+    // step may require one, as with --local.
+    let templated = templated_server(&client, &layer);
     let max_steps = layer.max_steps.unwrap_or(50);
     if max_steps == 0 {
         return Err(ConfigError("--max-steps must be at least 1".into()));
@@ -536,9 +541,9 @@ pub(crate) fn settings_from(
         environment: layer.environment.unwrap_or(true),
         // Servers handle a required call poorly (llama-server let Qwen 1.5B run on past
         // its call for thousands of tokens); the embedded engine constrains it exactly.
-        tool_first: layer.tool_first.unwrap_or(false),
+        tool_first: layer.tool_first.unwrap_or(templated),
         mcp_servers: BTreeMap::new(),
-        always_call: layer.always_call.unwrap_or(false),
+        always_call: layer.always_call.unwrap_or(templated),
         loop_limits: (layer.loop_warn_at.unwrap_or(3), layer.loop_stop_at.unwrap_or(8)),
         compaction: Compaction::from_layer(&layer)?,
         sandbox,
@@ -546,6 +551,13 @@ pub(crate) fn settings_from(
         profiles: BTreeMap::new(),
         rules: Vec::new(),
     })
+}
+
+/// Whether `client` is llama-server driven through `/completion` with keel's template and
+/// grammar (`keel_local::server`): the llamacpp preset over Chat Completions with
+/// `grammar = true`.
+pub fn templated_server(client: &ProviderConfig, layer: &Layer) -> bool {
+    client.provider == "llamacpp" && client.api == keel_llm::Api::Chat && layer.grammar.unwrap_or(false)
 }
 
 /// Flags over environment over the profile over the file's top level, and the profile's

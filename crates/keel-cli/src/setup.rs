@@ -47,13 +47,17 @@ pub async fn model(settings: &Settings, progress: bool) -> Result<Arc<dyn ModelC
     match &settings.model {
         ModelSettings::Remote(config) => {
             let is_local = Preset::find(&config.provider).is_some_and(|p| p.local);
+            let mut config = config.as_ref().clone();
             if config.context_window.is_none() && is_local {
                 // llama.cpp says how large its context is; others are asked nothing.
-                let mut config = config.clone();
                 config.context_window = keel_llm::server_context_window(&config.base_url).await;
-                return client(&config);
             }
-            client(config)
+            if crate::config::templated_server(&config, &settings.layer) {
+                let server =
+                    keel_local::server::TemplatedServer::new(config).map_err(|e| ConfigError(e.message))?;
+                return Ok(Arc::new(server));
+            }
+            client(&config)
         }
         ModelSettings::Local(local) => crate::local::load(local, progress).await,
     }

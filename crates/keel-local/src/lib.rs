@@ -14,6 +14,7 @@ pub mod grammar;
 pub mod models;
 pub mod repeats;
 pub mod reply;
+pub mod server;
 pub mod template;
 
 /// What went wrong with the local model.

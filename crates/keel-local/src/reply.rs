@@ -1,9 +1,57 @@
-//! What a finished reply of the embedded model becomes in the conversation.
+//! What a finished reply of the embedded model (or of llama-server driven like it)
+//! becomes in the conversation.
+
+use keel_llm::text_calls::extract_text_tool_calls;
+use keel_llm::{AssistantMessage, ContentBlock, FinishReason, Usage};
 
 /// Text before a reply's first call becomes reasoning; see
 /// [`keel_llm::text_calls::thoughts_as_reasoning`] (one rule for the embedded engine and
 /// local servers).
 pub use keel_llm::text_calls::thoughts_as_reasoning;
+
+/// A reply's whole text and what it cost.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// The generated text, call tags included.
+    pub text: String,
+    /// Why generation stopped.
+    pub finish: FinishReason,
+    /// Prompt tokens evaluated for this request.
+    pub prompt_tokens: u64,
+    /// Tokens generated.
+    pub generated_tokens: u64,
+    /// Prompt tokens reused from the cache.
+    pub reused_tokens: u64,
+}
+
+/// The finished reply as a message: calls to `tools` written as text become real calls,
+/// and text before the first call becomes reasoning.
+pub fn finish_message(finished: Finished, tools: &[String]) -> AssistantMessage {
+    let mut content = vec![ContentBlock::Text { text: finished.text }];
+    let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+    let mut finish_reason = finished.finish;
+    if !names.is_empty()
+        && extract_text_tool_calls(&mut content, &names)
+        && finish_reason == FinishReason::Stop
+    {
+        finish_reason = FinishReason::ToolUse;
+    }
+    content.retain(|b| !matches!(b, ContentBlock::Text { text } if text.is_empty()));
+    thoughts_as_reasoning(&mut content);
+    AssistantMessage {
+        content,
+        finish_reason,
+        raw_finish_reason: None,
+        usage: Usage {
+            input_tokens: finished.prompt_tokens,
+            output_tokens: finished.generated_tokens,
+            cached_tokens: finished.reused_tokens,
+            ..Usage::default()
+        },
+        interrupted: false,
+        origin: None,
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -17,10 +17,9 @@ use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keel_llm::text_calls::extract_text_tool_calls;
 use keel_llm::{
-    AssistantMessage, CancellationToken, ContentBlock, FinishReason, ModelClient, ModelError, ModelErrorKind,
-    ModelEvent, ModelInfo, ModelRequest, ModelStream, ToolChoice, ToolDefinition, Usage,
+    CancellationToken, ModelClient, ModelError, ModelErrorKind, ModelEvent, ModelInfo, ModelRequest,
+    ModelStream, ToolChoice, ToolDefinition,
 };
 use tokio::sync::mpsc;
 
@@ -243,7 +242,14 @@ impl ModelClient for LocalModel {
                     Some((Ok(event), (rx, tools, false)))
                 }
                 Some(Ok(Piece::Done { text, finish, stats })) => {
-                    let message = finish_message(text, finish, stats, &tools);
+                    let finished = crate::reply::Finished {
+                        text,
+                        finish,
+                        prompt_tokens: stats.prompt_tokens as u64,
+                        generated_tokens: stats.generated_tokens as u64,
+                        reused_tokens: stats.reused_tokens as u64,
+                    };
+                    let message = crate::reply::finish_message(finished, &tools);
                     Some((Ok(ModelEvent::Completed(message)), (rx, tools, true)))
                 }
                 Some(Err(error)) => Some((Err(error), (rx, tools, true))),
@@ -253,38 +259,5 @@ impl ModelClient for LocalModel {
                 }
             }
         }))
-    }
-}
-
-/// The finished reply as a message: calls written as text become real calls.
-fn finish_message(
-    text: String,
-    finish: FinishReason,
-    stats: RequestStats,
-    tools: &[String],
-) -> AssistantMessage {
-    let mut content = vec![ContentBlock::Text { text }];
-    let names: Vec<&str> = tools.iter().map(String::as_str).collect();
-    let mut finish_reason = finish;
-    if !names.is_empty()
-        && extract_text_tool_calls(&mut content, &names)
-        && finish_reason == FinishReason::Stop
-    {
-        finish_reason = FinishReason::ToolUse;
-    }
-    content.retain(|b| !matches!(b, ContentBlock::Text { text } if text.is_empty()));
-    crate::reply::thoughts_as_reasoning(&mut content);
-    AssistantMessage {
-        content,
-        finish_reason,
-        raw_finish_reason: None,
-        usage: Usage {
-            input_tokens: stats.prompt_tokens as u64,
-            output_tokens: stats.generated_tokens as u64,
-            cached_tokens: stats.reused_tokens as u64,
-            ..Usage::default()
-        },
-        interrupted: false,
-        origin: None,
     }
 }
