@@ -130,6 +130,9 @@ pub(crate) fn require(
 
 /// Most files of one shell command checked for having been shown whole.
 const MAX_SHOWN_CANDIDATES: usize = 8;
+/// Most words of one shell command looked up as paths (a long script names few files
+/// worth a lookup each).
+const MAX_COMMAND_WORDS: usize = 64;
 
 /// Notes as seen each file that a shell `command` names and whose every non-blank line is
 /// in its `output` (`cat notes.txt`, `sort names.txt`): the model has seen it as surely
@@ -144,7 +147,8 @@ pub(crate) fn mark_shown(roots: &Roots, state: &ToolState, command: &str, output
     let words = command
         .split(|c: char| c.is_whitespace() || "|;&<>()".contains(c))
         .map(|w| w.trim_matches(|c| c == '"' || c == '\''))
-        .filter(|w| !w.is_empty() && !w.starts_with('-'));
+        .filter(|w| !w.is_empty() && !w.starts_with('-'))
+        .take(MAX_COMMAND_WORDS);
     let mut checked = 0;
     for word in words {
         let Ok(canonical) = roots.resolve_existing(word, true) else { continue };
