@@ -42,7 +42,14 @@ pub struct TemplatedServer {
     config: ProviderConfig,
     prepared: tokio::sync::OnceCell<Prepared>,
     grammars: Mutex<Option<(Vec<ToolDefinition>, Arc<str>)>>,
+    /// Temperature of a reply sampled under the call grammar, unless the config sets one.
+    call_temperature: f32,
+    seed: Option<u64>,
 }
+
+/// Temperature inside a required call, as the embedded engine's `call_temperature`:
+/// names, paths and commands want the likeliest tokens.
+pub const CALL_TEMPERATURE: f32 = 0.2;
 
 impl TemplatedServer {
     /// A client for the server at `config.base_url` (with or without `/v1`); nothing is
@@ -60,7 +67,22 @@ impl TemplatedServer {
             config,
             prepared: tokio::sync::OnceCell::new(),
             grammars: Mutex::new(None),
+            call_temperature: CALL_TEMPERATURE,
+            seed: None,
         })
+    }
+
+    /// Sends `seed` with every request (runs can be repeated).
+    pub fn seed(mut self, seed: Option<u64>) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The temperature of a reply that must be a call, when the config sets none
+    /// (default [`CALL_TEMPERATURE`]).
+    pub fn call_temperature(mut self, temperature: f32) -> Self {
+        self.call_temperature = temperature;
+        self
     }
 
     /// Reads the chat template and special tokens from `/props`.
@@ -121,14 +143,21 @@ impl TemplatedServer {
             "cache_prompt": true,
             "stream": false,
         });
-        if let Some(temperature) = self.config.temperature {
+        if let Some(seed) = self.seed {
+            body["seed"] = json!(seed);
+        }
+        // A required call is sampled under the grammar from the first token, at the call
+        // temperature unless one is configured; otherwise the reply is free (the server's
+        // sampling) and calls written as text are still recovered.
+        let grammar = match request.tool_choice {
+            ToolChoice::Required => self.grammar_for(request.tools, prepared.style),
+            _ => None,
+        };
+        let temperature = self.config.temperature.or(grammar.as_ref().map(|_| self.call_temperature));
+        if let Some(temperature) = temperature {
             body["temperature"] = json!(temperature);
         }
-        // A required call is sampled under the grammar from the first token; otherwise
-        // the reply is free and calls written as text are still recovered.
-        if request.tool_choice == ToolChoice::Required
-            && let Some(grammar) = self.grammar_for(request.tools, prepared.style)
-        {
+        if let Some(grammar) = grammar {
             body["grammar"] = json!(&*grammar);
         }
         let url = format!("{}/completion", self.root);

@@ -72,7 +72,7 @@ async fn a_required_call_is_sent_with_the_grammar_and_comes_back_as_a_call() {
         ),
         _ => MockResponse::json(404, &json!({"error": "no such path"})),
     });
-    let client = TemplatedServer::new(config(&server)).unwrap();
+    let client = TemplatedServer::new(config(&server)).unwrap().seed(Some(7));
     let message = reply(&client, ToolChoice::Required).await.unwrap();
     assert_eq!(message.finish_reason, FinishReason::ToolUse);
     let calls: Vec<_> = message.tool_calls().map(|c| (c.name.clone(), c.arguments.clone())).collect();
@@ -94,6 +94,9 @@ async fn a_required_call_is_sent_with_the_grammar_and_comes_back_as_a_call() {
     assert!(prompt.ends_with("<|im_start|>user\nRead a.txt<|im_end|>\n<|im_start|>assistant\n"), "{prompt}");
     assert!(body["grammar"].as_str().unwrap().contains("read_file"));
     assert_eq!((body["n_predict"].clone(), body["cache_prompt"].clone()), (json!(256), json!(true)));
+    // A required call at the call temperature (none configured), with the seed given.
+    assert_eq!(body["temperature"].as_f64().map(|t| (t * 10.0).round()), Some(2.0));
+    assert_eq!(body["seed"], json!(7));
 
     // /props is read once; a free step sends no grammar, and text stays text.
     server.set_handler(|request| match request.path.as_str() {
@@ -106,7 +109,7 @@ async fn a_required_call_is_sent_with_the_grammar_and_comes_back_as_a_call() {
     assert_eq!(message.content, vec![ContentBlock::Text { text: "Done: a.txt says hi.".into() }]);
     assert_eq!(message.finish_reason, FinishReason::Length);
     let last = server.requests().last().unwrap().json();
-    assert_eq!(last.get("grammar"), None);
+    assert_eq!((last.get("grammar"), last.get("temperature")), (None, None));
 }
 
 #[tokio::test]
