@@ -83,7 +83,7 @@ fn clip_line(line: &str, max: usize) -> String {
 /// Why `old` was not found, with the closest text in the file. The work is bounded:
 /// lines are compared on at most `HINT_LINE_CHARS` characters, at most
 /// `HINT_MAX_LINES` lines, within `HINT_BUDGET`.
-fn not_found_hint(content: &str, old: &str, new: &str, path: &str) -> String {
+fn not_found_hint(content: &str, old: &str, new: &str, path: &str, numbered: bool) -> String {
     let deadline = Instant::now() + HINT_BUDGET;
     let mut message = format!("old_text was not found in `{path}`.");
     if let Some(near) = crate::near::near_edit(content, old, new, deadline) {
@@ -103,7 +103,7 @@ fn not_found_hint(content: &str, old: &str, new: &str, path: &str) -> String {
         let lines: Vec<&str> = content.lines().collect();
         let squashed: Vec<String> = lines.iter().map(|l| squash(l)).collect();
         if let Some(hint) = whitespace_match(&lines, &squashed, &wanted, deadline)
-            .or_else(|| similar_lines(&lines, &squashed, &wanted[0], deadline))
+            .or_else(|| similar_lines(&lines, &squashed, &wanted[0], deadline, numbered))
         {
             message.push_str(&hint);
         }
@@ -152,8 +152,15 @@ fn whitespace_match(
     None
 }
 
-/// The three lines most like `first` (similarity at least 0.5).
-fn similar_lines(lines: &[&str], squashed: &[String], first: &str, deadline: Instant) -> Option<String> {
+/// The three lines most like `first` (similarity at least 0.5), numbered like read_file
+/// when `numbered`.
+fn similar_lines(
+    lines: &[&str],
+    squashed: &[String],
+    first: &str,
+    deadline: Instant,
+    numbered: bool,
+) -> Option<String> {
     if lines.len() > HINT_MAX_LINES {
         return None;
     }
@@ -187,7 +194,12 @@ fn similar_lines(lines: &[&str], squashed: &[String], first: &str, deadline: Ins
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut hint = String::from(" The most similar lines are:");
     for (_, n) in scored.iter().take(3) {
-        hint.push_str(&format!("\n{:>5}\t{}", n + 1, clip_line(lines[*n], SHOWN_LINE_CHARS)));
+        let line = clip_line(lines[*n], SHOWN_LINE_CHARS);
+        if numbered {
+            hint.push_str(&format!("\n{:>5}\t{line}", n + 1));
+        } else {
+            hint.push_str(&format!("\n{line}"));
+        }
     }
     Some(hint)
 }
@@ -229,7 +241,7 @@ pub fn edit(roots: &Roots, args: &EditArgs) -> Result<String, ToolError> {
 /// [`edit`], keeping the file as it was for undo before changing it when `keep` is given.
 pub fn edit_kept(roots: &Roots, args: &EditArgs, keep: Option<&Keeper>) -> Result<String, ToolError> {
     let checks = crate::syntax::Checks { warn: false, keep_parsing: false };
-    edit_in_session(roots, args, keep, None, checks)
+    edit_in_session(roots, args, keep, None, checks, true)
 }
 
 /// [`edit_kept`]; with the session's `state`, an insertion the session has made and
@@ -240,6 +252,7 @@ fn edit_in_session(
     keep: Option<&Keeper>,
     state: Option<&ToolState>,
     checks: crate::syntax::Checks,
+    numbered: bool,
 ) -> Result<String, ToolError> {
     if args.old_text.is_empty() {
         return Err(ToolError::new(
@@ -310,7 +323,7 @@ fn edit_in_session(
                     Some(line) => Ok(already_there_report(&roots.display(&canonical), line)),
                     None => Err(ToolError::new(
                         "no_match",
-                        not_found_hint(&content, &args.old_text, &args.new_text, &args.path),
+                        not_found_hint(&content, &args.old_text, &args.new_text, &args.path, numbered),
                     )),
                 },
             };
@@ -318,7 +331,7 @@ fn edit_in_session(
         0 => {
             return Err(ToolError::new(
                 "no_match",
-                not_found_hint(&content, &args.old_text, &args.new_text, &args.path),
+                not_found_hint(&content, &args.old_text, &args.new_text, &args.path, numbered),
             ));
         }
         n if n > 1 && !args.replace_all => {
@@ -452,7 +465,7 @@ impl Tool for EditFile {
             {
                 return Err(ToolError::new("call_as_content", crate::pasted::call_refusal(&args.path, call)));
             }
-            edit_in_session(roots, &args, keeper.as_ref(), Some(&state), checks)
+            edit_in_session(roots, &args, keeper.as_ref(), Some(&state), checks, numbered)
         })
     }
 }

@@ -6,6 +6,7 @@ mod common;
 use std::os::unix::ffi::OsStrExt;
 
 use common::*;
+use keel_agent::ToolContext;
 use keel_tools::ToolsConfig;
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -148,6 +149,17 @@ async fn edit_without_a_match_shows_the_closest_lines() {
     assert_eq!(error.code, "no_match");
     assert!(
         error.message.contains("The most similar lines are:\n    2\t    let total = add(1, 2);"),
+        "{}",
+        error.message
+    );
+    // Without line numbers (`line_numbers = false`), the lines are shown as they are.
+    let config = ToolsConfig { read_before_change: false, numbered_lines: false, ..ToolsConfig::default() };
+    let args = json!({"path": "a.rs", "old_text": "let totl = add(1, 2);", "new_text": "x"});
+    let error = common::call_with(config, ToolContext::new(ws.path()), "edit_file", &args).await.unwrap_err();
+    assert!(
+        error
+            .message
+            .contains("The most similar lines are:\n    let total = add(1, 2);\nRead the file again"),
         "{}",
         error.message
     );
