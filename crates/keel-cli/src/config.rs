@@ -86,7 +86,8 @@ pub struct Layer {
     pub always_call: Option<bool>,
     /// Constrain tool calls with a grammar: the embedded model's (default on), and with
     /// the llamacpp preset, llama-server driven through `/completion` with keel's own
-    /// rendering of the model's template (default off).
+    /// rendering of the model's template (default: when that template writes
+    /// `<tool_call>`).
     pub grammar: Option<bool>,
     /// Sandbox for shell commands: workspace-write, read-only or off.
     pub sandbox: Option<String>,
@@ -555,9 +556,16 @@ pub(crate) fn settings_from(
 
 /// Whether `client` is llama-server driven through `/completion` with keel's template and
 /// grammar (`keel_local::server`): the llamacpp preset over Chat Completions with
-/// `grammar = true`.
+/// `grammar = true` (left unset, [`crate::setup::model`] decides from the server's
+/// template and sets it).
 pub fn templated_server(client: &ProviderConfig, layer: &Layer) -> bool {
     client.provider == "llamacpp" && client.api == keel_llm::Api::Chat && layer.grammar.unwrap_or(false)
+}
+
+/// Whether the route is still to be chosen: the llamacpp preset over Chat Completions
+/// with no `grammar` setting.
+pub fn route_undecided(client: &ProviderConfig, layer: &Layer) -> bool {
+    client.provider == "llamacpp" && client.api == keel_llm::Api::Chat && layer.grammar.is_none()
 }
 
 /// Flags over environment over the profile over the file's top level, and the profile's

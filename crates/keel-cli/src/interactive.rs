@@ -361,7 +361,7 @@ impl Repl {
 
 /// Runs the interactive loop; returns the exit code.
 pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
-    let settings = match config::resolve(cli, true) {
+    let mut settings = match config::resolve(cli, true) {
         Ok(settings) => settings,
         Err(e) => {
             errln!("keel: {e}");
@@ -392,7 +392,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let model = match setup::model(&settings, true).await {
+    let model = match setup::model(&mut settings, true).await {
         Ok(model) => model,
         Err(e) => {
             errln!("keel: {e}");

@@ -49,7 +49,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         }
         Ok(exit::USAGE)
     };
-    let settings = match config::resolve(cli, false) {
+    let mut settings = match config::resolve(cli, false) {
         Ok(settings) => settings,
         Err(e) => return fail(e.0),
     };
@@ -68,7 +68,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal), &workspace)),
         Err(e) => return fail(e.0),
     };
-    let model = match setup::model(&settings, json.is_none()).await {
+    let model = match setup::model(&mut settings, json.is_none()).await {
         Ok(model) => model,
         Err(e) => return fail(e.0),
     };

@@ -53,12 +53,12 @@ impl AgentFactory for Factory {
     ) -> BoxFuture<'a, Result<Prepared, String>> {
         Box::pin(async move {
             let cli = self.cli_for(spec);
-            let settings = config::resolve(&cli, false).map_err(|e| e.0)?;
+            let mut settings = config::resolve(&cli, false).map_err(|e| e.0)?;
             if matches!(settings.model, ModelSettings::Local(_)) {
                 return Err("keel serve does not run the embedded model; configure a model server".into());
             }
             let policy = setup::policy(&settings, &spec.folder).map_err(|e| e.0)?.with_ask(ask);
-            let model = setup::model(&settings, false).await.map_err(|e| e.0)?;
+            let model = setup::model(&mut settings, false).await.map_err(|e| e.0)?;
             let (agent, _notes) = setup::agent(&settings, &spec.folder, policy, model);
             let mut ctx = keel_agent::SessionContext::new(&spec.folder)
                 .artifacts(paths::sessions_dir().join(session_id));

@@ -42,8 +42,22 @@ pub fn policy(settings: &Settings, workspace: &Path) -> Result<PermissionPolicy,
 }
 
 /// The model the settings name: a client for a server, or the embedded model (loaded,
-/// and downloaded first if needed, with progress on stderr when `progress`).
-pub async fn model(settings: &Settings, progress: bool) -> Result<Arc<dyn ModelClient>, ConfigError> {
+/// and downloaded first if needed, with progress on stderr when `progress`). For the
+/// llamacpp preset with no `grammar` setting, the server's template decides the route:
+/// one that writes `<tool_call>` gets the templated route (`grammar`, and `tool_first`
+/// and `always_call` unless set, become on in `settings`), others Chat Completions.
+pub async fn model(settings: &mut Settings, progress: bool) -> Result<Arc<dyn ModelClient>, ConfigError> {
+    if let ModelSettings::Remote(config) = &settings.model
+        && crate::config::route_undecided(config, &settings.layer)
+    {
+        let tagged = keel_local::server::writes_tagged_calls(&config.base_url).await == Some(true);
+        settings.layer.grammar = Some(tagged);
+        if tagged {
+            settings.tool_first = settings.layer.tool_first.unwrap_or(true);
+            settings.always_call = settings.layer.always_call.unwrap_or(true);
+        }
+    }
+    let settings = &*settings;
     match &settings.model {
         ModelSettings::Remote(config) => {
             let is_local = Preset::find(&config.provider).is_some_and(|p| p.local);

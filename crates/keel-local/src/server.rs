@@ -193,6 +193,26 @@ impl TemplatedServer {
     }
 }
 
+/// Whether the llama-server at `base_url` (with or without `/v1`) has a chat template
+/// that writes calls as `<tool_call>` (Qwen, Hermes): the family this route was measured
+/// on. `None` when `/props` cannot be read within two seconds.
+pub async fn writes_tagged_calls(base_url: &str) -> Option<bool> {
+    let base = base_url.trim_end_matches('/');
+    let root = base.strip_suffix("/v1").unwrap_or(base);
+    // Local servers only: plain HTTP, no certificates to load.
+    if !root.starts_with("http://") {
+        return None;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder().build().ok()?;
+    let url = format!("{root}/props");
+    let request = http.get(&url).timeout(Duration::from_secs(2));
+    let body = read_capped(request, MAX_PROPS_BYTES, &url).await.ok()?;
+    let props: Value = serde_json::from_slice(&body).ok()?;
+    let template = props.get("chat_template").and_then(Value::as_str).unwrap_or("");
+    Some(CallStyle::of_template(template) == CallStyle::Tagged)
+}
+
 /// Sends `request` and reads the body, at most `limit` bytes; HTTP errors become
 /// errors of the matching kind with the server's words.
 async fn read_capped(

@@ -1,0 +1,63 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `--provider llamacpp` against a llama-server whose template writes `<tool_call>`:
+//! with no `grammar` setting keel takes the templated route (its own rendering, a call
+//! grammar, `/completion`), every step calls a tool and `answer` concludes; a server
+//! without such a template keeps Chat Completions (`compaction.rs` covers that one).
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::*;
+use keel_testkit::{MockResponse, MockServer};
+use serde_json::json;
+
+fn qwen_template() -> String {
+    let path = format!("{}/../keel-local/tests/fixtures/qwen2.5-coder.jinja", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
+    let env = Env::new();
+    let server = MockServer::start().await;
+    let template = qwen_template();
+    let steps = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&steps);
+    server.set_handler(move |request| match (request.method.as_str(), request.path.as_str()) {
+        ("GET", "/props") => MockResponse::json(
+            200,
+            &json!({"chat_template": template, "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>",
+                    "default_generation_settings": {"n_ctx": 16384}}),
+        ),
+        ("POST", "/completion") => {
+            let call = match seen.fetch_add(1, Ordering::SeqCst) {
+                0 => r#"{"name": "shell", "arguments": {"command": "echo product=42"}}"#,
+                _ => r#"{"name": "answer", "arguments": {"text": "It prints product=42."}}"#,
+            };
+            MockResponse::json(
+                200,
+                &json!({"content": format!("<tool_call>\n{call}\n</tool_call>"), "stop_type": "eos"}),
+            )
+        }
+        _ => MockResponse::json(404, &json!({"error": "not found"})),
+    });
+    let mut keel = env.keel_unconfigured();
+    keel.args(["--provider", "llamacpp", "--base-url", &server.base_url(), "What does echo print?"]);
+    let out = output(keel).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(text(&out.stdout).contains("It prints product=42."), "{}", text(&out.stdout));
+    let posts: Vec<_> = server.requests().into_iter().filter(|r| r.path == "/completion").collect();
+    assert_eq!(posts.len(), 2);
+    for post in &posts {
+        let body = post.json();
+        // Every step must call a tool: the grammar names the answer tool too.
+        let grammar = body["grammar"].as_str().unwrap();
+        assert!(grammar.contains("shell") && grammar.contains("answer"), "{grammar}");
+    }
+    let second = posts[1].json();
+    assert!(second["prompt"].as_str().unwrap().contains("<tool_response>\nproduct=42"), "{second}");
+    assert!(server.requests().iter().all(|r| r.path != "/v1/chat/completions"));
+}
