@@ -101,7 +101,7 @@ impl TemplatedServer {
                     return Err(ModelError::new(
                         ModelErrorKind::Config,
                         format!(
-                            "{url} names no chat_template; start llama-server with --jinja, or use --api chat"
+                            "{url} names no chat_template; start llama-server with --jinja, or set grammar = false"
                         ),
                     ));
                 }
