@@ -47,34 +47,37 @@ pub fn policy(settings: &Settings, workspace: &Path) -> Result<PermissionPolicy,
 /// one that writes `<tool_call>` gets the templated route (`grammar`, and `tool_first`
 /// and `always_call` unless set, become on in `settings`), others Chat Completions.
 pub async fn model(settings: &mut Settings, progress: bool) -> Result<Arc<dyn ModelClient>, ConfigError> {
-    if let ModelSettings::Remote(config) = &settings.model
-        && crate::config::route_undecided(config, &settings.layer)
-    {
-        let tagged = keel_local::server::writes_tagged_calls(&config.base_url).await == Some(true);
+    let mut config = match &settings.model {
+        ModelSettings::Remote(config) => config.as_ref().clone(),
+        ModelSettings::Local(local) => return crate::local::load(local, progress).await,
+    };
+    let is_local = Preset::find(&config.provider).is_some_and(|p| p.local);
+    let undecided = crate::config::route_undecided(&config, &settings.layer);
+    // llama.cpp says how large its context is and which template it has (one `/props`);
+    // others are asked nothing.
+    let props = if is_local && (config.context_window.is_none() || undecided) {
+        keel_llm::server_props(&config.base_url).await
+    } else {
+        None
+    };
+    if config.context_window.is_none() {
+        config.context_window = props.as_ref().and_then(keel_llm::props_context_window);
+    }
+    if undecided {
+        let tagged = props.as_ref().is_some_and(keel_local::server::writes_tagged_calls);
         settings.layer.grammar = Some(tagged);
         if tagged {
             settings.tool_first = settings.layer.tool_first.unwrap_or(true);
             settings.always_call = settings.layer.always_call.unwrap_or(true);
         }
     }
-    let settings = &*settings;
-    match &settings.model {
-        ModelSettings::Remote(config) => {
-            let is_local = Preset::find(&config.provider).is_some_and(|p| p.local);
-            let mut config = config.as_ref().clone();
-            if config.context_window.is_none() && is_local {
-                // llama.cpp says how large its context is; others are asked nothing.
-                config.context_window = keel_llm::server_context_window(&config.base_url).await;
-            }
-            if crate::config::templated_server(&config, &settings.layer) {
-                let server =
-                    keel_local::server::TemplatedServer::new(config).map_err(|e| ConfigError(e.message))?;
-                return Ok(Arc::new(server));
-            }
-            client(&config)
-        }
-        ModelSettings::Local(local) => crate::local::load(local, progress).await,
+    if crate::config::templated_server(&config, &settings.layer) {
+        let server = keel_local::server::TemplatedServer::new(config)
+            .map_err(|e| ConfigError(e.message))?
+            .seed(settings.layer.seed);
+        return Ok(Arc::new(server));
     }
+    client(&config)
 }
 
 /// The agent: the model, built-in tools, policy, system prompt; and notes for the user

@@ -45,6 +45,7 @@ async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
     });
     let mut keel = env.keel_unconfigured();
     keel.args(["--provider", "llamacpp", "--base-url", &server.base_url(), "What does echo print?"]);
+    keel.env("KEEL_SEED", "3");
     let out = output(keel).await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -56,8 +57,12 @@ async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
         // Every step must call a tool: the grammar names the answer tool too.
         let grammar = body["grammar"].as_str().unwrap();
         assert!(grammar.contains("shell") && grammar.contains("answer"), "{grammar}");
+        // The run's seed goes with every request, so a run can be repeated.
+        assert_eq!(body["seed"], json!(3));
     }
     let second = posts[1].json();
     assert!(second["prompt"].as_str().unwrap().contains("<tool_response>\nproduct=42"), "{second}");
     assert!(server.requests().iter().all(|r| r.path != "/v1/chat/completions"));
+    // `/props` is read once at start (context size and template) and once by the client.
+    assert_eq!(server.requests().iter().filter(|r| r.path == "/props").count(), 2);
 }

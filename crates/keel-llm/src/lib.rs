@@ -37,9 +37,9 @@ pub use message::{
 };
 #[cfg(feature = "http")]
 pub use transport::models::list_models;
-pub use windows::known_context_window;
 #[cfg(feature = "http")]
-pub use windows::server_context_window;
+pub use windows::server_props;
+pub use windows::{known_context_window, props_context_window};
 
 /// Re-exported so implementers and callers share one token type.
 pub use tokio_util::sync::CancellationToken;

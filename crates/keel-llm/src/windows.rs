@@ -28,11 +28,12 @@ pub fn known_context_window(model: &str) -> Option<u64> {
 #[cfg(feature = "http")]
 const PROPS_LIMIT: usize = 256 * 1024;
 
-/// Asks a local llama.cpp server (plain `http://`) (`{base without /v1}/props`) for its context size, within
-/// two seconds. `None` when the server does not say (another kind of server, an error,
-/// a body that is not the expected JSON).
+/// Asks a local llama.cpp server (plain `http://`) for its `/props` (`{base without
+/// /v1}/props`), within two seconds: context size, chat template, special tokens. `None`
+/// when it does not answer with JSON (another kind of server, an error, a body over
+/// 256 KiB).
 #[cfg(feature = "http")]
-pub async fn server_context_window(base_url: &str) -> Option<u64> {
+pub async fn server_props(base_url: &str) -> Option<serde_json::Value> {
     let base = base_url.trim_end_matches('/');
     let root = base.strip_suffix("/v1").unwrap_or(base);
     // Local servers only: plain HTTP, no certificates to load.
@@ -53,14 +54,13 @@ pub async fn server_context_window(base_url: &str) -> Option<u64> {
                 return None;
             }
         }
-        props_n_ctx(&body)
+        serde_json::from_slice(&body).ok()
     };
     tokio::time::timeout(std::time::Duration::from_secs(2), ask).await.ok().flatten()
 }
 
-/// `n_ctx` from a llama.cpp `/props` body (per slot, where the server says so).
-fn props_n_ctx(body: &[u8]) -> Option<u64> {
-    let props: serde_json::Value = serde_json::from_slice(body).ok()?;
+/// `n_ctx` from a llama.cpp `/props` answer (per slot, where the server says so).
+pub fn props_context_window(props: &serde_json::Value) -> Option<u64> {
     props
         .pointer("/default_generation_settings/n_ctx")
         .or_else(|| props.get("n_ctx"))
@@ -83,10 +83,10 @@ mod tests {
 
     #[test]
     fn llama_cpp_props_give_the_slot_context() {
-        let body = br#"{"default_generation_settings": {"n_ctx": 8192, "params": {}}, "total_slots": 1}"#;
-        assert_eq!(props_n_ctx(body), Some(8192));
-        assert_eq!(props_n_ctx(br#"{"n_ctx": 4096}"#), Some(4096));
-        assert_eq!(props_n_ctx(b"<html>"), None);
-        assert_eq!(props_n_ctx(br#"{"n_ctx": 0}"#), None);
+        let props = serde_json::json!({"default_generation_settings": {"n_ctx": 8192, "params": {}}, "total_slots": 1});
+        assert_eq!(props_context_window(&props), Some(8192));
+        assert_eq!(props_context_window(&serde_json::json!({"n_ctx": 4096})), Some(4096));
+        assert_eq!(props_context_window(&serde_json::json!("<html>")), None);
+        assert_eq!(props_context_window(&serde_json::json!({"n_ctx": 0})), None);
     }
 }

@@ -42,8 +42,6 @@ pub struct TemplatedServer {
     config: ProviderConfig,
     prepared: tokio::sync::OnceCell<Prepared>,
     grammars: Mutex<Option<(Vec<ToolDefinition>, Arc<str>)>>,
-    /// Temperature of a reply sampled under the call grammar, unless the config sets one.
-    call_temperature: f32,
     seed: Option<u64>,
 }
 
@@ -67,7 +65,6 @@ impl TemplatedServer {
             config,
             prepared: tokio::sync::OnceCell::new(),
             grammars: Mutex::new(None),
-            call_temperature: CALL_TEMPERATURE,
             seed: None,
         })
     }
@@ -75,13 +72,6 @@ impl TemplatedServer {
     /// Sends `seed` with every request (runs can be repeated).
     pub fn seed(mut self, seed: Option<u64>) -> Self {
         self.seed = seed;
-        self
-    }
-
-    /// The temperature of a reply that must be a call, when the config sets none
-    /// (default [`CALL_TEMPERATURE`]).
-    pub fn call_temperature(mut self, temperature: f32) -> Self {
-        self.call_temperature = temperature;
         self
     }
 
@@ -153,7 +143,7 @@ impl TemplatedServer {
             ToolChoice::Required => self.grammar_for(request.tools, prepared.style),
             _ => None,
         };
-        let temperature = self.config.temperature.or(grammar.as_ref().map(|_| self.call_temperature));
+        let temperature = self.config.temperature.or(grammar.as_ref().map(|_| CALL_TEMPERATURE));
         if let Some(temperature) = temperature {
             body["temperature"] = json!(temperature);
         }
@@ -193,24 +183,11 @@ impl TemplatedServer {
     }
 }
 
-/// Whether the llama-server at `base_url` (with or without `/v1`) has a chat template
-/// that writes calls as `<tool_call>` (Qwen, Hermes): the family this route was measured
-/// on. `None` when `/props` cannot be read within two seconds.
-pub async fn writes_tagged_calls(base_url: &str) -> Option<bool> {
-    let base = base_url.trim_end_matches('/');
-    let root = base.strip_suffix("/v1").unwrap_or(base);
-    // Local servers only: plain HTTP, no certificates to load.
-    if !root.starts_with("http://") {
-        return None;
-    }
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder().build().ok()?;
-    let url = format!("{root}/props");
-    let request = http.get(&url).timeout(Duration::from_secs(2));
-    let body = read_capped(request, MAX_PROPS_BYTES, &url).await.ok()?;
-    let props: Value = serde_json::from_slice(&body).ok()?;
+/// Whether a llama-server's `/props` shows a chat template that writes calls as
+/// `<tool_call>` (Qwen, Hermes): the family this route was measured on.
+pub fn writes_tagged_calls(props: &Value) -> bool {
     let template = props.get("chat_template").and_then(Value::as_str).unwrap_or("");
-    Some(CallStyle::of_template(template) == CallStyle::Tagged)
+    CallStyle::of_template(template) == CallStyle::Tagged
 }
 
 /// Sends `request` and reads the body, at most `limit` bytes; HTTP errors become

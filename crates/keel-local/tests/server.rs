@@ -138,4 +138,16 @@ async fn a_server_without_a_template_or_with_an_error_says_so() {
     let error = reply(&client, ToolChoice::Required).await.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::Server);
     assert!(error.message.contains("500") && error.message.contains("slot unavailable"), "{}", error.message);
+
+    // A reply that is not what /completion answers.
+    let server = MockServer::start().await;
+    let template = fixture("qwen2.5-coder.jinja");
+    server.set_handler(move |request| match request.path.as_str() {
+        "/props" => MockResponse::json(200, &json!({"chat_template": template})),
+        _ => MockResponse::json(200, &json!({"choices": []})),
+    });
+    let client = TemplatedServer::new(config(&server)).unwrap();
+    let error = reply(&client, ToolChoice::Required).await.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::InvalidResponse);
+    assert!(error.message.ends_with("/completion answered without content"), "{}", error.message);
 }

@@ -82,14 +82,7 @@ pub fn grep(roots: &Roots, args: &GrepArgs) -> Result<String, ToolError> {
         return Ok(report);
     }
     let mut out = found.lines.join("\n");
-    if found.total > found.lines.len() {
-        out.push_str(&format!(
-            "\n[{} matches in {} files; only the first {} shown. Narrow the pattern, path or glob]",
-            found.total,
-            found.files,
-            found.lines.len()
-        ));
-    }
+    out.push_str(&found.more(". Narrow the pattern, path or glob"));
     Ok(out)
 }
 
@@ -101,6 +94,22 @@ struct Found {
     lines: Vec<String>,
     total: usize,
     files: usize,
+}
+
+impl Found {
+    /// The line saying how many matches were not shown (with `advice` after the count),
+    /// or nothing when all were.
+    fn more(&self, advice: &str) -> String {
+        if self.total <= self.lines.len() {
+            return String::new();
+        }
+        format!(
+            "\n[{} matches in {} files; only the first {} shown{advice}]",
+            self.total,
+            self.files,
+            self.lines.len()
+        )
+    }
 }
 
 /// Searches every file under `start` (ignore files respected, sorted by name), keeping at
@@ -166,16 +175,7 @@ fn elsewhere(found: &Found) -> String {
     if found.lines.is_empty() {
         return String::new();
     }
-    let mut report = format!("\nElsewhere in the project it matches:\n{}", found.lines.join("\n"));
-    if found.total > found.lines.len() {
-        report.push_str(&format!(
-            "\n[{} matches in {} files; only the first {} shown]",
-            found.total,
-            found.files,
-            found.lines.len()
-        ));
-    }
-    report
+    format!("\nElsewhere in the project it matches:\n{}{}", found.lines.join("\n"), found.more(""))
 }
 
 /// The report when nothing matched: where was searched, in words a small model cannot
