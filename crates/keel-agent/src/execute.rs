@@ -269,6 +269,7 @@ pub(crate) async fn execute_calls(
     let mut stop: Option<(TurnEndReason, String)> = None;
     let workspace: Arc<Path> = Arc::from(run.ctx.workspace.as_path());
     let artifacts: Option<Arc<Path>> = run.ctx.artifacts.as_deref().map(Arc::from);
+    let task: Arc<str> = Arc::from(run.prompt.as_str());
 
     for mut batch in batches(items, pool) {
         if stop.is_none() && run.cancel.is_cancelled() {
@@ -362,6 +363,7 @@ pub(crate) async fn execute_calls(
                         artifacts: artifacts.clone(),
                         call_id: Arc::from(item.call.id.as_str()),
                         state: Arc::clone(&run.ctx.tool_state),
+                        task: Some(Arc::clone(&task)),
                         progress: Some(progress_tx.clone()),
                     };
                     guarded(prepared, ctx, run.agent.config.tool_timeout, run.agent.config.abort_grace)
@@ -385,6 +387,10 @@ pub(crate) async fn execute_calls(
                     let Some((outcome, duration)) = next else { break };
                     let call = &calls[index];
                     let ran = !duration.is_zero();
+                    // Tokens a tool spent on model calls of its own count in the turn's usage.
+                    if let Ok(ToolOutput { usage: Some(usage), .. }) = &outcome {
+                        run.usage += *usage;
+                    }
                     let mut result = result_data(call, sources[index], outcome, ran.then_some(duration));
                     if let (true, Some(note)) = (ran, notes.get(&call.id)) {
                         result.content.push_str(note);

@@ -23,22 +23,30 @@ pub struct ToolOutput {
     pub is_error: bool,
     /// When true, the turn ends after this step (the tool delivered the final answer).
     pub concludes_turn: bool,
+    /// Tokens the tool spent on model calls of its own (counted in the turn's usage).
+    pub usage: Option<keel_llm::Usage>,
 }
 
 impl ToolOutput {
     /// A successful result.
     pub fn text(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), is_error: false, concludes_turn: false }
+        ToolOutput { content: content.into(), is_error: false, concludes_turn: false, usage: None }
     }
 
     /// A failed result the model can act on.
     pub fn error(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), is_error: true, concludes_turn: false }
+        ToolOutput { content: content.into(), is_error: true, concludes_turn: false, usage: None }
     }
 
     /// Marks the result as ending the turn.
     pub fn concluding(mut self) -> Self {
         self.concludes_turn = true;
+        self
+    }
+
+    /// Records the tokens the tool spent on a model call of its own.
+    pub fn with_usage(mut self, usage: keel_llm::Usage) -> Self {
+        self.usage = Some(usage);
         self
     }
 }
@@ -86,6 +94,9 @@ pub struct ToolContext {
     pub call_id: Arc<str>,
     /// What tools remember between calls in this session.
     pub state: Arc<crate::state::ToolState>,
+    /// The text of the user message that started this turn (the task), when the call
+    /// runs inside the loop.
+    pub task: Option<Arc<str>>,
     pub(crate) progress: Option<mpsc::UnboundedSender<Progress>>,
 }
 
@@ -98,8 +109,15 @@ impl ToolContext {
             artifacts: None,
             call_id: Arc::from("call"),
             state: Arc::new(crate::state::ToolState::new()),
+            task: None,
             progress: None,
         }
+    }
+
+    /// Sets the task the call serves (see [`ToolContext::task`]).
+    pub fn task(mut self, task: impl Into<Arc<str>>) -> Self {
+        self.task = Some(task.into());
+        self
     }
 
     /// Streams a line of progress to whoever watches the loop.

@@ -74,6 +74,10 @@ pub struct Layer {
     pub fresh_start: Option<bool>,
     /// read_file shows line numbers (default on).
     pub line_numbers: Option<bool>,
+    /// The small profile changes files with change_file (the model says what to change,
+    /// a plain request to it writes the file) instead of write_file and edit_file
+    /// (default on with the small tool profile).
+    pub change_file: Option<bool>,
     /// write_file and edit_file refuse a change that would leave a `.py` or `.json` file
     /// that parses unparsable (default on with the small tool profile).
     pub keep_parsing: Option<bool>,
@@ -141,6 +145,7 @@ impl Layer {
             finish_check: self.finish_check.or(base.finish_check),
             fresh_start: self.fresh_start.or(base.fresh_start),
             line_numbers: self.line_numbers.or(base.line_numbers),
+            change_file: self.change_file.or(base.change_file),
             keep_parsing: self.keep_parsing.or(base.keep_parsing),
             environment: self.environment.or(base.environment),
             tool_first: self.tool_first.or(base.tool_first),
@@ -299,6 +304,8 @@ pub struct Settings {
     pub fresh_start: bool,
     /// read_file shows line numbers.
     pub line_numbers: bool,
+    /// The small profile offers change_file in place of write_file and edit_file.
+    pub change_file: bool,
     /// Changes that would leave a parsing .py/.json file unparsable are refused.
     pub keep_parsing: bool,
     /// Start sessions with the environment block.
@@ -536,6 +543,9 @@ pub(crate) fn settings_from(
         // from writing people.json to failing jq calls (csv-to-json: 3 of 3 lost), 6
         // runs lost in all; see the issue 17 notes.
         line_numbers: layer.line_numbers.unwrap_or(true),
+        // A small model writes a file well in a plain reply and badly inside a JSON
+        // string (escapes, line numbers and template tags copied in): see issue 17's notes.
+        change_file: layer.change_file.unwrap_or(true),
         // A small model's broken edit is refused rather than made: its next edits piled
         // onto the broken file (`def mean(values): return …` over a working function).
         keep_parsing: layer.keep_parsing.unwrap_or(tool_profile == ToolProfile::Small),

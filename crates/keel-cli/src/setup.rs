@@ -134,7 +134,12 @@ pub fn agent(
     if settings.finish_check {
         hooks = hooks.with(FinishCheck::new()).with(keel_tools::changes::ChangeCheck);
     }
-    let mut tools = profile::tools(settings.tool_profile, Arc::new(tools_config));
+    let tools_config = Arc::new(tools_config);
+    let mut tools = if settings.tool_profile == profile::ToolProfile::Small && settings.change_file {
+        profile::small_with_editor(tools_config, Arc::clone(&model))
+    } else {
+        profile::tools(settings.tool_profile, tools_config)
+    };
     if settings.always_call {
         tools.register(keel_tools::answer::Answer);
     }

@@ -47,7 +47,9 @@ pub fn last_turns(events: &[Event], n: usize) -> Option<LastTurns> {
     for event in &events[first..] {
         if let EventKind::ToolResult(result) = &event.kind {
             match result.name.as_str() {
-                "write_file" | "edit_file" if !result.is_error => turns.changes.push(result.call_id.clone()),
+                "write_file" | "edit_file" | "change_file" if !result.is_error => {
+                    turns.changes.push(result.call_id.clone())
+                }
                 "shell" => turns.shells += 1,
                 _ => {}
             }

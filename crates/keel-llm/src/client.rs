@@ -63,13 +63,23 @@ pub struct ModelRequest<'a> {
     /// A stable key for the conversation (the session id): providers that route
     /// requests to a prompt cache by key (OpenAI Responses `prompt_cache_key`) send it.
     pub cache_key: Option<&'a str>,
+    /// A sampling temperature for this request alone, over the client's configured one
+    /// (a tool's own model call that must copy text faithfully asks for a low one).
+    pub temperature: Option<f32>,
 }
 
 impl<'a> ModelRequest<'a> {
     /// A request with `system`, `messages` and `tools`, the model choosing whether to
     /// call tools, and no cache key.
     pub fn new(system: &'a str, messages: &'a [Message], tools: &'a [ToolDefinition]) -> Self {
-        ModelRequest { system, messages, tools, tool_choice: ToolChoice::Auto, cache_key: None }
+        ModelRequest {
+            system,
+            messages,
+            tools,
+            tool_choice: ToolChoice::Auto,
+            cache_key: None,
+            temperature: None,
+        }
     }
 
     /// Sets whether tools may be called.
@@ -81,6 +91,12 @@ impl<'a> ModelRequest<'a> {
     /// Sets the conversation's cache key.
     pub fn cache_key(mut self, key: &'a str) -> Self {
         self.cache_key = Some(key);
+        self
+    }
+
+    /// Sets the sampling temperature of this request.
+    pub fn temperature(mut self, temperature: f32) -> Self {
+        self.temperature = Some(temperature);
         self
     }
 }

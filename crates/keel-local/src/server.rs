@@ -143,7 +143,8 @@ impl TemplatedServer {
             ToolChoice::Required => self.grammar_for(request.tools, prepared.style),
             _ => None,
         };
-        let temperature = self.config.temperature.or(grammar.as_ref().map(|_| CALL_TEMPERATURE));
+        let temperature =
+            request.temperature.or(self.config.temperature).or(grammar.as_ref().map(|_| CALL_TEMPERATURE));
         if let Some(temperature) = temperature {
             body["temperature"] = json!(temperature);
         }

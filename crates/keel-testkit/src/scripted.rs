@@ -23,6 +23,8 @@ pub struct RecordedRequest {
     pub tool_choice: ToolChoice,
     /// The conversation's cache key.
     pub cache_key: Option<String>,
+    /// The request's own sampling temperature.
+    pub temperature: Option<f32>,
 }
 
 /// How to stop after streaming the deltas.
@@ -275,6 +277,7 @@ impl ModelClient for ScriptedModel {
                     tools: request.tools.to_vec(),
                     tool_choice: request.tool_choice,
                     cache_key: request.cache_key.map(str::to_owned),
+                    temperature: request.temperature,
                 });
             }
             state.script.pop_front()

@@ -154,7 +154,7 @@ impl ChangeCheck {
             return None;
         }
         Some(format!(
-            "{NOTHING_CHANGED} \"{task}\". Make the change now with your tools (edit_file, write_file or shell), then check it."
+            "{NOTHING_CHANGED} \"{task}\". Make the change now with your tools (a file tool or the shell), then check it."
         ))
     }
 }

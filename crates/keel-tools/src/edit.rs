@@ -205,7 +205,7 @@ fn similar_lines(
 }
 
 /// A compact unified diff of the change (at most 80 lines, long lines cut).
-fn diff(before: &str, after: &str, path: &str) -> String {
+pub(crate) fn diff(before: &str, after: &str, path: &str) -> String {
     let deadline = Instant::now() + HINT_BUDGET;
     let diff = similar::TextDiff::configure().deadline(deadline).diff_lines(before, after);
     let text = diff.unified_diff().context_radius(2).header(path, path).to_string();

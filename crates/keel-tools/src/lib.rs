@@ -10,6 +10,7 @@
 //! ```
 
 pub mod answer;
+pub mod change;
 pub mod changes;
 pub mod edit;
 pub mod environment;

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use keel_agent::{ToolRegistry, narrow, typed};
 
-use crate::{ToolsConfig, builtin, edit, grep, list, read, shell, write};
+use keel_llm::ModelClient;
+
+use crate::{ToolsConfig, builtin, change, edit, grep, list, read, shell, write};
 
 /// Which tools a model is offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +49,32 @@ pub fn tools(profile: ToolProfile, config: Arc<ToolsConfig>) -> ToolRegistry {
         ToolProfile::Full => builtin(config),
         ToolProfile::Small => small(config),
     }
+}
+
+/// The small profile with `change_file` in place of write_file and edit_file: the
+/// model says in words what to change and `editor` (the same model, asked plainly)
+/// writes the new content ([`crate::change`]).
+pub fn small_with_editor(config: Arc<ToolsConfig>, editor: Arc<dyn ModelClient>) -> ToolRegistry {
+    let mut registry = ToolRegistry::new();
+    registry
+        .register_dyn(narrow(
+            typed(shell::Shell::new(Arc::clone(&config))),
+            &["command"],
+            "Run a bash command in the project folder; returns its output and exit code.",
+        ))
+        .register_dyn(narrow(typed(read::ReadFile::new(Arc::clone(&config))), &["path"], "Read a text file."))
+        .register(change::ChangeFile::new(Arc::clone(&config), editor))
+        .register_dyn(narrow(
+            typed(list::ListFiles::new(Arc::clone(&config))),
+            &["path"],
+            "List the files in a folder (default: the project folder).",
+        ))
+        .register_dyn(narrow(
+            typed(grep::Grep::new(config)),
+            &["pattern", "path"],
+            "Find the lines that match a regex in the project's files (or under path); returns file:line: text.",
+        ));
+    registry
 }
 
 fn small(config: Arc<ToolsConfig>) -> ToolRegistry {

@@ -46,7 +46,7 @@ async fn a_change_task_that_changed_nothing_is_asked_once_to_make_the_change() {
     assert_eq!(
         asked,
         vec![format!(
-            "{NOTHING_CHANGED} \"Set the port in a.txt to 8080\". Make the change now with your tools (edit_file, write_file or shell), then check it."
+            "{NOTHING_CHANGED} \"Set the port in a.txt to 8080\". Make the change now with your tools (a file tool or the shell), then check it."
         )]
     );
     let outcome = agent

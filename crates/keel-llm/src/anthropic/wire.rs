@@ -357,7 +357,7 @@ pub(crate) fn encode(
         messages,
         tools: has_tools.then_some(tools),
         tool_choice,
-        temperature: config.temperature.filter(|_| thinking.is_none()),
+        temperature: request.temperature.or(config.temperature).filter(|_| thinking.is_none()),
         thinking,
         stream: config.stream,
         extra: &config.extra_body,

@@ -190,7 +190,7 @@ pub(crate) fn encode(
         stream_options: stream.then_some(StreamOptions { include_usage: true }),
         max_tokens,
         max_completion_tokens,
-        temperature: config.temperature,
+        temperature: request.temperature.or(config.temperature),
         extra: &config.extra_body,
     };
     serde_json::to_vec(&body)

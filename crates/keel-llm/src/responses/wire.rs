@@ -252,7 +252,7 @@ pub(crate) fn encode(
         prompt_cache_key: request.cache_key,
         max_output_tokens: config.max_tokens,
         reasoning,
-        temperature: config.temperature,
+        temperature: request.temperature.or(config.temperature),
         extra: &config.extra_body,
     };
     serde_json::to_vec(&body)

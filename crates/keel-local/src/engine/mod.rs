@@ -220,8 +220,15 @@ impl ModelClient for LocalModel {
         // A required call is sampled under the grammar from the first token.
         let require_call = request.tool_choice == ToolChoice::Required && grammar.is_some();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let job =
-            Job { prompt, max_tokens: self.max_tokens, cancel, events: events_tx, grammar, require_call };
+        let job = Job {
+            prompt,
+            max_tokens: self.max_tokens,
+            cancel,
+            events: events_tx,
+            grammar,
+            require_call,
+            temperature: request.temperature,
+        };
         let sent = self.jobs.lock().map(|jobs| jobs.send(job).is_ok()).unwrap_or(false);
         if !sent {
             return failed(ModelError::new(ModelErrorKind::Server, "the local model thread has stopped"));

@@ -39,6 +39,8 @@ pub(crate) struct Job {
     pub grammar: Option<Arc<str>>,
     /// The reply must be calls: sample under the grammar from the first token.
     pub require_call: bool,
+    /// The request's own text temperature, over the configured one.
+    pub temperature: Option<f32>,
 }
 
 /// What the thread sends back.
@@ -366,8 +368,11 @@ impl Engine<'_> {
     fn generate(&mut self, job: &Job, tokens: &[LlamaToken]) -> (Reply, FinishReason, bool) {
         let vocab = self.model.vocab();
         let budget = job.max_tokens as usize;
-        let (mut temperature, mut call_temperature, mut seed) =
-            (self.config.temperature, self.config.call_temperature, self.config.seed);
+        let (mut temperature, mut call_temperature, mut seed) = (
+            job.temperature.unwrap_or(self.config.temperature),
+            self.config.call_temperature,
+            self.config.seed,
+        );
         let mut free = sampling::free(temperature, seed);
         let mut reply = Reply {
             text: String::new(),

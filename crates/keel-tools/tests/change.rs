@@ -1,0 +1,243 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `change_file`: the model says what to change; a plain request to it writes the file.
+
+use std::sync::Arc;
+
+use keel_agent::{Agent, NullSink, Session, SessionContext, ToolContext, typed};
+use keel_llm::{CancellationToken, Message, ToolChoice};
+use keel_testkit::{ScriptedModel, reply};
+use keel_tools::ToolsConfig;
+use keel_tools::change::ChangeFile;
+use keel_tools::profile::small_with_editor;
+
+async fn change(
+    ws: &std::path::Path,
+    model: &ScriptedModel,
+    task: &str,
+    args: serde_json::Value,
+) -> keel_agent::ToolOutput {
+    let config = ToolsConfig { keep_parsing: true, ..ToolsConfig::default() };
+    let tool = typed(ChangeFile::new(Arc::new(config), Arc::new(model.clone())));
+    let prepared = tool.prepare(&args.to_string()).unwrap();
+    prepared(ToolContext::new(ws).task(task)).await.unwrap()
+}
+
+fn editor_prompt(model: &ScriptedModel) -> String {
+    let requests = model.requests();
+    let request = requests.last().unwrap();
+    assert!(request.tools.is_empty());
+    assert_eq!(request.tool_choice, ToolChoice::None);
+    assert_eq!(request.temperature, Some(0.2));
+    match &request.messages[..] {
+        [Message::User(user)] => user.content.clone(),
+        other => panic!("one user message expected: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_file_is_rewritten_from_the_editors_code_block_and_the_diff_returned() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("app.py"), "def load():\n    print(\"DEBUG\")\n    return 1\n").unwrap();
+    let model = ScriptedModel::new([reply()
+        .text("Here it is:\n```python\ndef load():\n    return 1\n```\nThe debug line is gone.")
+        .usage(120, 30)]);
+    let task = "Remove the debug prints from app.py.";
+    let out =
+        change(ws.path(), &model, task, serde_json::json!({"path": "app.py", "change": "remove the print"}))
+            .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(std::fs::read_to_string(ws.path().join("app.py")).unwrap(), "def load():\n    return 1\n");
+    assert!(out.content.starts_with("Changed app.py:\n"), "{}", out.content);
+    assert!(out.content.contains("-    print(\"DEBUG\")"), "{}", out.content);
+    assert_eq!(out.usage.map(|u| (u.input_tokens, u.output_tokens)), Some((120, 30)));
+    let prompt = editor_prompt(&model);
+    assert_eq!(
+        prompt,
+        "Remove the debug prints from app.py.\n\nThis is `app.py`:\n```\ndef load():\n    print(\"DEBUG\")\n    return 1\n```\nReply with the complete new content of `app.py` in one code block."
+    );
+}
+
+#[tokio::test]
+async fn a_new_file_is_created_with_the_files_the_task_names_shown_to_the_editor() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("people.csv"), "name,age\nada,36\n").unwrap();
+    let model = ScriptedModel::new([reply().text("```json\n[{\"name\": \"ada\", \"age\": 36}]\n```")]);
+    let task = "Convert people.csv into people.json.";
+    let out = change(
+        ws.path(),
+        &model,
+        task,
+        serde_json::json!({"path": "people.json", "change": "the JSON list"}),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("people.json")).unwrap(),
+        "[{\"name\": \"ada\", \"age\": 36}]\n"
+    );
+    assert!(out.content.starts_with("Created people.json (1 lines):\n[{"), "{}", out.content);
+    let prompt = editor_prompt(&model);
+    assert!(prompt.contains("This is `people.csv`:\n```\nname,age\nada,36\n```\n"), "{prompt}");
+    assert!(
+        prompt.ends_with(
+            "`people.json` does not exist yet. Reply with its complete content in one code block."
+        )
+    );
+}
+
+#[tokio::test]
+async fn replies_that_are_not_a_whole_changed_file_are_asked_again_hotter_then_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    let cases = [
+        ("a.txt", "x = 1\n", "I would set x to 2.", "did not come back as one whole code block"),
+        // Cut off before its closing fence: not the whole file.
+        ("a.txt", "x = 1\n", "```\nx = 2\n", "did not come back as one whole code block"),
+        ("a.txt", "x = 1\n", "```\nx = 1\n```", "came back the same as the old"),
+        // A change that breaks a parsing JSON file is refused.
+        ("b.json", "{\"x\": 1}\n", "```\n{\"x\": \n```", "would not"),
+    ];
+    for (file, old, reply_text, expected) in cases {
+        let path = ws.path().join(file);
+        std::fs::write(&path, old).unwrap();
+        let model = ScriptedModel::new([
+            reply().text(reply_text).usage(10, 5),
+            reply().text(reply_text).usage(10, 5),
+        ]);
+        let out =
+            change(ws.path(), &model, "Set x to 2", serde_json::json!({"path": file, "change": "x = 2"}))
+                .await;
+        assert!(out.is_error, "{reply_text}: {}", out.content);
+        assert!(out.content.contains(expected), "{reply_text}: {}", out.content);
+        assert_eq!(out.usage.map(|u| u.input_tokens), Some(20), "both attempts' tokens are counted");
+        assert_eq!(
+            model.requests().iter().map(|r| r.temperature).collect::<Vec<_>>(),
+            [Some(0.2), Some(0.7)]
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), old);
+    }
+}
+
+#[tokio::test]
+async fn a_second_attempt_that_makes_the_change_is_written() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "x = 1\n").unwrap();
+    let model = ScriptedModel::new([reply().text("```\nx = 1\n```"), reply().text("```\nx = 2\n```")]);
+    let out =
+        change(ws.path(), &model, "Set x to 2", serde_json::json!({"path": "a.txt", "change": "x = 2"}))
+            .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "x = 2\n");
+}
+
+#[tokio::test]
+async fn a_markdown_file_with_code_blocks_is_fenced_longer_and_read_to_the_last_fence() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("README.md"), "# Instalation\n\n```\npip install x\n```\n").unwrap();
+    let model =
+        ScriptedModel::new([reply().text("````markdown\n# Installation\n\n```\npip install x\n```\n````")]);
+    let out =
+        change(ws.path(), &model, "Fix the typo", serde_json::json!({"path": "README.md", "change": "fix"}))
+            .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("README.md")).unwrap(),
+        "# Installation\n\n```\npip install x\n```\n"
+    );
+    let prompt = editor_prompt(&model);
+    // The task does not name the file: the model's description of the change is shown.
+    assert!(
+        prompt.starts_with("Fix the typo\nIn `README.md`: fix\n\nThis is `README.md`:\n````\n# Instalation"),
+        "{prompt}"
+    );
+}
+
+#[tokio::test]
+async fn long_files_and_empty_changes_are_refused_before_asking() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("big.txt"), "line\n".repeat(500)).unwrap();
+    let model = ScriptedModel::new([]);
+    let tool = typed(ChangeFile::new(Arc::new(ToolsConfig::default()), Arc::new(model.clone())));
+    let long = tool.prepare(r#"{"path": "big.txt", "change": "add a line"}"#).unwrap();
+    let error = long(ToolContext::new(ws.path())).await.unwrap_err();
+    assert_eq!(error.code, "file_too_large");
+    assert!(
+        error.message.contains("`big.txt` has 500 lines") && error.message.contains("shell"),
+        "{}",
+        error.message
+    );
+    let empty = tool.prepare(r#"{"path": "a.txt", "change": "  "}"#).unwrap();
+    assert_eq!(empty(ToolContext::new(ws.path())).await.unwrap_err().code, "invalid_arguments");
+    let outside = tool.prepare(r#"{"path": "../x.txt", "change": "hi"}"#).unwrap();
+    assert!(outside(ToolContext::new(ws.path())).await.is_err());
+    assert!(model.requests().is_empty(), "no model request for a refused call");
+}
+
+/// In the loop: the task reaches the editor, and its tokens count in the turn's usage.
+#[tokio::test]
+async fn in_the_loop_the_editor_sees_the_task_and_its_tokens_are_counted() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("config.toml"), "port = 3000\nhost = \"a\"\n").unwrap();
+    let model = ScriptedModel::new([
+        reply().call("change_file", r#"{"path": "config.toml", "change": "port 8080"}"#).usage(100, 10),
+        reply().text("```toml\nport = 8080\nhost = \"a\"\n```").usage(50, 20),
+        reply().text("Done.").usage(200, 5),
+    ]);
+    let tools = small_with_editor(Arc::new(ToolsConfig::default()), Arc::new(model.clone()));
+    assert_eq!(
+        tools.names().collect::<Vec<_>>(),
+        ["shell", "read_file", "change_file", "list_files", "grep"]
+    );
+    let agent = Agent::builder(model.clone()).tools(tools).build();
+    let mut session = Session::in_memory(&ws.path().display().to_string());
+    let outcome = agent
+        .run_turn(
+            &mut session,
+            &SessionContext::new(ws.path()),
+            "Change the port in config.toml to 8080.",
+            &NullSink,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("config.toml")).unwrap(),
+        "port = 8080\nhost = \"a\"\n"
+    );
+    assert_eq!((outcome.usage.input_tokens, outcome.usage.output_tokens), (350, 35));
+    let requests = model.requests();
+    let Message::User(editor) = &requests[1].messages[0] else { panic!("a user message") };
+    assert!(
+        editor.content.starts_with("Change the port in config.toml to 8080.\n\nThis is `config.toml`:\n"),
+        "{}",
+        editor.content
+    );
+}
+
+#[tokio::test]
+async fn asking_again_for_a_change_already_made_is_told_so_not_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("greet.py"), "print('hi')\n").unwrap();
+    let made = "```\nprint('HI')\n```";
+    let model = ScriptedModel::new([reply().text(made), reply().text(made), reply().text(made)]);
+    let tool = typed(ChangeFile::new(Arc::new(ToolsConfig::default()), Arc::new(model.clone())));
+    let ctx = ToolContext::new(ws.path()).task("Shout in greet.py");
+    let args = r#"{"path": "greet.py", "change": "upper case"}"#;
+    let first = tool.prepare(args).unwrap()(ctx.clone()).await.unwrap();
+    assert!(first.content.starts_with("Changed greet.py:"), "{}", first.content);
+    let again = tool.prepare(args).unwrap()(ctx).await.unwrap();
+    assert!(!again.is_error, "{}", again.content);
+    assert!(
+        again.content.starts_with("No change needed: `greet.py` already has the change"),
+        "{}",
+        again.content
+    );
+    // A file never changed this session whose content comes back the same is an error.
+    std::fs::write(ws.path().join("other.py"), "x = 1\n").unwrap();
+    let same = "```\nx = 1\n```";
+    let model = ScriptedModel::new([reply().text(same), reply().text(same)]);
+    let tool = typed(ChangeFile::new(Arc::new(ToolsConfig::default()), Arc::new(model)));
+    let out = tool.prepare(r#"{"path": "other.py", "change": "x"}"#).unwrap()(ToolContext::new(ws.path()))
+        .await
+        .unwrap();
+    assert!(out.is_error && out.content.contains("came back the same as the old"), "{}", out.content);
+}
