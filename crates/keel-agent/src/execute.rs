@@ -41,7 +41,7 @@ pub(crate) enum StepControl {
 pub const ABORTED: &str = "Operation aborted";
 
 enum Plan {
-    Run { prepared: PreparedCall, concurrent: bool, read_only: bool },
+    Run { prepared: PreparedCall, concurrent: bool, read_only: bool, reads_history: bool },
     Fail(ToolError),
 }
 
@@ -81,9 +81,12 @@ fn plan(run: &TurnRun<'_>, call: ToolCall, length_cut: bool) -> Item {
             ))
         }
         Some(tool) => match tool.prepare(&call.arguments) {
-            Ok(prepared) => {
-                Plan::Run { prepared, concurrent: tool.is_concurrency_safe(), read_only: tool.is_read_only() }
-            }
+            Ok(prepared) => Plan::Run {
+                prepared,
+                concurrent: tool.is_concurrency_safe(),
+                read_only: tool.is_read_only(),
+                reads_history: tool.reads_history(),
+            },
             Err(mut error) => {
                 if length_cut {
                     error.message = format!(
@@ -272,6 +275,7 @@ pub(crate) async fn execute_calls(
     let task: Arc<str> = Arc::from(run.prompt.as_str());
 
     for mut batch in batches(items, pool) {
+        let mut history: Option<Arc<[keel_llm::Message]>> = None;
         if stop.is_none() && run.cancel.is_cancelled() {
             stop = Some((TurnEndReason::Aborted, "aborted by the user".to_owned()));
         }
@@ -355,8 +359,13 @@ pub(crate) async fn execute_calls(
         for item in batch {
             let future: BoxFuture<'static, (Result<ToolOutput, ToolError>, Duration)> = match item.plan {
                 Plan::Fail(error) => Box::pin(std::future::ready((Err(error), Duration::ZERO))),
-                Plan::Run { prepared, .. } => {
+                Plan::Run { prepared, reads_history, .. } => {
                     run.sink.emit(&AgentEvent::ToolStarted { step, call: &item.call });
+                    // The conversation so far, copied once per batch and only for a tool
+                    // that reads it (the small profile's `answer`).
+                    let history = reads_history.then(|| {
+                        Arc::clone(history.get_or_insert_with(|| Arc::from(run.session.messages())))
+                    });
                     let ctx = ToolContext {
                         cancel: run.cancel.child_token(),
                         workspace: Arc::clone(&workspace),
@@ -364,6 +373,7 @@ pub(crate) async fn execute_calls(
                         call_id: Arc::from(item.call.id.as_str()),
                         state: Arc::clone(&run.ctx.tool_state),
                         task: Some(Arc::clone(&task)),
+                        history,
                         progress: Some(progress_tx.clone()),
                     };
                     guarded(prepared, ctx, run.agent.config.tool_timeout, run.agent.config.abort_grace)

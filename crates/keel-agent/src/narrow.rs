@@ -58,6 +58,10 @@ impl DynTool for Narrowed {
         self.inner.repeatable()
     }
 
+    fn reads_history(&self) -> bool {
+        self.inner.reads_history()
+    }
+
     fn prepare(&self, arguments: &str) -> Result<PreparedCall, ToolError> {
         // Unknown fields are checked against the narrowed list first, so the message
         // names only what this tool offers.

@@ -97,6 +97,9 @@ pub struct ToolContext {
     /// The text of the user message that started this turn (the task), when the call
     /// runs inside the loop.
     pub task: Option<Arc<str>>,
+    /// The session's messages before this step's calls, for a tool that reads them
+    /// ([`Tool::reads_history`]); `None` for every other tool.
+    pub history: Option<Arc<[keel_llm::Message]>>,
     pub(crate) progress: Option<mpsc::UnboundedSender<Progress>>,
 }
 
@@ -110,6 +113,7 @@ impl ToolContext {
             call_id: Arc::from("call"),
             state: Arc::new(crate::state::ToolState::new()),
             task: None,
+            history: None,
             progress: None,
         }
     }
@@ -160,6 +164,11 @@ pub trait Tool: Send + Sync + 'static {
         false
     }
 
+    /// True when the tool reads the conversation so far ([`ToolContext::history`]).
+    fn reads_history(&self) -> bool {
+        false
+    }
+
     /// Runs the tool.
     fn call(
         &self,
@@ -186,6 +195,11 @@ pub trait DynTool: Send + Sync {
 
     /// True when the same call may rightly be repeated (loop detection leaves it alone).
     fn repeatable(&self) -> bool {
+        false
+    }
+
+    /// True when the tool reads the conversation so far ([`ToolContext::history`]).
+    fn reads_history(&self) -> bool {
         false
     }
 
@@ -236,6 +250,10 @@ impl<T: Tool> DynTool for TypedTool<T> {
 
     fn repeatable(&self) -> bool {
         self.tool.repeatable()
+    }
+
+    fn reads_history(&self) -> bool {
+        self.tool.reads_history()
     }
 
     fn prepare(&self, arguments: &str) -> Result<PreparedCall, ToolError> {

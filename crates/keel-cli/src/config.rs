@@ -78,6 +78,9 @@ pub struct Layer {
     /// a plain request to it writes the file) instead of write_file and edit_file
     /// (default on with the small tool profile).
     pub change_file: Option<bool>,
+    /// With the small profile, a question's final answer is written by a plain request
+    /// to the model from the turn's last tool outputs (default on with the small profile).
+    pub grounded_answers: Option<bool>,
     /// write_file and edit_file refuse a change that would leave a `.py` or `.json` file
     /// that parses unparsable (default on with the small tool profile).
     pub keep_parsing: Option<bool>,
@@ -146,6 +149,7 @@ impl Layer {
             fresh_start: self.fresh_start.or(base.fresh_start),
             line_numbers: self.line_numbers.or(base.line_numbers),
             change_file: self.change_file.or(base.change_file),
+            grounded_answers: self.grounded_answers.or(base.grounded_answers),
             keep_parsing: self.keep_parsing.or(base.keep_parsing),
             environment: self.environment.or(base.environment),
             tool_first: self.tool_first.or(base.tool_first),
@@ -306,6 +310,8 @@ pub struct Settings {
     pub line_numbers: bool,
     /// The small profile offers change_file in place of write_file and edit_file.
     pub change_file: bool,
+    /// The small profile's answer to a question is written from the tool outputs.
+    pub grounded_answers: bool,
     /// Changes that would leave a parsing .py/.json file unparsable are refused.
     pub keep_parsing: bool,
     /// Start sessions with the environment block.
@@ -546,6 +552,8 @@ pub(crate) fn settings_from(
         // A small model writes a file well in a plain reply and badly inside a JSON
         // string (escapes, line numbers and template tags copied in): see issue 17's notes.
         change_file: layer.change_file.unwrap_or(true),
+        // The 1.5B model paraphrased outputs it had just seen; asked plainly, it quoted them.
+        grounded_answers: layer.grounded_answers.unwrap_or(true),
         // A small model's broken edit is refused rather than made: its next edits piled
         // onto the broken file (`def mean(values): return …` over a working function).
         keep_parsing: layer.keep_parsing.unwrap_or(tool_profile == ToolProfile::Small),

@@ -135,12 +135,15 @@ pub fn agent(
         hooks = hooks.with(FinishCheck::new()).with(keel_tools::changes::ChangeCheck);
     }
     let tools_config = Arc::new(tools_config);
-    let mut tools = if settings.tool_profile == profile::ToolProfile::Small && settings.change_file {
+    let small = settings.tool_profile == profile::ToolProfile::Small;
+    let mut tools = if small && settings.change_file {
         profile::small_with_editor(tools_config, Arc::clone(&model))
     } else {
         profile::tools(settings.tool_profile, tools_config)
     };
-    if settings.always_call {
+    if settings.always_call && small && settings.grounded_answers {
+        tools.register(keel_tools::grounded::GroundedAnswer::new(Arc::clone(&model)));
+    } else if settings.always_call {
         tools.register(keel_tools::answer::Answer);
     }
     (Agent::builder_shared(model).config(config).tools(tools).hooks(hooks).build(), notes)

@@ -34,25 +34,28 @@ impl Tool for Answer {
     }
 
     async fn call(&self, args: AnswerArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-        if args.text.trim().is_empty() {
-            return Err(ToolError::new(
-                "invalid_arguments",
-                "the answer is empty; say what you found or did",
-            ));
-        }
-        // A placeholder (`...`, `-`) says nothing: the 1.5B model answered "..." after
-        // writing a file, and the turn ended with that.
-        if !args.text.chars().any(char::is_alphanumeric) {
-            return Err(ToolError::new(
-                "invalid_arguments",
-                format!(
-                    "the answer `{}` says nothing; say what you found or did",
-                    args.text.trim().chars().take(40).collect::<String>()
-                ),
-            ));
-        }
+        says_something(&args.text)?;
         Ok(ToolOutput::text(args.text).concluding())
     }
+}
+
+/// Refuses an answer that is empty or says nothing.
+pub(crate) fn says_something(text: &str) -> Result<(), ToolError> {
+    if text.trim().is_empty() {
+        return Err(ToolError::new("invalid_arguments", "the answer is empty; say what you found or did"));
+    }
+    // A placeholder (`...`, `-`) says nothing: the 1.5B model answered "..." after
+    // writing a file, and the turn ended with that.
+    if !text.chars().any(char::is_alphanumeric) {
+        return Err(ToolError::new(
+            "invalid_arguments",
+            format!(
+                "the answer `{}` says nothing; say what you found or did",
+                text.trim().chars().take(40).collect::<String>()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod edit;
 pub mod environment;
 pub mod glob;
 pub mod grep;
+pub mod grounded;
 pub mod launch;
 pub mod list;
 mod loose;

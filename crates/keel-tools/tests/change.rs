@@ -93,6 +93,8 @@ async fn replies_that_are_not_a_whole_changed_file_are_asked_again_hotter_then_r
         // Cut off before its closing fence: not the whole file.
         ("a.txt", "x = 1\n", "```\nx = 2\n", "did not come back as one whole code block"),
         ("a.txt", "x = 1\n", "```\nx = 1\n```", "came back the same as the old"),
+        // Only a blank line dropped: no change either.
+        ("a.txt", "x = 1\n\ny = 2\n", "```\nx = 1\ny = 2  \n```", "came back the same as the old"),
         // A change that breaks a parsing JSON file is refused.
         ("b.json", "{\"x\": 1}\n", "```\n{\"x\": \n```", "would not"),
     ];

@@ -1,0 +1,212 @@
+//! The small profile's `answer`: a question's answer written from what the tools showed.
+//!
+//! A small model reads a tool's output and then answers something else: "the product is
+//! 42 and the checksum 14" for `product=42 checksum=14`, "no uncommitted changes" right
+//! after `git status` printed ` M src/app.py`, the `wc -l` count with the header line.
+//! Asked plainly — the turn's last outputs, then the question, no tools and no JSON — the
+//! same 1.5B model quoted the output, named the file and counted 37. So when the task is
+//! a question, `answer` asks the model that way and ends the turn with its reply; the
+//! model's own draft (the call's `text`) stays in the log beside it.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
+use keel_llm::{Message, ModelClient, ModelEvent, ModelRequest, ToolChoice, Usage, UserMessage};
+
+use crate::answer::{AnswerArgs, says_something};
+
+/// Most tool outputs shown, the latest ones.
+const MAX_OUTPUTS: usize = 4;
+/// Most characters of each output shown.
+const MAX_OUTPUT_CHARS: usize = 2000;
+/// Temperature of the plain request: it quotes.
+const TEMPERATURE: f32 = 0.2;
+
+/// `answer` that writes a question's answer from the turn's tool outputs.
+pub struct GroundedAnswer {
+    model: Arc<dyn ModelClient>,
+}
+
+impl GroundedAnswer {
+    /// An answer tool that asks `model` plainly.
+    pub fn new(model: Arc<dyn ModelClient>) -> Self {
+        GroundedAnswer { model }
+    }
+}
+
+/// What a call was, for the heading of its output: a shell command as itself.
+fn describe(call: &keel_llm::ToolCall) -> String {
+    let args: Option<serde_json::Value> = serde_json::from_str(&call.arguments).ok();
+    if call.name == "shell"
+        && let Some(command) = args.as_ref().and_then(|a| a.get("command")).and_then(|c| c.as_str())
+    {
+        return format!("`{}`", command.chars().take(200).collect::<String>());
+    }
+    let arguments: String = call.arguments.chars().take(200).collect();
+    format!("{} {arguments}", call.name)
+}
+
+/// The environment block and the latest tool outputs of the turn that began with `task`,
+/// oldest first, as (heading, text).
+fn evidence(history: &[Message], task: &str) -> Vec<(String, String)> {
+    let start = history.iter().rposition(|m| matches!(m, Message::User(u) if u.content == task)).unwrap_or(0);
+    let turn = &history[start..];
+    let mut outputs: Vec<(String, String)> = Vec::new();
+    for (index, message) in turn.iter().enumerate().rev() {
+        let Message::ToolResult(result) = message else { continue };
+        if result.name == "answer" || outputs.len() == MAX_OUTPUTS {
+            continue;
+        }
+        let call = turn[..index].iter().rev().find_map(|m| match m {
+            Message::Assistant(a) => a.tool_calls().find(|c| c.id == result.call_id),
+            _ => None,
+        });
+        let heading = call.map_or_else(|| result.name.clone(), describe);
+        let text: String = result.content.chars().take(MAX_OUTPUT_CHARS).collect();
+        outputs.push((format!("Output of {heading}"), text));
+    }
+    let environment = history.iter().find_map(|m| match m {
+        Message::User(u) if u.content.starts_with("<environment>") => Some(
+            u.content
+                .trim_start_matches("<environment>")
+                .trim_end()
+                .trim_end_matches("</environment>")
+                .trim()
+                .to_owned(),
+        ),
+        _ => None,
+    });
+    outputs.extend(environment.map(|e| ("The project".to_owned(), e)));
+    outputs.reverse();
+    outputs
+}
+
+/// The plain request: the outputs, then the question.
+fn prompt(evidence: &[(String, String)], task: &str) -> String {
+    let fence = crate::change::fence_for(evidence.iter().map(|(_, t)| t.as_str()));
+    let mut prompt = String::new();
+    for (heading, text) in evidence {
+        let text = text.trim_end();
+        prompt.push_str(&format!("{heading}:\n{fence}\n{text}\n{fence}\n\n"));
+    }
+    prompt.push_str(&format!("{} Answer from the output above, briefly; quote it exactly.", task.trim()));
+    prompt
+}
+
+/// Asks the model; `None` when the request fails or the reply is empty.
+async fn ask(model: &dyn ModelClient, prompt: String, ctx: &ToolContext) -> (Option<String>, Usage) {
+    let messages = [Message::User(UserMessage { content: prompt })];
+    let request = ModelRequest::new("You are a helpful coding assistant.", &messages, &[])
+        .tool_choice(ToolChoice::None)
+        .temperature(TEMPERATURE);
+    let mut stream = model.stream(request, ctx.cancel.child_token());
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(ModelEvent::Completed(message)) => {
+                let text = message.text().trim().to_owned();
+                return ((!text.is_empty()).then_some(text), message.usage);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("the plain answer request failed: {e}");
+                break;
+            }
+        }
+    }
+    (None, Usage::default())
+}
+
+impl Tool for GroundedAnswer {
+    type Args = AnswerArgs;
+
+    fn name(&self) -> &str {
+        "answer"
+    }
+
+    fn description(&self) -> &str {
+        "Finish: give the user your final answer (what you found or did). Call it only when the task is done."
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn reads_history(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, args: AnswerArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        says_something(&args.text)?;
+        let draft = ToolOutput::text(args.text.clone()).concluding();
+        let (Some(task), Some(history)) = (ctx.task.as_deref(), ctx.history.as_deref()) else {
+            return Ok(draft);
+        };
+        // A change task's answer says what was done; the model's draft does that.
+        if crate::changes::asks_for_change(task) {
+            return Ok(draft);
+        }
+        let shown = evidence(history, task);
+        if !shown.iter().any(|(heading, _)| heading.starts_with("Output of")) {
+            return Ok(draft);
+        }
+        match ask(self.model.as_ref(), prompt(&shown, task), &ctx).await {
+            (Some(text), usage) => Ok(ToolOutput::text(text).concluding().with_usage(usage)),
+            (None, usage) => Ok(draft.with_usage(usage)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_llm::{AssistantMessage, ContentBlock, ToolCall, ToolResultMessage};
+
+    fn call(id: &str, name: &str, arguments: &str) -> Message {
+        Message::Assistant(AssistantMessage {
+            content: vec![ContentBlock::ToolCall(ToolCall::new(id, name, arguments))],
+            ..AssistantMessage::default()
+        })
+    }
+
+    fn result(id: &str, name: &str, content: &str) -> Message {
+        Message::ToolResult(ToolResultMessage {
+            call_id: id.into(),
+            name: name.into(),
+            content: content.into(),
+            is_error: false,
+        })
+    }
+
+    fn user(text: &str) -> Message {
+        Message::User(UserMessage { content: text.into() })
+    }
+
+    #[test]
+    fn the_evidence_is_the_environment_and_the_turns_latest_outputs() {
+        let history = [
+            user("<environment>\nGit: branch main\n</environment>"),
+            user("Old task?"),
+            call("0", "shell", r#"{"command": "ls"}"#),
+            result("0", "shell", "old output"),
+            user("What does calc.py print?"),
+            call("1", "shell", r#"{"command": "python3 calc.py"}"#),
+            result("1", "shell", "product=42\n[exit code: 0]"),
+            call("2", "read_file", r#"{"path": "calc.py"}"#),
+            result("2", "read_file", "1\tprint(42)"),
+        ];
+        let shown = evidence(&history, "What does calc.py print?");
+        assert_eq!(
+            shown,
+            [
+                ("The project".to_owned(), "Git: branch main".to_owned()),
+                ("Output of `python3 calc.py`".to_owned(), "product=42\n[exit code: 0]".to_owned()),
+                ("Output of read_file {\"path\": \"calc.py\"}".to_owned(), "1\tprint(42)".to_owned()),
+            ]
+        );
+        assert_eq!(
+            prompt(&shown[1..2], "What does calc.py print?"),
+            "Output of `python3 calc.py`:\n```\nproduct=42\n[exit code: 0]\n```\n\nWhat does calc.py print? Answer from the output above, briefly; quote it exactly."
+        );
+    }
+}

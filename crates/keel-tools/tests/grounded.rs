@@ -1,0 +1,76 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The small profile's `answer`: a question answered plainly from the turn's outputs.
+
+use std::sync::Arc;
+
+use keel_agent::{Agent, AgentConfig, NullSink, Session, SessionContext};
+use keel_llm::{CancellationToken, Message, ToolChoice};
+use keel_testkit::{ScriptedModel, reply};
+use keel_tools::grounded::GroundedAnswer;
+use keel_tools::{ToolsConfig, builtin};
+
+async fn run(
+    task: &str,
+    script: Vec<keel_testkit::ReplyBuilder>,
+) -> (keel_agent::TurnOutcome, ScriptedModel) {
+    let ws = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new(script);
+    let mut tools = builtin(Arc::new(ToolsConfig::default()));
+    tools.register(GroundedAnswer::new(Arc::new(model.clone())));
+    let config = AgentConfig { always_call: true, ..AgentConfig::default() };
+    let agent = Agent::builder(model.clone()).config(config).tools(tools).build();
+    let mut session = Session::in_memory(&ws.path().display().to_string());
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::new(ws.path()), task, &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    (outcome, model)
+}
+
+#[tokio::test]
+async fn a_question_is_answered_by_a_plain_request_from_the_outputs() {
+    let (outcome, model) = run(
+        "What does `echo product=42` print?",
+        vec![
+            reply().call("shell", r#"{"command": "echo product=42"}"#).usage(1, 1),
+            reply().call("answer", r#"{"text": "The product is 42."}"#).usage(100, 10),
+            reply().text("It prints `product=42`.").usage(40, 6),
+        ],
+    )
+    .await;
+    assert_eq!(outcome.final_text, "It prints `product=42`.");
+    assert_eq!((outcome.usage.input_tokens, outcome.usage.output_tokens), (141, 17));
+    let requests = model.requests();
+    let plain = requests.last().unwrap();
+    assert!(plain.tools.is_empty() && plain.tool_choice == ToolChoice::None);
+    let [Message::User(user)] = &plain.messages[..] else { panic!("one user message: {:?}", plain.messages) };
+    assert_eq!(
+        user.content,
+        "Output of `echo product=42`:\n```\nproduct=42\n[exit code: 0]\n```\n\nWhat does `echo product=42` print? Answer from the output above, briefly; quote it exactly."
+    );
+}
+
+#[tokio::test]
+async fn a_change_task_or_a_failed_request_keeps_the_models_own_answer() {
+    let (outcome, model) = run(
+        "Create notes.txt saying hi",
+        vec![
+            reply().call("shell", r#"{"command": "echo hi > notes.txt"}"#),
+            reply().call("answer", r#"{"text": "Created notes.txt."}"#),
+        ],
+    )
+    .await;
+    assert_eq!(outcome.final_text, "Created notes.txt.");
+    assert_eq!(model.requests().len(), 2, "no plain request for a change task");
+
+    let (outcome, _) = run(
+        "Which branch is this?",
+        vec![
+            reply().call("shell", r#"{"command": "echo main"}"#),
+            reply().call("answer", r#"{"text": "main"}"#),
+            reply().fail(keel_llm::ModelError::new(keel_llm::ModelErrorKind::InvalidRequest, "bad")),
+        ],
+    )
+    .await;
+    assert_eq!(outcome.final_text, "main");
+}
