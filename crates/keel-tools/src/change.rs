@@ -414,7 +414,19 @@ fn changed_before(roots: &Roots, state: &keel_agent::ToolState, path: &str) -> b
 
 /// Refuses, before the model is asked, a path the file could not be written to.
 fn writable(roots: &Roots, path: &str) -> Result<(), ToolError> {
+    let folder = || {
+        ToolError::new(
+            "is_a_folder",
+            format!(
+                "`{path}` is a folder: change_file changes one file; name a file (list_files shows them)."
+            ),
+        )
+    };
+    if crate::workspace::names_folder(path) {
+        return Err(folder());
+    }
     match roots.resolve_existing(path, true) {
+        Ok(canonical) if canonical.is_dir() => Err(folder()),
         Ok(_) => Ok(()),
         Err(e) if e.code == "not_found" => {
             let lexical = roots.lexical(path);

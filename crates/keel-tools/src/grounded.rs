@@ -62,9 +62,12 @@ fn evidence(history: &[Message], task: &str) -> Vec<(String, String)> {
             Message::Assistant(a) => a.tool_calls().find(|c| c.id == result.call_id),
             _ => None,
         });
-        let heading = call.map_or_else(|| result.name.clone(), describe);
+        let heading = format!("Output of {}", call.map_or_else(|| result.name.clone(), describe));
         let text: String = result.content.chars().take(MAX_OUTPUT_CHARS).collect();
-        outputs.push((format!("Output of {heading}"), text));
+        // The same call made again with the same output is shown once, where it was last.
+        if !outputs.iter().any(|(h, t)| *h == heading && *t == text) {
+            outputs.push((heading, text));
+        }
     }
     let environment = history.iter().find_map(|m| match m {
         Message::User(u) if u.content.starts_with("<environment>") => Some(
@@ -194,18 +197,20 @@ mod tests {
             result("1", "shell", "product=42\n[exit code: 0]"),
             call("2", "read_file", r#"{"path": "calc.py"}"#),
             result("2", "read_file", "1\tprint(42)"),
+            call("3", "shell", r#"{"command": "python3 calc.py"}"#),
+            result("3", "shell", "product=42\n[exit code: 0]"),
         ];
         let shown = evidence(&history, "What does calc.py print?");
         assert_eq!(
             shown,
             [
                 ("The project".to_owned(), "Git: branch main".to_owned()),
-                ("Output of `python3 calc.py`".to_owned(), "product=42\n[exit code: 0]".to_owned()),
                 ("Output of read_file {\"path\": \"calc.py\"}".to_owned(), "1\tprint(42)".to_owned()),
+                ("Output of `python3 calc.py`".to_owned(), "product=42\n[exit code: 0]".to_owned()),
             ]
         );
         assert_eq!(
-            prompt(&shown[1..2], "What does calc.py print?"),
+            prompt(&shown[2..], "What does calc.py print?"),
             "Output of `python3 calc.py`:\n```\nproduct=42\n[exit code: 0]\n```\n\nWhat does calc.py print? Answer from the output above, briefly; quote it exactly."
         );
     }

@@ -31,6 +31,11 @@ pub struct Roots {
     allow_hardlinks: bool,
 }
 
+/// True when `path` ends with `/`: it names a folder, never a file to create.
+pub fn names_folder(path: &str) -> bool {
+    path.trim_end().ends_with('/')
+}
+
 /// What a file that is neither regular nor a folder is, for a refusal; `None` for a
 /// regular file, a folder or a symlink.
 pub fn special_kind(file_type: &std::fs::FileType) -> Option<&'static str> {
@@ -231,6 +236,12 @@ impl Roots {
     /// canonical path, and its size before the write when it already existed (it is not
     /// truncated). Special files and (unless allowed) hard-linked files are refused.
     pub fn open_write(&self, path: &str) -> Result<(File, PathBuf, Option<u64>), ToolError> {
+        if names_folder(path) {
+            return Err(ToolError::new(
+                "is_a_folder",
+                format!("`{path}` names a folder (it ends with `/`), not a file: name the file to write"),
+            ));
+        }
         let lexical = self.lexical(path);
         let Some(Component::Normal(name)) = lexical.components().next_back() else {
             return Err(ToolError::new("invalid_path", format!("`{path}` does not name a file")));

@@ -171,6 +171,13 @@ async fn long_files_and_empty_changes_are_refused_before_asking() {
     assert_eq!(empty(ToolContext::new(ws.path())).await.unwrap_err().code, "invalid_arguments");
     let outside = tool.prepare(r#"{"path": "../x.txt", "change": "hi"}"#).unwrap();
     assert!(outside(ToolContext::new(ws.path())).await.is_err());
+    // A folder path is not a file to create (it once became a file named `backup`).
+    std::fs::create_dir(ws.path().join("docs")).unwrap();
+    for folder in ["backup/", "docs"] {
+        let call = tool.prepare(&serde_json::json!({"path": folder, "change": "x"}).to_string()).unwrap();
+        assert_eq!(call(ToolContext::new(ws.path())).await.unwrap_err().code, "is_a_folder", "{folder}");
+    }
+    assert!(!ws.path().join("backup").exists());
     assert!(model.requests().is_empty(), "no model request for a refused call");
 }
 

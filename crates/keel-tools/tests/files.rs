@@ -427,3 +427,13 @@ async fn many_matches_list_the_first_lines_only() {
         error.message
     );
 }
+
+#[tokio::test]
+async fn write_file_refuses_a_path_that_names_a_folder() {
+    let ws = tempfile::tempdir().unwrap();
+    let error = common::call(ws.path(), "write_file", serde_json::json!({"path": "backup/", "content": "x"}))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code, "is_a_folder");
+    assert!(!ws.path().join("backup").exists(), "no file named like the folder");
+}
