@@ -324,7 +324,7 @@ impl Tool for ChangeFile {
                     ))
                 }
                 Unchanged::Same => ToolOutput::error(format!(
-                    "`{}` was not changed: the new content came back the same as the old. Call change_file again and say exactly what to add, remove or replace.",
+                    "`{}` was not changed: its new content came back the same as the old. To change its content, call change_file again saying exactly what to add, remove or replace; to rename, move or delete the file, use the shell (mv, rm).",
                     args.path
                 )),
             };
