@@ -279,6 +279,9 @@ impl Tool for ChangeFile {
             .await
             .map_err(|e| ToolError::msg(format!("the tool stopped unexpectedly: {e}")))??;
             let prompt = editor_prompt(ctx.task.as_deref(), &args, &inputs);
+            // Unless the task is about layout, blank lines the editor reflowed are put back.
+            let layout = crate::blank_lines::about_layout(&args.change)
+                || ctx.task.as_deref().is_some_and(crate::blank_lines::about_layout);
             let checks = crate::syntax::Checks::of(&config);
             let shared = Arc::new((roots, args, inputs));
             let mut usage = Usage::default();
@@ -290,7 +293,7 @@ impl Tool for ChangeFile {
                 let vetting = Arc::clone(&shared);
                 let vetted = tokio::task::spawn_blocking(move || {
                     let (roots, args, inputs) = &*vetting;
-                    vet(&reply, args, inputs, checks, roots.root())
+                    vet(&reply, args, inputs, checks, roots.root(), layout)
                 })
                 .await
                 .map_err(|e| ToolError::msg(format!("the tool stopped unexpectedly: {e}")))?;
@@ -333,8 +336,9 @@ impl Tool for ChangeFile {
     }
 }
 
-/// Checks the editor's reply: one whole code block, different from the file, no tool
-/// call pasted in, and parsing where the file parsed. Returns the new text and a
+/// Checks the editor's reply: one whole code block, different from the file (blank lines
+/// it reflowed put back unless `layout`), no tool call pasted in, and parsing where the
+/// file parsed. Returns the new text and a
 /// warning note, or why it is refused.
 fn vet(
     reply: &str,
@@ -342,6 +346,7 @@ fn vet(
     inputs: &Inputs,
     checks: crate::syntax::Checks,
     root: &std::path::Path,
+    layout: bool,
 ) -> Result<(String, Option<String>), Unchanged> {
     let path = &args.path;
     let nested = inputs.current.as_deref().is_some_and(|t| t.lines().any(|l| fence_len(l) >= 3));
@@ -350,7 +355,11 @@ fn vet(
             "`{path}` was not changed: the new content did not come back as one whole code block. Call change_file again, saying plainly what to change."
         )));
     };
-    if inputs.current.as_deref().is_some_and(|old| same_text(old, &new)) {
+    let new = match inputs.current.as_deref() {
+        Some(old) if !layout => crate::blank_lines::keep_old_blank_lines(old, &new),
+        _ => new,
+    };
+    if inputs.current.as_deref() == Some(new.as_str()) {
         return Err(Unchanged::Same);
     }
     if let Some(call) = crate::pasted::call_in(path, &new) {
@@ -382,16 +391,6 @@ fn write_new(
         Some(old) => format!("Changed {shown}:\n{}", crate::edit::diff(old, new, &shown)),
         None => created_report(&shown, new),
     })
-}
-
-/// True when `a` and `b` differ at most in blank lines and trailing spaces: a copy
-/// that only dropped a blank line (as the 1.5B editor did to a test file it was told
-/// not to change) is no change.
-fn same_text(a: &str, b: &str) -> bool {
-    fn meaningful(text: &str) -> impl Iterator<Item = &str> {
-        text.lines().map(str::trim_end).filter(|l| !l.is_empty())
-    }
-    meaningful(a).eq(meaningful(b))
 }
 
 /// Why the editor's reply was not written.

@@ -10,6 +10,7 @@
 //! ```
 
 pub mod answer;
+mod blank_lines;
 pub mod change;
 pub mod changes;
 pub mod edit;

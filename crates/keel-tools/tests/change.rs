@@ -250,3 +250,27 @@ async fn asking_again_for_a_change_already_made_is_told_so_not_refused() {
         .unwrap();
     assert!(out.is_error && out.content.contains("came back the same as the old"), "{}", out.content);
 }
+
+#[tokio::test]
+async fn blank_lines_the_editor_reflowed_are_put_back_unless_the_task_is_about_them() {
+    let ws = tempfile::tempdir().unwrap();
+    let path = ws.path().join("m.py");
+    let old = "def a():\n    pass\n\n\ndef b():\n    pass\n";
+    std::fs::write(&path, old).unwrap();
+    let model = ScriptedModel::new([reply().text("```\ndef a():\n    pass\n\ndef b():\n    return 2\n```")]);
+    let out = change(
+        ws.path(),
+        &model,
+        "Make b return 2 in m.py",
+        serde_json::json!({"path": "m.py", "change": "x"}),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "def a():\n    pass\n\n\ndef b():\n    return 2\n");
+    // Asked to remove empty lines, removing them is the change.
+    let model = ScriptedModel::new([reply().text("```\ndef a():\n    pass\ndef b():\n    return 2\n```")]);
+    let task = "Remove the empty lines from m.py";
+    let out = change(ws.path(), &model, task, serde_json::json!({"path": "m.py", "change": "x"})).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "def a():\n    pass\ndef b():\n    return 2\n");
+}
