@@ -272,7 +272,7 @@ pub(crate) async fn execute_calls(
     let mut stop: Option<(TurnEndReason, String)> = None;
     let workspace: Arc<Path> = Arc::from(run.ctx.workspace.as_path());
     let artifacts: Option<Arc<Path>> = run.ctx.artifacts.as_deref().map(Arc::from);
-    let task: Arc<str> = Arc::from(run.prompt.as_str());
+    let task = Arc::clone(&run.task);
 
     for mut batch in batches(items, pool) {
         let mut history: Option<Arc<[keel_llm::Message]>> = None;

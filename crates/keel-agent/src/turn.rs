@@ -72,6 +72,9 @@ pub(crate) struct TurnRun<'a> {
     pub restarted: bool,
     /// The message holding the turn's prompt, as it was when the turn started.
     pub prompt: String,
+    /// The user's request that started the turn, alone (the environment block that may
+    /// share its message left out): what tools see as [`crate::ToolContext::task`].
+    pub task: std::sync::Arc<str>,
 }
 
 enum Reply {
@@ -250,6 +253,7 @@ impl TurnRun<'_> {
         {
             self.user(environment.clone(), InputSource::Context)?;
         }
+        self.task = std::sync::Arc::from(input.as_str());
         self.user(input, InputSource::Prompt)?;
         // The message holding the prompt (input may have joined the one before it).
         self.first_message = self.session.messages().len().saturating_sub(1);
@@ -494,6 +498,7 @@ impl Agent {
             last_step: self.config.max_steps,
             restarted: false,
             prompt: String::new(),
+            task: std::sync::Arc::from(""),
         };
         Ok(run.run(input.into()).await?)
     }

@@ -32,14 +32,21 @@ async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
                     "default_generation_settings": {"n_ctx": 16384}}),
         ),
         ("POST", "/completion") => {
-            let call = match seen.fetch_add(1, Ordering::SeqCst) {
-                0 => r#"{"name": "shell", "arguments": {"command": "echo product=42"}}"#,
-                _ => r#"{"name": "answer", "arguments": {"text": "It prints product=42."}}"#,
+            let content = match seen.fetch_add(1, Ordering::SeqCst) {
+                0 => {
+                    r#"<tool_call>
+{"name": "shell", "arguments": {"command": "echo product=42"}}
+</tool_call>"#
+                }
+                1 => {
+                    r#"<tool_call>
+{"name": "answer", "arguments": {"text": "The product is 42."}}
+</tool_call>"#
+                }
+                // The question's answer, asked plainly from the outputs (grounded answers).
+                _ => "It prints `product=42`.",
             };
-            MockResponse::json(
-                200,
-                &json!({"content": format!("<tool_call>\n{call}\n</tool_call>"), "stop_type": "eos"}),
-            )
+            MockResponse::json(200, &json!({"content": content, "stop_type": "eos"}))
         }
         _ => MockResponse::json(404, &json!({"error": "not found"})),
     });
@@ -49,10 +56,10 @@ async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
     let out = output(keel).await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(text(&out.stdout).contains("It prints product=42."), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("It prints `product=42`."), "{}", text(&out.stdout));
     let posts: Vec<_> = server.requests().into_iter().filter(|r| r.path == "/completion").collect();
-    assert_eq!(posts.len(), 2);
-    for post in &posts {
+    assert_eq!(posts.len(), 3);
+    for post in &posts[..2] {
         let body = post.json();
         // Every step must call a tool: the grammar names the answer tool too.
         let grammar = body["grammar"].as_str().unwrap();
@@ -62,6 +69,15 @@ async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
     }
     let second = posts[1].json();
     assert!(second["prompt"].as_str().unwrap().contains("<tool_response>\nproduct=42"), "{second}");
+    // The plain answer request: no grammar, no tools, the output then the question.
+    let plain = posts[2].json();
+    assert!(plain.get("grammar").is_none(), "{plain}");
+    let prompt = plain["prompt"].as_str().unwrap();
+    assert!(!prompt.contains("<tools>"), "{prompt}");
+    assert!(
+        prompt.contains("Output of `echo product=42`:\n```\nproduct=42\n[exit code: 0]\n```\n\nWhat does echo print? Answer from the output above"),
+        "{prompt}"
+    );
     assert!(server.requests().iter().all(|r| r.path != "/v1/chat/completions"));
     // `/props` is read once at start (context size and template) and once by the client.
     assert_eq!(server.requests().iter().filter(|r| r.path == "/props").count(), 2);

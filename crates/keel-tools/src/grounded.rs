@@ -50,7 +50,11 @@ fn describe(call: &keel_llm::ToolCall) -> String {
 /// The environment block and the latest tool outputs of the turn that began with `task`,
 /// oldest first, as (heading, text).
 fn evidence(history: &[Message], task: &str) -> Vec<(String, String)> {
-    let start = history.iter().rposition(|m| matches!(m, Message::User(u) if u.content == task)).unwrap_or(0);
+    // The turn begins at its prompt (which may share a message with the environment block).
+    let start = history
+        .iter()
+        .rposition(|m| matches!(m, Message::User(u) if u.content.trim_end().ends_with(task.trim())))
+        .unwrap_or(0);
     let turn = &history[start..];
     let mut outputs: Vec<(String, String)> = Vec::new();
     for (index, message) in turn.iter().enumerate().rev() {
@@ -70,14 +74,11 @@ fn evidence(history: &[Message], task: &str) -> Vec<(String, String)> {
         }
     }
     let environment = history.iter().find_map(|m| match m {
-        Message::User(u) if u.content.starts_with("<environment>") => Some(
-            u.content
-                .trim_start_matches("<environment>")
-                .trim_end()
-                .trim_end_matches("</environment>")
-                .trim()
-                .to_owned(),
-        ),
+        Message::User(u) => {
+            let inside = u.content.strip_prefix("<environment>")?;
+            let end = inside.find("</environment>")?;
+            Some(inside[..end].trim().to_owned())
+        }
         _ => None,
     });
     outputs.extend(environment.map(|e| ("The project".to_owned(), e)));
@@ -188,8 +189,7 @@ mod tests {
     #[test]
     fn the_evidence_is_the_environment_and_the_turns_latest_outputs() {
         let history = [
-            user("<environment>\nGit: branch main\n</environment>"),
-            user("Old task?"),
+            user("<environment>\nGit: branch main\n</environment>\n\nOld task?"),
             call("0", "shell", r#"{"command": "ls"}"#),
             result("0", "shell", "old output"),
             user("What does calc.py print?"),

@@ -450,6 +450,20 @@ mod tests {
     }
 
     #[test]
+    fn a_requests_own_temperature_wins_over_the_configured_one() {
+        let mut config = OpenAiConfig::new("http://x", "m");
+        config.temperature = Some(0.9);
+        let close = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-6;
+        assert!(close(&body(&history(), &config)["temperature"], 0.9));
+        let messages = history();
+        let tools = [];
+        let request = ModelRequest::new("sys", &messages, &tools).temperature(0.2);
+        let me = ModelInfo { provider: config.provider.clone(), model: config.model.clone() };
+        let sent: Value = serde_json::from_slice(&encode(&request, &config, &me, None).unwrap()).unwrap();
+        assert!(close(&sent["temperature"], 0.2), "{sent}");
+    }
+
+    #[test]
     fn reasoning_is_never_sent_to_providers_that_reject_it() {
         let config = OpenAiConfig::new("http://x", "m");
         let text = serde_json::to_string(&body(&history(), &config)).unwrap();
