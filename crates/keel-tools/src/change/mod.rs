@@ -1,0 +1,380 @@
+//! `change_file`: a file changed by a model call of its own, for small models.
+//!
+//! A small model writes code well in a plain reply and badly inside a JSON string: it
+//! escapes quotes twice, copies line numbers and template tags into the text, and uses
+//! `old_text`/`new_text` as "this line and what follows". With change_file it says in
+//! words what to change; keel then asks the same model, in a separate plain request (the
+//! task, the change, other files the task names, the file itself), for the file's whole
+//! new content in one code block, checks it as write_file does, writes it, and returns
+//! the diff. Aider's "whole file" edit format, found best for weak models, works the
+//! same way.
+
+use std::future::Future;
+use std::io::Read;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
+use keel_llm::{Message, ModelClient, ModelEvent, ModelRequest, ToolChoice, Usage, UserMessage};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::ToolsConfig;
+use crate::undo::Keeper;
+use crate::workspace::Roots;
+
+mod prompt;
+
+pub use prompt::code_block;
+pub(crate) use prompt::fence_for;
+use prompt::{Inputs, editor_prompt, fence_len, related_files};
+
+/// Most lines of a file change_file rewrites (its whole text is generated again).
+const MAX_LINES: usize = 200;
+/// Most bytes of a file change_file rewrites.
+const MAX_BYTES: usize = 16 * 1024;
+/// Most other files the editor is shown, and most bytes of each.
+const MAX_RELATED: usize = 3;
+const MAX_RELATED_BYTES: usize = 8 * 1024;
+/// Temperatures of the editor's attempts: it mostly copies, and must copy faithfully; a
+/// reply that changed nothing or broke the file is asked for again, hotter (the same
+/// prompt at the same temperature and seed would come back the same).
+const EDITOR_TEMPERATURES: [f32; 2] = [0.2, 0.7];
+/// Lines of a new file shown in the report.
+const SHOWN_NEW_LINES: usize = 40;
+
+const EDITOR_SYSTEM: &str = "You are a helpful coding assistant.";
+
+/// Arguments of `change_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeArgs {
+    /// File path; a missing file is created.
+    pub path: String,
+    /// What to change in the file, in words (or the text to put in a new file).
+    pub change: String,
+}
+
+/// Changes files through a plain request to the model (see the module docs).
+pub struct ChangeFile {
+    config: Arc<ToolsConfig>,
+    model: Arc<dyn ModelClient>,
+}
+
+impl ChangeFile {
+    /// A change tool that asks `model` for new file contents.
+    pub fn new(config: Arc<ToolsConfig>, model: Arc<dyn ModelClient>) -> Self {
+        ChangeFile { config, model }
+    }
+}
+
+/// Reads a text file of at most `max` bytes; `Ok(None)` when it does not exist.
+pub(super) fn read_text(roots: &Roots, path: &str, max: usize) -> Result<Option<String>, ToolError> {
+    let (file, _) = match roots.open_read(path) {
+        Ok(opened) => opened,
+        Err(e) if e.code == "not_found" => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut bytes = Vec::new();
+    file.take(max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::msg(format!("cannot read `{path}`: {e}")))?;
+    if bytes.len() > max {
+        return Err(ToolError::new("file_too_large", format!("`{path}` is larger than {} KiB", max / 1024)));
+    }
+    if bytes.contains(&0) {
+        return Err(ToolError::new("binary_file", format!("`{path}` is not a text file")));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| ToolError::new("binary_file", format!("`{path}` is not UTF-8 text")))
+}
+
+/// Asks the model for the new content; returns its reply text and usage.
+async fn ask_editor(
+    model: &dyn ModelClient,
+    prompt: String,
+    temperature: f32,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<(String, Usage), ToolError> {
+    let messages = [Message::User(UserMessage { content: prompt })];
+    let request = ModelRequest::new(EDITOR_SYSTEM, &messages, &[])
+        .tool_choice(ToolChoice::None)
+        .temperature(temperature);
+    let mut stream = model.stream(request, cancel);
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(ModelEvent::Completed(message)) => return Ok((message.text(), message.usage)),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(ToolError::new(
+                    "model_error",
+                    format!("The file was not changed: the model request for its new content failed ({e})."),
+                ));
+            }
+        }
+    }
+    Err(ToolError::new("model_error", "The file was not changed: the model's reply ended early."))
+}
+
+/// The report for a created file: its first lines.
+fn created_report(shown: &str, text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut report = format!("Created {shown} ({} lines):\n", lines.len());
+    for line in lines.iter().take(SHOWN_NEW_LINES) {
+        report.push_str(line);
+        report.push('\n');
+    }
+    if lines.len() > SHOWN_NEW_LINES {
+        report.push_str(&format!("[... {} more lines]\n", lines.len() - SHOWN_NEW_LINES));
+    }
+    report
+}
+
+impl Tool for ChangeFile {
+    type Args = ChangeArgs;
+
+    fn name(&self) -> &str {
+        "change_file"
+    }
+
+    fn description(&self) -> &str {
+        "Change a file, or create it: say in words what to change."
+    }
+
+    fn call(
+        &self,
+        args: ChangeArgs,
+        ctx: ToolContext,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
+        let config = Arc::clone(&self.config);
+        let model = Arc::clone(&self.model);
+        async move {
+            if args.change.trim().is_empty() {
+                return Err(ToolError::new(
+                    "invalid_arguments",
+                    "change is empty: say what to change in the file.",
+                ));
+            }
+            let roots = Roots::for_call(&ctx, &config)?;
+            let job = Arc::new(gather(roots, args, ctx.task.clone()).await?);
+            let prompt = editor_prompt(ctx.task.as_deref(), &job.args, &job.inputs);
+            // Unless the task is about layout, blank lines the editor reflowed are put back.
+            let layout = crate::blank_lines::about_layout(&job.args.change)
+                || ctx.task.as_deref().is_some_and(crate::blank_lines::about_layout);
+            let checks = crate::syntax::Checks::of(&config);
+            let mut usage = Usage::default();
+            let mut refusal = Unchanged::Same;
+            for temperature in EDITOR_TEMPERATURES {
+                let (reply, spent) =
+                    ask_editor(model.as_ref(), prompt.clone(), temperature, ctx.cancel.child_token()).await?;
+                usage += spent;
+                let vetting = Arc::clone(&job);
+                let vetted = blocking(move || vetting.vet(&reply, checks, layout)).await?;
+                match vetted {
+                    Ok((new, note)) => return Ok(job.write(new, note, &ctx).await?.with_usage(usage)),
+                    Err(why) => refusal = why,
+                }
+            }
+            Ok(job.unchanged(refusal, &ctx.state).with_usage(usage))
+        }
+    }
+}
+
+/// One change: where, what, and what the editor is shown.
+struct Job {
+    roots: Roots,
+    args: ChangeArgs,
+    inputs: Inputs,
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::msg(format!("the tool stopped unexpectedly: {e}")))
+}
+
+/// Checks the path and reads the file and the other files the task names.
+async fn gather(roots: Roots, args: ChangeArgs, task: Option<Arc<str>>) -> Result<Job, ToolError> {
+    blocking(move || {
+        writable(&roots, &args.path)?;
+        let current = read_text(&roots, &args.path, MAX_BYTES).map_err(too_long_hint)?;
+        if let Some(text) = &current
+            && text.lines().count() > MAX_LINES
+        {
+            return Err(too_long_hint(ToolError::new(
+                "file_too_large",
+                format!("`{}` has {} lines", args.path, text.lines().count()),
+            )));
+        }
+        let mut about = args.change.clone();
+        if let Some(task) = &task {
+            about.push('\n');
+            about.push_str(task);
+        }
+        let related = related_files(&roots, &about, &args.path);
+        Ok(Job { roots, args, inputs: Inputs { current, related } })
+    })
+    .await?
+}
+
+impl Job {
+    /// Writes vetted content; a failed write is an error result for the model.
+    async fn write(
+        self: &Arc<Self>,
+        new: String,
+        note: Option<String>,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
+        let state = Arc::clone(&ctx.state);
+        let job = Arc::clone(self);
+        let written = blocking(move || {
+            write_new(&job.roots, &job.args, job.inputs.current.as_deref(), &new, keeper.as_ref(), &state)
+                .map(|report| report + note.as_deref().unwrap_or(""))
+        })
+        .await?;
+        Ok(match written {
+            Ok(report) => ToolOutput::text(report),
+            Err(e) => ToolOutput::error(e.message),
+        })
+    }
+
+    /// The result when no attempt was written.
+    fn unchanged(&self, why: Unchanged, state: &keel_agent::ToolState) -> ToolOutput {
+        let path = &self.args.path;
+        match why {
+            Unchanged::Refused(why) => ToolOutput::error(why),
+            Unchanged::Same if changed_before(&self.roots, state, path) => ToolOutput::text(format!(
+                "No change needed: `{path}` already has the change you made with change_file earlier (its diff is above). Do not repeat it; go on with the next step of the task."
+            )),
+            Unchanged::Same => ToolOutput::error(format!(
+                "`{path}` was not changed: its new content came back the same as the old. To change its content, call change_file again saying exactly what to add, remove or replace; to rename, move or delete the file, use the shell (mv, rm)."
+            )),
+        }
+    }
+
+    /// Checks the editor's reply: one whole code block, different from the file (blank
+    /// lines it reflowed put back unless `layout`), no tool call pasted in, and parsing
+    /// where the file parsed. Returns the new text and a warning note, or why not.
+    fn vet(
+        &self,
+        reply: &str,
+        checks: crate::syntax::Checks,
+        layout: bool,
+    ) -> Result<(String, Option<String>), Unchanged> {
+        let (path, inputs, root) = (&self.args.path, &self.inputs, self.roots.root());
+        let nested = inputs.current.as_deref().is_some_and(|t| t.lines().any(|l| fence_len(l) >= 3));
+        let Some(new) = code_block(reply, nested) else {
+            return Err(Unchanged::Refused(format!(
+                "`{path}` was not changed: the new content did not come back as one whole code block. Call change_file again, saying plainly what to change."
+            )));
+        };
+        let new = match inputs.current.as_deref() {
+            Some(old) if !layout => crate::blank_lines::keep_old_blank_lines(old, &new),
+            _ => new,
+        };
+        if inputs.current.as_deref() == Some(new.as_str()) {
+            return Err(Unchanged::Same);
+        }
+        if let Some(call) = crate::pasted::call_in(path, &new) {
+            return Err(Unchanged::Refused(crate::pasted::call_refusal(path, call)));
+        }
+        let note = checks
+            .change(path, || inputs.current.clone(), &new, root)
+            .map_err(|e| Unchanged::Refused(e.message))?;
+        Ok((new, note))
+    }
+}
+
+/// Writes the vetted content and reports the change as a diff (or a new file's lines).
+fn write_new(
+    roots: &Roots,
+    args: &ChangeArgs,
+    old: Option<&str>,
+    new: &str,
+    keeper: Option<&Keeper>,
+    state: &keel_agent::ToolState,
+) -> Result<String, ToolError> {
+    crate::write::write_kept(roots, &args.path, new, keeper)?;
+    crate::seen::mark(roots, state, &args.path);
+    if let Ok(canonical) = roots.resolve_existing(&args.path, false) {
+        state.with(|changed: &mut Changed| changed.0.insert(canonical));
+    }
+    let shown =
+        roots.resolve_existing(&args.path, false).map_or_else(|_| args.path.clone(), |c| roots.display(&c));
+    Ok(match old {
+        Some(old) => format!("Changed {shown}:\n{}", crate::edit::diff(old, new, &shown)),
+        None => created_report(&shown, new),
+    })
+}
+
+/// Why the editor's reply was not written.
+enum Unchanged {
+    /// It came back the same as the file.
+    Same,
+    /// It was refused, for this reason (for the model).
+    Refused(String),
+}
+
+/// The files change_file has changed in this session.
+#[derive(Debug, Default)]
+struct Changed(std::collections::HashSet<std::path::PathBuf>);
+
+/// True when change_file changed the file at `path` earlier in the session.
+fn changed_before(roots: &Roots, state: &keel_agent::ToolState, path: &str) -> bool {
+    let Ok(canonical) = roots.resolve_existing(path, false) else { return false };
+    state.with(|changed: &mut Changed| changed.0.contains(&canonical))
+}
+
+/// Refuses, before the model is asked, a path the file could not be written to.
+fn writable(roots: &Roots, path: &str) -> Result<(), ToolError> {
+    let folder = || {
+        ToolError::new(
+            "is_a_folder",
+            format!(
+                "`{path}` is a folder: change_file changes one file; name a file (list_files shows them)."
+            ),
+        )
+    };
+    if crate::workspace::names_folder(path) {
+        return Err(folder());
+    }
+    match roots.resolve_existing(path, true) {
+        Ok(canonical) if canonical.is_dir() => Err(folder()),
+        Ok(_) => Ok(()),
+        Err(e) if e.code == "not_found" => {
+            let lexical = roots.lexical(path);
+            let inside = lexical
+                .parent()
+                .and_then(|p| p.ancestors().find(|a| a.exists()))
+                .and_then(|a| a.canonicalize().ok());
+            match inside {
+                Some(existing) if roots.allows(&existing, true) && !path.trim().is_empty() => Ok(()),
+                _ => Err(ToolError::new(
+                    "outside_workspace",
+                    format!(
+                        "`{path}` is outside the project folder: change_file changes files inside it (use a relative path)."
+                    ),
+                )),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A file too long to rewrite: say what to use instead.
+fn too_long_hint(error: ToolError) -> ToolError {
+    if error.code != "file_too_large" {
+        return error;
+    }
+    ToolError::new(
+        "file_too_large",
+        format!(
+            "{}; change_file rewrites files of at most {MAX_LINES} lines and {} KiB. Change it with a command in the shell instead (sed -i, or a short python3 script).",
+            error.message,
+            MAX_BYTES / 1024
+        ),
+    )
+}
