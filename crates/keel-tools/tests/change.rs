@@ -53,7 +53,7 @@ async fn the_file_is_rewritten_from_the_editors_code_block_and_the_diff_returned
     let prompt = editor_prompt(&model);
     assert_eq!(
         prompt,
-        "Remove the debug prints from app.py.\n\nThis is `app.py`:\n```\ndef load():\n    print(\"DEBUG\")\n    return 1\n```\nReply with the complete new content of `app.py` in one code block."
+        "Remove the debug prints from app.py.\nIn `app.py`: remove the print\n\nThis is `app.py`:\n```\ndef load():\n    print(\"DEBUG\")\n    return 1\n```\nReply with the complete new content of `app.py` in one code block."
     );
 }
 
@@ -146,7 +146,6 @@ async fn a_markdown_file_with_code_blocks_is_fenced_longer_and_read_to_the_last_
         "# Installation\n\n```\npip install x\n```\n"
     );
     let prompt = editor_prompt(&model);
-    // The task does not name the file: the model's description of the change is shown.
     assert!(
         prompt.starts_with("Fix the typo\nIn `README.md`: fix\n\nThis is `README.md`:\n````\n# Instalation"),
         "{prompt}"
@@ -216,7 +215,9 @@ async fn in_the_loop_the_editor_sees_the_task_and_its_tokens_are_counted() {
     let requests = model.requests();
     let Message::User(editor) = &requests[1].messages[0] else { panic!("a user message") };
     assert!(
-        editor.content.starts_with("Change the port in config.toml to 8080.\n\nThis is `config.toml`:\n"),
+        editor.content.starts_with(
+            "Change the port in config.toml to 8080.\nIn `config.toml`: port 8080\n\nThis is `config.toml`:\n"
+        ),
         "{}",
         editor.content
     );
