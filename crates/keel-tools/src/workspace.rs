@@ -113,6 +113,23 @@ impl Roots {
             || (!write && self.read_only.iter().any(|r| path.starts_with(r)))
     }
 
+    /// Refuses a path in (or named) `.git`: the file tools never write git's own files
+    /// (a small model "initialised" a repository by writing a file named `.git`, after
+    /// which every git command failed); git commands in the shell change them.
+    pub fn refuse_git_internals(&self, path: &str) -> Result<(), ToolError> {
+        let lexical = self.lexical(path);
+        let inside = lexical.strip_prefix(&self.root).unwrap_or(&lexical);
+        if inside.components().any(|c| c.as_os_str() == ".git") {
+            return Err(ToolError::new(
+                "git_internals",
+                format!(
+                    "`{path}` is git's own data: the file tools do not write it. Use git commands in the shell (git init, git add, git commit)."
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// `path` joined to the root and normalized without touching the disk.
     pub fn lexical(&self, path: &str) -> PathBuf {
         let joined = self.root.join(path.trim());
@@ -195,6 +212,7 @@ impl Roots {
     /// Opens an existing regular file for reading and writing (an edit), confined: no
     /// folder, no special file, no symlink swapped in, no extra hard link unless allowed.
     pub fn open_edit(&self, path: &str) -> Result<(File, PathBuf), ToolError> {
+        self.refuse_git_internals(path)?;
         let canonical = self.resolve_existing(path, true)?;
         let before = std::fs::metadata(&canonical).map_err(|e| io_error(path, "open", &e))?;
         if before.is_dir() {
@@ -242,6 +260,7 @@ impl Roots {
                 format!("`{path}` names a folder (it ends with `/`), not a file: name the file to write"),
             ));
         }
+        self.refuse_git_internals(path)?;
         let lexical = self.lexical(path);
         let Some(Component::Normal(name)) = lexical.components().next_back() else {
             return Err(ToolError::new("invalid_path", format!("`{path}` does not name a file")));

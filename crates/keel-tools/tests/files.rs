@@ -437,3 +437,25 @@ async fn write_file_refuses_a_path_that_names_a_folder() {
     assert_eq!(error.code, "is_a_folder");
     assert!(!ws.path().join("backup").exists(), "no file named like the folder");
 }
+
+#[tokio::test]
+async fn the_file_tools_never_write_gits_own_files() {
+    let ws = tempfile::tempdir().unwrap();
+    for path in [".git", ".git/config", "sub/.git/HEAD"] {
+        let error = common::call(ws.path(), "write_file", serde_json::json!({"path": path, "content": "x"}))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code, "git_internals", "{path}");
+    }
+    assert!(!ws.path().join(".git").exists());
+    std::fs::create_dir(ws.path().join(".git")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let edit = serde_json::json!({"path": ".git/config", "old_text": "[core]", "new_text": "[x]"});
+    assert_eq!(common::call(ws.path(), "edit_file", edit).await.unwrap_err().code, "git_internals");
+    // A file merely named like it elsewhere is fine.
+    assert!(
+        common::call(ws.path(), "write_file", serde_json::json!({"path": "a.gitx", "content": "x"}))
+            .await
+            .is_ok()
+    );
+}

@@ -341,6 +341,7 @@ fn writable(roots: &Roots, path: &str) -> Result<(), ToolError> {
     if crate::workspace::names_folder(path) {
         return Err(folder());
     }
+    roots.refuse_git_internals(path)?;
     match roots.resolve_existing(path, true) {
         Ok(canonical) if canonical.is_dir() => Err(folder()),
         Ok(_) => Ok(()),
