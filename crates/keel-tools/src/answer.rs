@@ -14,6 +14,10 @@ pub struct AnswerArgs {
     pub text: String,
 }
 
+/// What the answer tools tell the model.
+pub(crate) const DESCRIPTION: &str =
+    "Finish: give the user your final answer (what you found or did). Call it only when the task is done.";
+
 /// Ends the turn with an answer.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Answer;
@@ -26,7 +30,7 @@ impl Tool for Answer {
     }
 
     fn description(&self) -> &str {
-        "Finish: give the user your final answer (what you found or did). Call it only when the task is done."
+        DESCRIPTION
     }
 
     fn is_read_only(&self) -> bool {

@@ -129,7 +129,7 @@ impl Tool for GroundedAnswer {
     }
 
     fn description(&self) -> &str {
-        "Finish: give the user your final answer (what you found or did). Call it only when the task is done."
+        crate::answer::DESCRIPTION
     }
 
     fn is_read_only(&self) -> bool {

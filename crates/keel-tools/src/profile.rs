@@ -55,29 +55,33 @@ pub fn tools(profile: ToolProfile, config: Arc<ToolsConfig>) -> ToolRegistry {
 /// model says in words what to change and `editor` (the same model, asked plainly)
 /// writes the new content ([`crate::change`]).
 pub fn small_with_editor(config: Arc<ToolsConfig>, editor: Arc<dyn ModelClient>) -> ToolRegistry {
-    let mut registry = ToolRegistry::new();
-    registry
-        .register_dyn(narrow(
-            typed(shell::Shell::new(Arc::clone(&config))),
-            &["command"],
-            "Run a bash command in the project folder; returns its output and exit code.",
-        ))
-        .register_dyn(narrow(typed(read::ReadFile::new(Arc::clone(&config))), &["path"], "Read a text file."))
-        .register(change::ChangeFile::new(Arc::clone(&config), editor))
-        .register_dyn(narrow(
-            typed(list::ListFiles::new(Arc::clone(&config))),
-            &["path"],
-            "List the files in a folder (default: the project folder).",
-        ))
-        .register_dyn(narrow(
-            typed(grep::Grep::new(config)),
-            &["pattern", "path"],
-            "Find the lines that match a regex in the project's files (or under path); returns file:line: text.",
-        ));
-    registry
+    small_around(config, |registry, config| {
+        registry.register(change::ChangeFile::new(config, editor));
+    })
 }
 
 fn small(config: Arc<ToolsConfig>) -> ToolRegistry {
+    small_around(config, |registry, config| {
+        registry
+            .register_dyn(narrow(
+                typed(write::WriteFile::new(Arc::clone(&config))),
+                &["path", "content"],
+                "Create a file or replace its whole content.",
+            ))
+            .register_dyn(narrow(
+                typed(edit::EditFile::new(config)),
+                &["path", "old_text", "new_text"],
+                "Replace text in a file: old_text must appear in the file exactly once.",
+            ));
+    })
+}
+
+/// shell and read_file, then the file-changing tools `changers` adds, then list_files
+/// and grep: the small profile's order, whichever tools change files.
+fn small_around(
+    config: Arc<ToolsConfig>,
+    changers: impl FnOnce(&mut ToolRegistry, Arc<ToolsConfig>),
+) -> ToolRegistry {
     let mut registry = ToolRegistry::new();
     registry
         .register_dyn(narrow(
@@ -85,17 +89,13 @@ fn small(config: Arc<ToolsConfig>) -> ToolRegistry {
             &["command"],
             "Run a bash command in the project folder; returns its output and exit code.",
         ))
-        .register_dyn(narrow(typed(read::ReadFile::new(Arc::clone(&config))), &["path"], "Read a text file."))
         .register_dyn(narrow(
-            typed(write::WriteFile::new(Arc::clone(&config))),
-            &["path", "content"],
-            "Create a file or replace its whole content.",
-        ))
-        .register_dyn(narrow(
-            typed(edit::EditFile::new(Arc::clone(&config))),
-            &["path", "old_text", "new_text"],
-            "Replace text in a file: old_text must appear in the file exactly once.",
-        ))
+            typed(read::ReadFile::new(Arc::clone(&config))),
+            &["path"],
+            "Read a text file.",
+        ));
+    changers(&mut registry, Arc::clone(&config));
+    registry
         .register_dyn(narrow(
             typed(list::ListFiles::new(Arc::clone(&config))),
             &["path"],
