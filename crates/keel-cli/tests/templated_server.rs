@@ -72,6 +72,8 @@ async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
     // The plain answer request: no grammar, no tools, the output then the question.
     let plain = posts[2].json();
     assert!(plain.get("grammar").is_none(), "{plain}");
+    // It quotes: the request's own low temperature, not the server's default.
+    assert!((plain["temperature"].as_f64().unwrap() - 0.2).abs() < 1e-6, "{plain}");
     let prompt = plain["prompt"].as_str().unwrap();
     assert!(!prompt.contains("<tools>"), "{prompt}");
     assert!(

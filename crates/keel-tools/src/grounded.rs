@@ -10,9 +10,8 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
-use keel_llm::{Message, ModelClient, ModelEvent, ModelRequest, ToolChoice, Usage, UserMessage};
+use keel_llm::{Message, ModelClient, Usage};
 
 use crate::answer::{AnswerArgs, says_something};
 
@@ -100,25 +99,16 @@ fn prompt(evidence: &[(String, String)], task: &str) -> String {
 
 /// Asks the model; `None` when the request fails or the reply is empty.
 async fn ask(model: &dyn ModelClient, prompt: String, ctx: &ToolContext) -> (Option<String>, Usage) {
-    let messages = [Message::User(UserMessage { content: prompt })];
-    let request = ModelRequest::new("You are a helpful coding assistant.", &messages, &[])
-        .tool_choice(ToolChoice::None)
-        .temperature(TEMPERATURE);
-    let mut stream = model.stream(request, ctx.cancel.child_token());
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(ModelEvent::Completed(message)) => {
-                let text = message.text().trim().to_owned();
-                return ((!text.is_empty()).then_some(text), message.usage);
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!("the plain answer request failed: {e}");
-                break;
-            }
+    match crate::plain::ask(model, prompt, TEMPERATURE, ctx.cancel.child_token()).await {
+        Ok((text, usage)) => {
+            let text = text.trim().to_owned();
+            ((!text.is_empty()).then_some(text), usage)
+        }
+        Err(e) => {
+            tracing::warn!("the plain answer request failed: {e}");
+            (None, Usage::default())
         }
     }
-    (None, Usage::default())
 }
 
 impl Tool for GroundedAnswer {
@@ -164,7 +154,7 @@ impl Tool for GroundedAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use keel_llm::{AssistantMessage, ContentBlock, ToolCall, ToolResultMessage};
+    use keel_llm::{AssistantMessage, ContentBlock, ToolCall, ToolResultMessage, UserMessage};
 
     fn call(id: &str, name: &str, arguments: &str) -> Message {
         Message::Assistant(AssistantMessage {

@@ -25,6 +25,7 @@ mod near;
 pub mod output;
 pub mod overwrite;
 mod pasted;
+mod plain;
 mod policy;
 pub mod profile;
 pub mod question;

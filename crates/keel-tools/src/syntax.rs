@@ -123,11 +123,7 @@ pub(crate) fn current_text(roots: &crate::workspace::Roots, path: &str) -> Optio
     if !matches!(Path::new(path).extension().and_then(|e| e.to_str()), Some("py" | "json")) {
         return None;
     }
-    let (file, _) = roots.open_read(path).ok()?;
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_CHECKED_BYTES as u64 + 1), &mut bytes)
-        .ok()?;
-    String::from_utf8(bytes).ok()
+    roots.read_text(path, MAX_CHECKED_BYTES).ok().flatten()
 }
 
 /// The report's note for [`problem`].

@@ -113,6 +113,32 @@ impl Roots {
             || (!write && self.read_only.iter().any(|r| path.starts_with(r)))
     }
 
+    /// The UTF-8 text of the file at `path`, at most `max` bytes; `Ok(None)` when it does
+    /// not exist. Larger files, files with NUL bytes and other encodings are errors
+    /// (`file_too_large`, `binary_file`).
+    pub fn read_text(&self, path: &str, max: usize) -> Result<Option<String>, ToolError> {
+        let (file, _) = match self.open_read(path) {
+            Ok(opened) => opened,
+            Err(e) if e.code == "not_found" => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, max as u64 + 1), &mut bytes)
+            .map_err(|e| ToolError::msg(format!("cannot read `{path}`: {e}")))?;
+        if bytes.len() > max {
+            return Err(ToolError::new(
+                "file_too_large",
+                format!("`{path}` is larger than {} KiB", max / 1024),
+            ));
+        }
+        if bytes.contains(&0) {
+            return Err(ToolError::new("binary_file", format!("`{path}` is not a text file")));
+        }
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| ToolError::new("binary_file", format!("`{path}` is not UTF-8 text")))
+    }
+
     /// Refuses a path in (or named) `.git`: the file tools never write git's own files
     /// (a small model "initialised" a repository by writing a file named `.git`, after
     /// which every git command failed); git commands in the shell change them.

@@ -76,18 +76,6 @@ pub fn write_kept(
 /// Most bytes of an existing file compared with the new content.
 const MAX_COMPARED_BYTES: u64 = 1024 * 1024;
 
-/// The text of an existing file (at most [`MAX_COMPARED_BYTES`]); `None` when it does not
-/// exist, is longer, or is not UTF-8 text.
-fn existing_text(roots: &Roots, path: &str) -> Option<String> {
-    let (file, _) = roots.open_read(path).ok()?;
-    let mut bytes = Vec::new();
-    file.take(MAX_COMPARED_BYTES + 1).read_to_end(&mut bytes).ok()?;
-    if bytes.len() as u64 > MAX_COMPARED_BYTES {
-        return None;
-    }
-    String::from_utf8(bytes).ok()
-}
-
 /// Contents the model has insisted on, per file and old content: a second identical
 /// write over an unchanged file goes through.
 #[derive(Debug, Default)]
@@ -159,7 +147,9 @@ impl Tool for WriteFile {
             if let Some(call) = pasted::call_in(&args.path, content) {
                 return Err(ToolError::new("call_as_content", pasted::call_refusal(&shown(), call)));
             }
-            if let Some(verdict) = pasted::diff(&args.path, content, || existing_text(roots, &args.path)) {
+            if let Some(verdict) = pasted::diff(&args.path, content, || {
+                roots.read_text(&args.path, MAX_COMPARED_BYTES as usize).ok().flatten()
+            }) {
                 let shown = shown();
                 let report = pasted::diff_report(&shown, &verdict);
                 return match verdict {

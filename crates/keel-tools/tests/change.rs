@@ -177,6 +177,10 @@ async fn long_files_and_empty_changes_are_refused_before_asking() {
         assert_eq!(call(ToolContext::new(ws.path())).await.unwrap_err().code, "is_a_folder", "{folder}");
     }
     assert!(!ws.path().join("backup").exists());
+    // Nor is git's own data.
+    let git = tool.prepare(r#"{"path": ".git", "change": "init"}"#).unwrap();
+    assert_eq!(git(ToolContext::new(ws.path())).await.unwrap_err().code, "git_internals");
+    assert!(!ws.path().join(".git").exists());
     assert!(model.requests().is_empty(), "no model request for a refused call");
 }
 

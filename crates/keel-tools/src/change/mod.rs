@@ -10,12 +10,10 @@
 //! same way.
 
 use std::future::Future;
-use std::io::Read;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
-use keel_llm::{Message, ModelClient, ModelEvent, ModelRequest, ToolChoice, Usage, UserMessage};
+use keel_llm::{ModelClient, Usage};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -25,9 +23,8 @@ use crate::workspace::Roots;
 
 mod prompt;
 
-pub use prompt::code_block;
 pub(crate) use prompt::fence_for;
-use prompt::{Inputs, editor_prompt, fence_len, related_files};
+use prompt::{Inputs, code_block, editor_prompt, fence_len, related_files};
 
 /// Most lines of a file change_file rewrites (its whole text is generated again).
 const MAX_LINES: usize = 200;
@@ -42,8 +39,6 @@ const MAX_RELATED_BYTES: usize = 8 * 1024;
 const EDITOR_TEMPERATURES: [f32; 2] = [0.2, 0.7];
 /// Lines of a new file shown in the report.
 const SHOWN_NEW_LINES: usize = 40;
-
-const EDITOR_SYSTEM: &str = "You are a helpful coding assistant.";
 
 /// Arguments of `change_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -66,55 +61,6 @@ impl ChangeFile {
     pub fn new(config: Arc<ToolsConfig>, model: Arc<dyn ModelClient>) -> Self {
         ChangeFile { config, model }
     }
-}
-
-/// Reads a text file of at most `max` bytes; `Ok(None)` when it does not exist.
-pub(super) fn read_text(roots: &Roots, path: &str, max: usize) -> Result<Option<String>, ToolError> {
-    let (file, _) = match roots.open_read(path) {
-        Ok(opened) => opened,
-        Err(e) if e.code == "not_found" => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let mut bytes = Vec::new();
-    file.take(max as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| ToolError::msg(format!("cannot read `{path}`: {e}")))?;
-    if bytes.len() > max {
-        return Err(ToolError::new("file_too_large", format!("`{path}` is larger than {} KiB", max / 1024)));
-    }
-    if bytes.contains(&0) {
-        return Err(ToolError::new("binary_file", format!("`{path}` is not a text file")));
-    }
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| ToolError::new("binary_file", format!("`{path}` is not UTF-8 text")))
-}
-
-/// Asks the model for the new content; returns its reply text and usage.
-async fn ask_editor(
-    model: &dyn ModelClient,
-    prompt: String,
-    temperature: f32,
-    cancel: tokio_util::sync::CancellationToken,
-) -> Result<(String, Usage), ToolError> {
-    let messages = [Message::User(UserMessage { content: prompt })];
-    let request = ModelRequest::new(EDITOR_SYSTEM, &messages, &[])
-        .tool_choice(ToolChoice::None)
-        .temperature(temperature);
-    let mut stream = model.stream(request, cancel);
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(ModelEvent::Completed(message)) => return Ok((message.text(), message.usage)),
-            Ok(_) => {}
-            Err(e) => {
-                return Err(ToolError::new(
-                    "model_error",
-                    format!("The file was not changed: the model request for its new content failed ({e})."),
-                ));
-            }
-        }
-    }
-    Err(ToolError::new("model_error", "The file was not changed: the model's reply ended early."))
 }
 
 /// The report for a created file: its first lines.
@@ -166,8 +112,21 @@ impl Tool for ChangeFile {
             let mut usage = Usage::default();
             let mut refusal = Unchanged::Same;
             for temperature in EDITOR_TEMPERATURES {
-                let (reply, spent) =
-                    ask_editor(model.as_ref(), prompt.clone(), temperature, ctx.cancel.child_token()).await?;
+                let (reply, spent) = crate::plain::ask(
+                    model.as_ref(),
+                    prompt.clone(),
+                    temperature,
+                    ctx.cancel.child_token(),
+                )
+                .await
+                .map_err(|e| {
+                    ToolError::new(
+                        "model_error",
+                        format!(
+                            "The file was not changed: the model request for its new content failed ({e})."
+                        ),
+                    )
+                })?;
                 usage += spent;
                 let vetting = Arc::clone(&job);
                 let vetted = blocking(move || vetting.vet(&reply, checks, layout)).await?;
@@ -199,7 +158,7 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
 async fn gather(roots: Roots, args: ChangeArgs, task: Option<Arc<str>>) -> Result<Job, ToolError> {
     blocking(move || {
         writable(&roots, &args.path)?;
-        let current = read_text(&roots, &args.path, MAX_BYTES).map_err(too_long_hint)?;
+        let current = roots.read_text(&args.path, MAX_BYTES).map_err(too_long_hint)?;
         if let Some(text) = &current
             && text.lines().count() > MAX_LINES
         {

@@ -1,6 +1,6 @@
 //! What change_file's editor is asked, and how its reply is read.
 
-use super::{ChangeArgs, MAX_RELATED, MAX_RELATED_BYTES, read_text};
+use super::{ChangeArgs, MAX_RELATED, MAX_RELATED_BYTES};
 use crate::workspace::Roots;
 
 /// What the editor is shown: the file as it is (`None` when new) and other files.
@@ -22,7 +22,7 @@ pub(super) fn related_files(roots: &Roots, text: &str, target: &str) -> Vec<(Str
         if roots.lexical(word) == target || found.iter().any(|(name, _)| name == word) {
             continue;
         }
-        if let Ok(Some(text)) = read_text(roots, word, MAX_RELATED_BYTES) {
+        if let Ok(Some(text)) = roots.read_text(word, MAX_RELATED_BYTES) {
             found.push((word.to_owned(), text));
         }
     }
@@ -81,7 +81,7 @@ fn with_newline(text: &str) -> String {
     if text.is_empty() || text.ends_with('\n') { text.to_owned() } else { format!("{text}\n") }
 }
 
-/// A line made only of three or more backticks, or one opening a block (```` ```py ````).
+/// How many backticks open `line` (three or more make a fence: ```` ``` ```` or ```` ```py ````).
 pub(super) fn fence_len(line: &str) -> usize {
     line.trim_start().chars().take_while(|&c| c == '`').count()
 }
@@ -89,7 +89,7 @@ pub(super) fn fence_len(line: &str) -> usize {
 /// The content of the reply's code block. When the old file has lines of bare
 /// backticks (a Markdown file with code blocks), the block runs to the reply's last
 /// closing fence; otherwise to the first.
-pub fn code_block(reply: &str, nested: bool) -> Option<String> {
+pub(super) fn code_block(reply: &str, nested: bool) -> Option<String> {
     let lines: Vec<&str> = reply.lines().collect();
     let open = lines.iter().position(|l| fence_len(l) >= 3)?;
     let width = fence_len(lines[open]);
