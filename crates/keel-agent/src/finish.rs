@@ -12,6 +12,7 @@ use futures::future::BoxFuture;
 use keel_llm::Message;
 
 use crate::hooks::{Hooks, TurnStopping};
+use crate::task::{is_question, names_a_check};
 
 /// How the request begins when the final answer shows code but nothing was changed; the
 /// task follows, quoted.
@@ -32,10 +33,6 @@ pub const COPIED_EXAMPLE: &str = "That answer is the example from your instructi
 
 /// Most requests in one turn.
 const MAX_NUDGES: usize = 2;
-
-/// Words in a task that name a check to run.
-const CHECK_WORDS: &[&str] =
-    &["run", "runs", "test", "tests", "verify", "check", "confirm", "works", "working"];
 
 /// The rule, as [`Hooks`]. Tools that are not read-only count as changes, except the
 /// `check_tools` (by default `shell`), which count as running a check.
@@ -161,7 +158,11 @@ impl FinishCheck {
                  again now."
             ));
         }
-        if !activity.acted && !asked(DESCRIBED_NOT_DONE) && has_code_block(state.final_text) {
+        if !activity.acted
+            && !asked(DESCRIBED_NOT_DONE)
+            && !is_question(task)
+            && has_code_block(state.final_text)
+        {
             return Some(format!(
                 "{DESCRIBED_NOT_DONE} The task: \"{task}\". If it asks for a change, call your tools now to make it \
                  (do not describe it), then check the result. If it asks a question, answer it."
@@ -196,11 +197,6 @@ fn error_gist(content: &str) -> String {
 /// Lowercase letters and digits only, so quoting and punctuation do not hide a copy.
 fn normalized(text: &str) -> String {
     text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
-}
-
-fn names_a_check(task: &str) -> bool {
-    task.split(|c: char| !c.is_alphanumeric())
-        .any(|word| CHECK_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)))
 }
 
 /// A fenced code block with at least one line in it.
@@ -286,6 +282,21 @@ mod tests {
         // Plain answers are left alone.
         assert_eq!(nudge(&turn, "The bug is on line 3."), None);
         assert_eq!(nudge(&turn, "Inline `code` only"), None);
+    }
+
+    /// Regression: a question answered with a list of files in a code block was asked to
+    /// "make the change" (find-todos, llama-server run 1), which cost two steps.
+    #[test]
+    fn a_question_answered_in_a_code_block_is_left_alone() {
+        let turn = [
+            user("Which files in this project contain a TODO comment?"),
+            call("1", "grep"),
+            result("1", false),
+        ];
+        assert_eq!(nudge(&turn, "```\nlib/cache.py\nmain.py\n```"), None);
+        // A change request phrased as a question is not a question.
+        let asked = [user("Can you fix the bug in a.py?"), call("1", "read_file"), result("1", false)];
+        assert_eq!(nudge(&asked, "Change line 3:\n```python\nreturn a + b\n```"), Some(DESCRIBED_NOT_DONE));
     }
 
     #[test]

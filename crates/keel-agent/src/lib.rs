@@ -50,6 +50,7 @@ mod restart;
 pub mod schema;
 mod sink;
 mod state;
+pub mod task;
 mod tool;
 mod turn;
 

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use futures::future::BoxFuture;
+use keel_agent::task::asks_for_change;
 use keel_agent::{Hooks, TurnStarted, TurnStopping};
 use keel_llm::Message;
 
@@ -20,38 +21,6 @@ pub const NOTHING_CHANGED: &str = "Nothing in the project has changed yet, so th
 
 /// Files looked at; a bigger project is not checked.
 const MAX_FILES: usize = 5_000;
-
-/// Words that make a task a request for a change.
-const CHANGE_WORDS: &[&str] = &[
-    "add",
-    "append",
-    "bump",
-    "change",
-    "commit",
-    "convert",
-    "copy",
-    "create",
-    "delete",
-    "edit",
-    "fix",
-    "format",
-    "generate",
-    "implement",
-    "insert",
-    "install",
-    "make",
-    "modify",
-    "move",
-    "refactor",
-    "remove",
-    "rename",
-    "replace",
-    "save",
-    "set",
-    "sort",
-    "update",
-    "write",
-];
 
 /// Files up to this size are compared by content.
 const HASHED_BYTES: u64 = 1024 * 1024;
@@ -122,18 +91,6 @@ fn snapshot(workspace: &Path) -> Option<Snapshot> {
     Some(files)
 }
 
-/// True for a task that asks for a change: not a question, and a change word in it.
-pub fn asks_for_change(task: &str) -> bool {
-    let task = task.trim();
-    !task.ends_with('?') && names_a_change(task)
-}
-
-/// True when a word of `text` asks for a change (fix, add, rename, …).
-pub(crate) fn names_a_change(text: &str) -> bool {
-    text.split(|c: char| !c.is_alphanumeric())
-        .any(|word| CHANGE_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)))
-}
-
 impl ChangeCheck {
     /// What to ask, if anything: the task asks for a change and no file changed.
     fn nudge(state: &TurnStopping<'_>) -> Option<String> {
@@ -175,24 +132,6 @@ impl Hooks for ChangeCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn change_requests_are_told_from_questions() {
-        for task in [
-            "Fix the typo in README.md.",
-            "Rename notes.txt to NOTES.md",
-            "Commit the changes",
-            "Sort the lines of names.txt",
-        ] {
-            assert!(asks_for_change(task), "{task}");
-        }
-        for task in
-            ["Which file defines parse_header?", "What does `python3 calc.py` print?", "Explain this project"]
-        {
-            assert!(!asks_for_change(task), "{task}");
-        }
-        assert!(!asks_for_change("Which files contain TODO?"));
-    }
 
     #[test]
     fn the_snapshot_sees_edits_and_commits_but_not_ignored_files() {

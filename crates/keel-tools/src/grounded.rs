@@ -136,8 +136,9 @@ impl Tool for GroundedAnswer {
         let (Some(task), Some(history)) = (ctx.task.as_deref(), ctx.history.as_deref()) else {
             return Ok(draft);
         };
-        // A change task's answer says what was done; the model's draft does that.
-        if crate::changes::asks_for_change(task) {
+        // Only a question's answer is written from the outputs; any other task's answer
+        // says what was done, and the model's draft does that.
+        if !keel_agent::task::is_question(task) {
             return Ok(draft);
         }
         let shown = evidence(history, task);

@@ -13,27 +13,10 @@
 use futures::future::BoxFuture;
 use keel_agent::{HookDecision, Hooks, ToolCallRequest, ToolRegistry, TurnStarted};
 
-use crate::changes::names_a_change;
+use keel_agent::task::is_question;
 
 /// How the refusal begins; the task follows.
 pub const QUESTION_NOT_CHANGE: &str = "Not done: the task is a question, so no file should change.";
-
-/// Words that open a question.
-const QUESTION_WORDS: &[&str] = &[
-    "which", "what", "where", "when", "who", "whose", "why", "how", "does", "do", "is", "are", "can",
-    "could", "should", "would", "will", "has", "have",
-];
-
-/// True for a task that asks a question and names no change: it has a question mark,
-/// its first word opens a question, and no word of it asks for a change ("Can you fix
-/// the test?" is a change request).
-pub fn is_question(task: &str) -> bool {
-    let task = task.trim();
-    let mut words = task.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty());
-    let opens_question =
-        words.next().is_some_and(|first| QUESTION_WORDS.iter().any(|w| first.eq_ignore_ascii_case(w)));
-    opens_question && task.contains('?') && !names_a_change(task)
-}
 
 /// Per session: the current turn's task, when it is a question.
 #[derive(Debug, Default)]
@@ -102,33 +85,5 @@ impl Hooks for QuestionGuard {
             tool.is_read_only() || self.allowed.iter().any(|name| *name == tool.definition().name)
         });
         (offered.len() < tools.len()).then_some(offered)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn questions_are_told_from_change_requests() {
-        for task in [
-            "Which file defines the function parse_header? Answer with its path.",
-            "What does `python3 calc.py 6 7` print?",
-            "How many data rows (not counting the header line) are in sales.csv?",
-            "Which files have uncommitted changes in this git repository?",
-            "Why does the test fail?",
-        ] {
-            assert!(is_question(task), "{task}");
-        }
-        for task in [
-            "Can you fix the failing test?",
-            "Could you add a --shout flag?",
-            "Rename notes.txt to NOTES.md.",
-            "Explain this project",
-            "Sort the lines of names.txt. Which order? Alphabetical.",
-            "",
-        ] {
-            assert!(!is_question(task), "{task}");
-        }
     }
 }
