@@ -4,7 +4,8 @@
 //! or adds blank lines elsewhere (two blank lines between Python functions became one,
 //! a test file it was told not to change lost one). Those are not the change: unless
 //! the task is about layout, runs of blank lines it removed are kept and runs it added
-//! alone are dropped, so the diff shows only what was meant.
+//! alone are dropped, so the diff shows only what was meant. The same goes for line
+//! endings: the model writes `\n`, so a file that used `\r\n` gets them back.
 
 use similar::DiffOp;
 
@@ -12,10 +13,35 @@ use similar::DiffOp;
 const LAYOUT_WORDS: [&str; 9] =
     ["blank", "empty", "whitespace", "spacing", "format", "reformat", "indent", "indentation", "newline"];
 
+/// Which parts of a file's layout a change asks for (and so may change).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LayoutAsked {
+    /// Blank lines, whitespace, formatting.
+    pub blank_lines: bool,
+    /// `\n` against `\r\n`.
+    pub line_endings: bool,
+}
+
+impl LayoutAsked {
+    /// What the texts (the task, the model's words) ask for.
+    pub(crate) fn of<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
+        texts.into_iter().fold(LayoutAsked::default(), |asked, text| LayoutAsked {
+            blank_lines: asked.blank_lines || about_layout(text),
+            line_endings: asked.line_endings || about_line_endings(text),
+        })
+    }
+}
+
 /// True when `text` asks about layout (blank lines, whitespace, formatting).
-pub(crate) fn about_layout(text: &str) -> bool {
+fn about_layout(text: &str) -> bool {
     text.split(|c: char| !c.is_alphanumeric())
         .any(|word| LAYOUT_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)))
+}
+
+/// True when `text` asks about line endings, where they are the change.
+fn about_line_endings(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    ["crlf", "line ending", "dos2unix", "unix2dos", "\\r\\n"].iter().any(|w| text.contains(w))
 }
 
 /// A text as its non-blank lines, each with the blank lines before it, and the blank
@@ -78,6 +104,21 @@ pub(crate) fn keep_old_blank_lines(old: &str, new: &str) -> String {
     text
 }
 
+/// True when most of `text`'s lines end with `\r\n`.
+fn uses_crlf(text: &str) -> bool {
+    let crlf = text.matches("\r\n").count();
+    crlf > 0 && crlf * 2 >= text.matches('\n').count()
+}
+
+/// `new` with `old`'s line endings: `\r\n` throughout when `old` used them, else `new`
+/// as it is.
+pub(crate) fn keep_old_line_endings(old: &str, new: &str) -> String {
+    if !uses_crlf(old) {
+        return new.to_owned();
+    }
+    new.replace("\r\n", "\n").replace('\n', "\r\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,8 +139,29 @@ mod tests {
         assert_eq!(keep_old_blank_lines("x\n", "x\n"), "x\n");
     }
 
+    /// Regression: a `\r\n` file came back with `\n` from the editor, so a one-line
+    /// change rewrote every line (and its diff showed them all).
+    #[test]
+    fn a_crlf_file_keeps_its_line_endings() {
+        let old = "a = 1\r\n\r\nb = 2\r\n";
+        let new = keep_old_blank_lines(old, "a = 1\n\nb = 3\n");
+        assert_eq!(keep_old_line_endings(old, &new), "a = 1\r\n\r\nb = 3\r\n");
+        // Mixed endings in the reply become one kind.
+        assert_eq!(keep_old_line_endings(old, "x\r\ny\nz\n"), "x\r\ny\r\nz\r\n");
+        // A `\n` file is left as the editor wrote it.
+        assert_eq!(keep_old_line_endings("a\nb\n", "a\nc\n"), "a\nc\n");
+        assert_eq!(keep_old_line_endings("a\nb\n", "a\r\nc\r\n"), "a\r\nc\r\n");
+    }
+
     #[test]
     fn layout_tasks_are_told_by_their_words() {
+        assert_eq!(
+            LayoutAsked::of(["Convert notes.txt to Unix line endings", "fix the spacing"]),
+            LayoutAsked { blank_lines: true, line_endings: true }
+        );
+        assert!(about_line_endings("Convert notes.txt to Unix line endings"));
+        assert!(about_line_endings("use CRLF"));
+        assert!(!about_line_endings("Fix the indentation"));
         assert!(about_layout("Remove the empty lines from notes.txt"));
         assert!(about_layout("Fix the indentation"));
         assert!(!about_layout("Add a function reverse_words"));

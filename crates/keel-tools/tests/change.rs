@@ -279,3 +279,27 @@ async fn blank_lines_the_editor_reflowed_are_put_back_unless_the_task_is_about_t
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "def a():\n    pass\ndef b():\n    return 2\n");
 }
+
+/// Regression: the editor writes `\n`, so a `\r\n` file came back with every line changed.
+#[tokio::test]
+async fn a_crlf_file_keeps_its_line_endings_and_the_diff_shows_only_the_change() {
+    let ws = tempfile::tempdir().unwrap();
+    let path = ws.path().join("config.ini");
+    std::fs::write(&path, "[server]\r\nhost = a\r\nport = 80\r\n").unwrap();
+    let model = ScriptedModel::new([reply().text("```ini\n[server]\nhost = a\nport = 8080\n```")]);
+    let task = "Set the port in config.ini to 8080";
+    let out =
+        change(ws.path(), &model, task, serde_json::json!({"path": "config.ini", "change": "port 8080"}))
+            .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "[server]\r\nhost = a\r\nport = 8080\r\n");
+    assert!(out.content.contains("-port = 80"), "{}", out.content);
+    assert!(!out.content.contains("-host = a"), "only the changed line is in the diff: {}", out.content);
+    // Asked to convert the line endings, the new ones stay.
+    let model = ScriptedModel::new([reply().text("```ini\n[server]\nhost = a\nport = 8080\n```")]);
+    let task = "Convert config.ini to Unix line endings";
+    let out =
+        change(ws.path(), &model, task, serde_json::json!({"path": "config.ini", "change": "LF"})).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "[server]\nhost = a\nport = 8080\n");
+}

@@ -18,6 +18,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::ToolsConfig;
+use crate::blank_lines::LayoutAsked;
 use crate::undo::Keeper;
 use crate::workspace::Roots;
 
@@ -105,9 +106,9 @@ impl Tool for ChangeFile {
             let roots = Roots::for_call(&ctx, &config)?;
             let job = Arc::new(gather(roots, args, ctx.task.clone()).await?);
             let prompt = editor_prompt(ctx.task.as_deref(), &job.args, &job.inputs);
-            // Unless the task is about layout, blank lines the editor reflowed are put back.
-            let layout = crate::blank_lines::about_layout(&job.args.change)
-                || ctx.task.as_deref().is_some_and(crate::blank_lines::about_layout);
+            // Unless the task is about layout, blank lines the editor reflowed and the
+            // file's line endings are put back.
+            let layout = LayoutAsked::of([job.args.change.as_str(), ctx.task.as_deref().unwrap_or("")]);
             let checks = crate::syntax::Checks::of(&config);
             let mut usage = Usage::default();
             let mut refusal = Unchanged::Same;
@@ -215,13 +216,13 @@ impl Job {
     }
 
     /// Checks the editor's reply: one whole code block, different from the file (blank
-    /// lines it reflowed put back unless `layout`), no tool call pasted in, and parsing
-    /// where the file parsed. Returns the new text and a warning note, or why not.
+    /// lines it reflowed and the file's `\r\n` line endings put back unless `layout` asks
+    /// for them), no tool call pasted in, and parsing where the file parsed. Returns the new text and a warning note, or why not.
     fn vet(
         &self,
         reply: &str,
         checks: crate::syntax::Checks,
-        layout: bool,
+        layout: LayoutAsked,
     ) -> Result<(String, Option<String>), Unchanged> {
         let (path, inputs, root) = (&self.args.path, &self.inputs, self.roots.root());
         let nested = inputs.current.as_deref().is_some_and(|t| t.lines().any(|l| fence_len(l) >= 3));
@@ -231,7 +232,11 @@ impl Job {
             )));
         };
         let new = match inputs.current.as_deref() {
-            Some(old) if !layout => crate::blank_lines::keep_old_blank_lines(old, &new),
+            Some(old) if !layout.blank_lines => crate::blank_lines::keep_old_blank_lines(old, &new),
+            _ => new,
+        };
+        let new = match inputs.current.as_deref() {
+            Some(old) if !layout.line_endings => crate::blank_lines::keep_old_line_endings(old, &new),
             _ => new,
         };
         if inputs.current.as_deref() == Some(new.as_str()) {
