@@ -55,16 +55,9 @@ pub fn list(roots: &Roots, args: &ListArgs) -> Result<String, ToolError> {
         ));
     }
     let depth = args.depth.unwrap_or(2).clamp(1, 20);
-    let walker = ignore::WalkBuilder::new(&dir)
-        .require_git(false)
-        .git_global(false)
-        .max_depth(Some(depth))
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(|e| e.file_name() != ".git")
-        .build();
     let mut entries = Vec::new();
     let mut total = 0usize;
-    for entry in walker.flatten() {
+    for entry in walker(&dir, depth).flatten() {
         if entry.depth() == 0 {
             continue;
         }
@@ -73,6 +66,10 @@ pub fn list(roots: &Roots, args: &ListArgs) -> Result<String, ToolError> {
             let mut shown = roots.display(entry.path());
             if entry.file_type().is_some_and(|t| t.is_dir()) {
                 shown.push('/');
+                // A folder at the depth limit would look empty: say what it holds.
+                if entry.depth() == depth {
+                    shown.push_str(&inside(entry.path()));
+                }
             }
             entries.push(shown);
         }
@@ -94,6 +91,31 @@ pub fn list(roots: &Roots, args: &ListArgs) -> Result<String, ToolError> {
     }
     out.push_str(git_note);
     Ok(out)
+}
+
+/// A walk of `dir` to `depth` levels, by name, honouring ignore files, without `.git`.
+fn walker(dir: &std::path::Path, depth: usize) -> ignore::Walk {
+    ignore::WalkBuilder::new(dir)
+        .require_git(false)
+        .git_global(false)
+        .max_depth(Some(depth))
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry(|e| e.file_name() != ".git")
+        .build()
+}
+
+/// Most entries of a folder below the depth limit counted.
+const MAX_COUNTED: usize = 100;
+
+/// What a folder at the depth limit holds, as a note: ` (3 entries, not shown)`.
+fn inside(folder: &std::path::Path) -> String {
+    let count = walker(folder, 1).flatten().filter(|e| e.depth() == 1).take(MAX_COUNTED).count();
+    match count {
+        0 => String::new(),
+        1 => " (1 entry, not shown)".to_owned(),
+        MAX_COUNTED => format!(" ({MAX_COUNTED}+ entries, not shown)"),
+        n => format!(" ({n} entries, not shown)"),
+    }
 }
 
 impl Tool for ListFiles {

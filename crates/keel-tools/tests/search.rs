@@ -32,10 +32,16 @@ fn tree() -> tempfile::TempDir {
 #[tokio::test]
 async fn list_respects_gitignore_and_hidden_files_and_marks_folders() {
     let ws = tree();
-    assert_eq!(ok(ws.path(), "list_files", json!({})).await, "README.md\nsrc/\nsrc/main.rs\nsrc/util/");
+    // A folder at the depth limit says how much it holds (ignored files not counted).
+    std::fs::write(ws.path().join("src/util/debug.log"), "ignored\n").unwrap();
+    std::fs::create_dir(ws.path().join("src/empty")).unwrap();
+    assert_eq!(
+        ok(ws.path(), "list_files", json!({})).await,
+        "README.md\nsrc/\nsrc/empty/\nsrc/main.rs\nsrc/util/ (1 entry, not shown)"
+    );
     assert_eq!(
         ok(ws.path(), "list_files", json!({"path": "src", "depth": 5})).await,
-        "src/main.rs\nsrc/util/\nsrc/util/math.rs"
+        "src/empty/\nsrc/main.rs\nsrc/util/\nsrc/util/math.rs"
     );
     assert_eq!(err(ws.path(), "list_files", json!({"path": "README.md"})).await.code, "not_a_directory");
 }
