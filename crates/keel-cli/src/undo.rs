@@ -1,5 +1,5 @@
-//! `/undo` and `/rewind N`: put back the files the last turns' write_file and edit_file
-//! calls changed; `/rewind` also forks the conversation from before those turns.
+//! `/undo` and `/rewind N`: put back the files the last turns' file tools (write_file,
+//! edit_file, change_file) changed; `/rewind` also forks the conversation from before those turns.
 
 use std::path::Path;
 
@@ -64,9 +64,9 @@ pub fn restore(turns: &LastTurns, artifacts: &Path, roots: &Roots, what: &str) -
     let mut report = UndoReport::default();
     if done.is_empty() {
         report.lines.push(if turns.changes.is_empty() {
-            format!("no files to put back: {what} changed none with write_file or edit_file")
+            format!("no files to put back: {what} changed none with the file tools")
         } else {
-            format!("no files to put back: {what}'s changes were undone already")
+            format!("no files to put back: {what}'s changes were undone already, or needed none")
         });
     }
     let mut changed = Vec::new();
