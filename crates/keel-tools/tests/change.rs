@@ -303,3 +303,26 @@ async fn a_crlf_file_keeps_its_line_endings_and_the_diff_shows_only_the_change()
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "[server]\nhost = a\nport = 8080\n");
 }
+
+/// Regression: `change` written as a shell command (`git add stats.py`) reached the
+/// editor, which changed stats.py's code on its own (fix-failing-test, embedded run 1).
+#[tokio::test]
+async fn a_shell_command_as_the_change_is_refused_before_the_editor_is_asked() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("stats.py"), "def mean(v):\n    return sum(v) / len(v)\n").unwrap();
+    let model = ScriptedModel::new([reply().text("```python\nraise SystemExit\n```")]);
+    let config = ToolsConfig::default();
+    let tool = typed(ChangeFile::new(Arc::new(config), Arc::new(model.clone())));
+    let prepared = tool.prepare(r#"{"path": "stats.py", "change": "git add stats.py"}"#).unwrap();
+    let error = prepared(ToolContext::new(ws.path()).task("Fix stats.py")).await.unwrap_err();
+    assert_eq!(error.code, "invalid_arguments");
+    assert_eq!(
+        error.message,
+        "`stats.py` was not changed: `git add stats.py` is a shell command, and change_file does not run commands. To run it, call shell with it; to change `stats.py`, call change_file saying in words what to change in its content."
+    );
+    assert!(model.requests().is_empty(), "the editor was not asked");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("stats.py")).unwrap(),
+        "def mean(v):\n    return sum(v) / len(v)\n"
+    );
+}

@@ -22,6 +22,7 @@ use crate::blank_lines::LayoutAsked;
 use crate::undo::Keeper;
 use crate::workspace::Roots;
 
+mod command;
 mod prompt;
 
 pub(crate) use prompt::fence_for;
@@ -102,6 +103,9 @@ impl Tool for ChangeFile {
                     "invalid_arguments",
                     "change is empty: say what to change in the file.",
                 ));
+            }
+            if let Some(command) = command::shell_command(&args.path, &args.change) {
+                return Err(ToolError::new("invalid_arguments", command::refusal(&args.path, command)));
             }
             let roots = Roots::for_call(&ctx, &config)?;
             let job = Arc::new(gather(roots, args, ctx.task.clone()).await?);

@@ -1,0 +1,87 @@
+//! A shell command given as change_file's words.
+//!
+//! Small models use `change` as a command line: `git add stats.py` for stats.py, `sed -i
+//! 's/1.2.3/1.3.0/' src/app/__init__.py`, `cp docs/a.txt backup/`, `echo 'new' >
+//! docs/a.txt` (in 13 to 22% of change_file calls over the suite's runs). The editor
+//! then "applies" it: it wrote the echo line into docs/a.txt, and read `git add
+//! stats.py` as a licence to add an empty-list check to stats.py. Such a call is refused
+//! before the editor is asked, with the shell named as the tool that runs commands.
+
+/// Commands that act on files or the project, not words about a file's content.
+const COMMANDS: &[&str] = &[
+    "cat", "cd", "chmod", "cp", "git", "ls", "mkdir", "mv", "npm", "pip", "pip3", "python", "python3", "rm",
+    "sed", "touch",
+];
+
+/// Commands that write text, a command only when their output goes to a file.
+const WRITERS: &[&str] = &["echo", "printf"];
+
+/// Files whose content is commands: there a command line may be the content.
+const SCRIPT_EXTENSIONS: &[&str] = &["sh", "bash", "zsh", "fish", "ps1", "bat", "cmd"];
+const SCRIPT_NAMES: &[&str] = &["Makefile", "makefile", "GNUmakefile", "Dockerfile", "Justfile", "justfile"];
+
+/// `Some(command)` when `change` is a one-line shell command rather than words about
+/// `path`'s content. In a script file a command may be the content, unless it names the
+/// script itself (`chmod +x run.sh` for run.sh).
+pub(super) fn shell_command<'a>(path: &str, change: &'a str) -> Option<&'a str> {
+    let command = change.trim();
+    if command.is_empty() || command.contains('\n') || command.len() > 300 {
+        return None;
+    }
+    let mut words = command.split_whitespace();
+    let first = words.next()?;
+    let acts = COMMANDS.contains(&first) && words.next().is_some();
+    let writes = WRITERS.contains(&first) && command.contains('>');
+    if !acts && !writes {
+        return None;
+    }
+    let file = std::path::Path::new(path);
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or(path);
+    let extension = file.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let script =
+        SCRIPT_NAMES.contains(&name) || SCRIPT_EXTENSIONS.iter().any(|e| e.eq_ignore_ascii_case(extension));
+    let names_the_file = command.split_whitespace().any(|word| {
+        let word = word.trim_matches(|c| c == '"' || c == '\'');
+        word == path || word.rsplit('/').next() == Some(name)
+    });
+    (!script || names_the_file).then_some(command)
+}
+
+/// The refusal: what the call was, and what to do instead.
+pub(super) fn refusal(path: &str, command: &str) -> String {
+    format!(
+        "`{path}` was not changed: `{command}` is a shell command, and change_file does not run commands. To run it, call shell with it; to change `{path}`, call change_file saying in words what to change in its content."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_seen_in_the_suites_runs_are_told_from_words() {
+        for (path, change) in [
+            ("stats.py", "git add stats.py"),
+            ("src/app/__init__.py", "sed -i 's/1.2.3/1.3.0/g' src/app/__init__.py"),
+            ("backup/a.txt", "cp docs/a.txt backup/"),
+            ("docs/a.txt", "echo 'This is a new content' > docs/a.txt"),
+            ("README.md", "pip install tasker"),
+            ("check.sh", "sed -i 's/source/dest/' check.sh"),
+            ("check.sh", "touch check.sh"),
+        ] {
+            assert_eq!(shell_command(path, change), Some(change), "{path}: {change}");
+        }
+        for (path, change) in [
+            ("app.py", "remove all debug print statements"),
+            ("app.py", "Remove the line `print(\"DEBUG: done\")`"),
+            ("notes.txt", "echo is a command that prints its arguments"),
+            ("hello.py", "print('Hello, keel!')"),
+            ("run.sh", "python3 hello.py"),
+            ("Makefile", "cp build/app dist/"),
+            ("config.toml", "set port to 8080\nand host to a"),
+            ("README.md", "git"),
+        ] {
+            assert_eq!(shell_command(path, change), None, "{path}: {change}");
+        }
+    }
+}
