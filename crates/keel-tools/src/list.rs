@@ -93,27 +93,33 @@ pub fn list(roots: &Roots, args: &ListArgs) -> Result<String, ToolError> {
     Ok(out)
 }
 
-/// A walk of `dir` to `depth` levels, by name, honouring ignore files, without `.git`.
-fn walker(dir: &std::path::Path, depth: usize) -> ignore::Walk {
-    ignore::WalkBuilder::new(dir)
+/// A walk of `dir` to `depth` levels, honouring ignore files, without `.git`.
+fn walk_builder(dir: &std::path::Path, depth: usize) -> ignore::WalkBuilder {
+    let mut builder = ignore::WalkBuilder::new(dir);
+    builder
         .require_git(false)
         .git_global(false)
         .max_depth(Some(depth))
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(|e| e.file_name() != ".git")
-        .build()
+        .filter_entry(|e| e.file_name() != ".git");
+    builder
+}
+
+/// [`walk_builder`]'s walk, by name.
+fn walker(dir: &std::path::Path, depth: usize) -> ignore::Walk {
+    walk_builder(dir, depth).sort_by_file_name(|a, b| a.cmp(b)).build()
 }
 
 /// Most entries of a folder below the depth limit counted.
 const MAX_COUNTED: usize = 100;
 
-/// What a folder at the depth limit holds, as a note: ` (3 entries, not shown)`.
+/// What a folder at the depth limit holds, as a note: ` (3 entries, not shown)`. Not
+/// sorted, so a huge folder is read only as far as the count goes.
 fn inside(folder: &std::path::Path) -> String {
-    let count = walker(folder, 1).flatten().filter(|e| e.depth() == 1).take(MAX_COUNTED).count();
-    match count {
+    let entries = walk_builder(folder, 1).build().flatten().filter(|e| e.depth() == 1);
+    match entries.take(MAX_COUNTED + 1).count() {
         0 => String::new(),
         1 => " (1 entry, not shown)".to_owned(),
-        MAX_COUNTED => format!(" ({MAX_COUNTED}+ entries, not shown)"),
+        n if n > MAX_COUNTED => format!(" (over {MAX_COUNTED} entries, not shown)"),
         n => format!(" ({n} entries, not shown)"),
     }
 }
@@ -139,5 +145,22 @@ impl Tool for ListFiles {
         ctx: ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
         crate::confined(Arc::clone(&self.config), ctx, move |roots| list(roots, &args))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_below_the_limit_is_counted_up_to_a_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(inside(dir.path()), "");
+        for i in 0..MAX_COUNTED {
+            std::fs::write(dir.path().join(format!("{i}.txt")), "").unwrap();
+        }
+        assert_eq!(inside(dir.path()), format!(" ({MAX_COUNTED} entries, not shown)"));
+        std::fs::write(dir.path().join("one-more.txt"), "").unwrap();
+        assert_eq!(inside(dir.path()), format!(" (over {MAX_COUNTED} entries, not shown)"));
     }
 }

@@ -221,7 +221,8 @@ impl Job {
 
     /// Checks the editor's reply: one whole code block, different from the file (blank
     /// lines it reflowed and the file's `\r\n` line endings put back unless `layout` asks
-    /// for them), no tool call pasted in, and parsing where the file parsed. Returns the new text and a warning note, or why not.
+    /// for them), no tool call pasted in, and parsing where the file parsed. Returns the
+    /// new text and a warning note, or why not.
     fn vet(
         &self,
         reply: &str,
