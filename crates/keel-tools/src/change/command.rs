@@ -1,20 +1,20 @@
 //! A shell command given as change_file's words.
 //!
-//! Small models use `change` as a command line: `git add stats.py` for stats.py, `sed -i
-//! 's/1.2.3/1.3.0/' src/app/__init__.py`, `cp docs/a.txt backup/`, `echo 'new' >
-//! docs/a.txt` (in 13 to 22% of change_file calls over the suite's runs). The editor
-//! then "applies" it: it wrote the echo line into docs/a.txt, and read `git add
-//! stats.py` as a licence to add an empty-list check to stats.py. Such a call is refused
-//! before the editor is asked, with the shell named as the tool that runs commands.
+//! Small models use `change` as a command line (10 to 30% of change_file calls over the
+//! suite's runs). A command that says what the content becomes — `sed -i 's/1.2.3/1.3.0/'
+//! f`, `echo 'x' > f`, `cp a f`, `touch f` — is a description the editor can apply, and
+//! it does: given `sed -i 's/source=docs/source=backup/' backup.sh` and the task, it fixed
+//! the script's real bug (a run that passed; refusing such commands lost it, 51/72
+//! against 55/72 on the llama-server route). A command that does not — `git add
+//! stats.py`, `python3 app.py`, `pip install x`, `rm`, `mv` — cannot be applied to the
+//! content, and the editor invents a change instead (given `git add stats.py` it added
+//! an empty-list check to stats.py). Those are refused before the editor is asked, with
+//! the shell named as the tool that runs commands.
 
-/// Commands that act on files or the project, not words about a file's content.
-const COMMANDS: &[&str] = &[
-    "cat", "cd", "chmod", "cp", "git", "ls", "mkdir", "mv", "npm", "pip", "pip3", "python", "python3", "rm",
-    "sed", "touch",
-];
-
-/// Commands that write text, a command only when their output goes to a file.
-const WRITERS: &[&str] = &["echo", "printf"];
+/// Commands that say nothing about a file's content (they run, inspect, move, remove,
+/// or manage packages and version control).
+const COMMANDS: &[&str] =
+    &["cat", "cd", "chmod", "git", "ls", "mkdir", "mv", "npm", "pip", "pip3", "python", "python3", "rm"];
 
 /// Files whose content is commands: there a command line may be the content.
 const SCRIPT_EXTENSIONS: &[&str] = &["sh", "bash", "zsh", "fish", "ps1", "bat", "cmd"];
@@ -30,9 +30,8 @@ pub(super) fn shell_command<'a>(path: &str, change: &'a str) -> Option<&'a str> 
     }
     let mut words = command.split_whitespace();
     let first = words.next()?;
-    let acts = COMMANDS.contains(&first) && words.next().is_some();
-    let writes = WRITERS.contains(&first) && command.contains('>');
-    if !acts && !writes {
+    // `cat a > b` writes content; `cat b` only shows it.
+    if !COMMANDS.contains(&first) || words.next().is_none() || first == "cat" && command.contains('>') {
         return None;
     }
     let file = std::path::Path::new(path);
@@ -59,15 +58,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn commands_seen_in_the_suites_runs_are_told_from_words() {
+    fn commands_that_say_nothing_about_the_content_are_told_from_words() {
         for (path, change) in [
             ("stats.py", "git add stats.py"),
-            ("src/app/__init__.py", "sed -i 's/1.2.3/1.3.0/g' src/app/__init__.py"),
-            ("backup/a.txt", "cp docs/a.txt backup/"),
-            ("docs/a.txt", "echo 'This is a new content' > docs/a.txt"),
             ("README.md", "pip install tasker"),
-            ("check.sh", "sed -i 's/source/dest/' check.sh"),
-            ("check.sh", "touch check.sh"),
+            ("app.py", "python3 app.py"),
+            ("notes.txt", "mv notes.txt NOTES.md"),
+            ("check.sh", "chmod +x check.sh"),
+            ("report.py", "cat report.py"),
         ] {
             assert_eq!(shell_command(path, change), Some(change), "{path}: {change}");
         }
@@ -76,6 +74,12 @@ mod tests {
             ("app.py", "Remove the line `print(\"DEBUG: done\")`"),
             ("notes.txt", "echo is a command that prints its arguments"),
             ("hello.py", "print('Hello, keel!')"),
+            // Commands that say what the content becomes are the editor's to apply.
+            ("src/app/__init__.py", "sed -i 's/1.2.3/1.3.0/g' src/app/__init__.py"),
+            ("backup/a.txt", "cp docs/a.txt backup/"),
+            ("docs/a.txt", "echo 'This is a new content' > docs/a.txt"),
+            ("check.sh", "touch check.sh"),
+            ("all.txt", "cat a.txt b.txt > all.txt"),
             ("run.sh", "python3 hello.py"),
             ("Makefile", "cp build/app dist/"),
             ("config.toml", "set port to 8080\nand host to a"),
