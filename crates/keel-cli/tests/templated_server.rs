@@ -84,3 +84,53 @@ async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
     // `/props` is read once at start (context size and template) and once by the client.
     assert_eq!(server.requests().iter().filter(|r| r.path == "/props").count(), 2);
 }
+
+/// Regression: a reply that looped inside a text-written call until the output limit
+/// (llama-server `stop_type: "limit"`) ended the turn with the broken call as the answer
+/// (fix-shell-script, llama-server run 1). It is now a call cut off: not run, and the
+/// model is told so and asked again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_cut_off_by_the_output_limit_is_answered_not_taken_as_the_answer() {
+    let env = Env::new();
+    let server = MockServer::start().await;
+    let template = qwen_template();
+    let steps = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&steps);
+    let looping = format!(
+        "<tool_call>\n{{\"name\": \"answer\", \"arguments\": {{\"text\": \"{}",
+        "The script was fixed. ".repeat(40)
+    );
+    server.set_handler(move |request| match (request.method.as_str(), request.path.as_str()) {
+        ("GET", "/props") => MockResponse::json(
+            200,
+            &json!({"chat_template": template, "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>",
+                    "default_generation_settings": {"n_ctx": 16384}}),
+        ),
+        ("POST", "/completion") => match seen.fetch_add(1, Ordering::SeqCst) {
+            0 => MockResponse::json(200, &json!({"content": looping, "stop_type": "limit"})),
+            _ => MockResponse::json(
+                200,
+                &json!({"content": "<tool_call>\n{\"name\": \"answer\", \"arguments\": {\"text\": \"Hello.\"}}\n</tool_call>",
+                        "stop_type": "eos"}),
+            ),
+        },
+        _ => MockResponse::json(404, &json!({"error": "not found"})),
+    });
+    let mut keel = env.keel_unconfigured();
+    keel.args(["--provider", "llamacpp", "--base-url", &server.base_url(), "Say hello."]);
+    let out = output(keel).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("Hello."), "{stdout}");
+    assert!(!stdout.contains("The script was fixed."), "the cut-off call is not the answer: {stdout}");
+    let posts: Vec<_> = server.requests().into_iter().filter(|r| r.path == "/completion").collect();
+    let second = posts[1].json();
+    let prompt = second["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains(
+            "This call was cut off because the reply reached the output token limit, so it was not run."
+        ),
+        "{prompt}"
+    );
+}

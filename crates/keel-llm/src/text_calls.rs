@@ -21,6 +21,8 @@
 
 use serde_json::Value;
 
+mod cut;
+
 use crate::lenient;
 use crate::message::{AssistantMessage, ContentBlock, FinishReason, ToolCall};
 
@@ -30,12 +32,45 @@ const TAGS: [&str; 4] = ["tool_call", "tools", "function_call", "tool_response"]
 /// Rewrites a finished message whose text holds tool calls for `tools` (see
 /// [`extract_text_tool_calls`]); a natural stop becomes `tool_use` when calls were
 /// found. Returns true when calls were extracted. The same for every wire API.
+///
+/// A reply that stopped at the output limit inside a call it wrote as text (see
+/// [`cut`]) gets that call with its arguments as far as they got, and keeps its
+/// `length` finish, so the loop answers it as a native call cut off.
 pub fn apply_text_tool_calls(message: &mut AssistantMessage, tools: &[&str]) -> bool {
     let found = extract_text_tool_calls(&mut message.content, tools);
     if found && message.finish_reason == FinishReason::Stop {
         message.finish_reason = FinishReason::ToolUse;
     }
+    if !found && message.finish_reason == FinishReason::Length {
+        return read_cut_call(&mut message.content, tools);
+    }
     found
+}
+
+/// The text blocks of `content`, joined.
+fn text_of(content: &[ContentBlock]) -> String {
+    content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Replaces the text of `content` by the call it opened and never closed, if any.
+fn read_cut_call(content: &mut Vec<ContentBlock>, tools: &[&str]) -> bool {
+    if content.iter().any(|b| matches!(b, ContentBlock::ToolCall(_))) {
+        return false;
+    }
+    let text = text_of(content);
+    let Some((prose, call)) = cut::cut_call(&text, tools) else { return false };
+    content.retain(|b| !matches!(b, ContentBlock::Text { .. }));
+    if !prose.is_empty() {
+        content.push(ContentBlock::Text { text: prose });
+    }
+    content.push(ContentBlock::ToolCall(call));
+    true
 }
 
 /// Rewrites `content` when its text holds tool calls (see the module docs) for `tools`.
@@ -44,13 +79,7 @@ pub fn extract_text_tool_calls(content: &mut Vec<ContentBlock>, tools: &[&str]) 
     if content.iter().any(|b| matches!(b, ContentBlock::ToolCall(_))) {
         return false;
     }
-    let text: String = content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let text = text_of(content);
     let Some((prose, calls)) = parse(&text, tools) else { return false };
     content.retain(|b| !matches!(b, ContentBlock::Text { .. }));
     if !prose.trim().is_empty() {

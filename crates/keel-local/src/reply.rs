@@ -1,7 +1,7 @@
 //! What a finished reply of the embedded model (or of llama-server driven like it)
 //! becomes in the conversation.
 
-use keel_llm::text_calls::extract_text_tool_calls;
+use keel_llm::text_calls::apply_text_tool_calls;
 use keel_llm::{AssistantMessage, ContentBlock, FinishReason, Usage};
 
 /// Text before a reply's first call becomes reasoning; see
@@ -24,23 +24,14 @@ pub struct Finished {
     pub reused_tokens: u64,
 }
 
-/// The finished reply as a message: calls to `tools` written as text become real calls,
-/// and text before the first call becomes reasoning.
+/// The finished reply as a message: calls to `tools` written as text become real calls
+/// (one that the output limit cut off included: see
+/// [`keel_llm::text_calls::apply_text_tool_calls`]), and text before the first call
+/// becomes reasoning.
 pub fn finish_message(finished: Finished, tools: &[String]) -> AssistantMessage {
-    let mut content = vec![ContentBlock::Text { text: finished.text }];
-    let names: Vec<&str> = tools.iter().map(String::as_str).collect();
-    let mut finish_reason = finished.finish;
-    if !names.is_empty()
-        && extract_text_tool_calls(&mut content, &names)
-        && finish_reason == FinishReason::Stop
-    {
-        finish_reason = FinishReason::ToolUse;
-    }
-    content.retain(|b| !matches!(b, ContentBlock::Text { text } if text.is_empty()));
-    thoughts_as_reasoning(&mut content);
-    AssistantMessage {
-        content,
-        finish_reason,
+    let mut message = AssistantMessage {
+        content: vec![ContentBlock::Text { text: finished.text }],
+        finish_reason: finished.finish,
         raw_finish_reason: None,
         usage: Usage {
             input_tokens: finished.prompt_tokens,
@@ -50,7 +41,14 @@ pub fn finish_message(finished: Finished, tools: &[String]) -> AssistantMessage 
         },
         interrupted: false,
         origin: None,
+    };
+    let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+    if !names.is_empty() {
+        apply_text_tool_calls(&mut message, &names);
     }
+    message.content.retain(|b| !matches!(b, ContentBlock::Text { text } if text.is_empty()));
+    thoughts_as_reasoning(&mut message.content);
+    message
 }
 
 #[cfg(test)]
