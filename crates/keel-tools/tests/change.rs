@@ -321,6 +321,11 @@ async fn a_shell_command_as_the_change_is_refused_before_the_editor_is_asked() {
         "`stats.py` was not changed: `git add stats.py` is a shell command, and change_file does not run commands. To run it, call shell with it; to change `stats.py`, call change_file saying in words what to change in its content."
     );
     assert!(model.requests().is_empty(), "the editor was not asked");
+    // A command aimed outside the project is refused as outside, not sent to the shell
+    // (the model tried `rm -rf pluggy` on site-packages through change_file).
+    let outside = tool.prepare(r#"{"path": "/usr/lib/python3/pluggy", "change": "rm -rf pluggy"}"#).unwrap();
+    let error = outside(ToolContext::new(ws.path()).task("Fix stats.py")).await.unwrap_err();
+    assert_eq!(error.code, "outside_workspace", "{}", error.message);
     assert_eq!(
         std::fs::read_to_string(ws.path().join("stats.py")).unwrap(),
         "def mean(v):\n    return sum(v) / len(v)\n"

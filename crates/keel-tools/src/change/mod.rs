@@ -104,11 +104,13 @@ impl Tool for ChangeFile {
                     "change is empty: say what to change in the file.",
                 ));
             }
-            if let Some(command) = command::shell_command(&args.path, &args.change) {
-                return Err(ToolError::new("invalid_arguments", command::refusal(&args.path, command)));
-            }
             let roots = Roots::for_call(&ctx, &config)?;
+            // The path is checked first: a command aimed outside the project is refused
+            // as outside, not answered with "call shell with it".
             let job = Arc::new(gather(roots, args, ctx.task.clone()).await?);
+            if let Some(command) = command::shell_command(&job.args.path, &job.args.change) {
+                return Err(ToolError::new("invalid_arguments", command::refusal(&job.args.path, command)));
+            }
             let prompt = editor_prompt(ctx.task.as_deref(), &job.args, &job.inputs);
             // Unless the task is about layout, blank lines the editor reflowed and the
             // file's line endings are put back.
