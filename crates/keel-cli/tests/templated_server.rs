@@ -18,6 +18,15 @@ fn qwen_template() -> String {
     std::fs::read_to_string(path).unwrap()
 }
 
+/// llama-server's `/props` with Qwen's template.
+fn props(template: &str) -> MockResponse {
+    MockResponse::json(
+        200,
+        &json!({"chat_template": template, "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>",
+                "default_generation_settings": {"n_ctx": 16384}}),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
     let env = Env::new();
@@ -26,11 +35,7 @@ async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
     let steps = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&steps);
     server.set_handler(move |request| match (request.method.as_str(), request.path.as_str()) {
-        ("GET", "/props") => MockResponse::json(
-            200,
-            &json!({"chat_template": template, "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>",
-                    "default_generation_settings": {"n_ctx": 16384}}),
-        ),
+        ("GET", "/props") => props(&template),
         ("POST", "/completion") => {
             let content = match seen.fetch_add(1, Ordering::SeqCst) {
                 0 => {
@@ -101,11 +106,7 @@ async fn a_call_cut_off_by_the_output_limit_is_answered_not_taken_as_the_answer(
         "The script was fixed. ".repeat(40)
     );
     server.set_handler(move |request| match (request.method.as_str(), request.path.as_str()) {
-        ("GET", "/props") => MockResponse::json(
-            200,
-            &json!({"chat_template": template, "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>",
-                    "default_generation_settings": {"n_ctx": 16384}}),
-        ),
+        ("GET", "/props") => props(&template),
         ("POST", "/completion") => match seen.fetch_add(1, Ordering::SeqCst) {
             0 => MockResponse::json(200, &json!({"content": looping, "stop_type": "limit"})),
             _ => MockResponse::json(
