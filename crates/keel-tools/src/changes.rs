@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use futures::future::BoxFuture;
-use keel_agent::task::asks_for_change;
+/// Where it was first defined; the one rule lives in [`keel_agent::task`].
+pub use keel_agent::task::asks_for_change;
 use keel_agent::{Hooks, TurnStarted, TurnStopping};
 use keel_llm::Message;
 

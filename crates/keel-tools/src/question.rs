@@ -13,7 +13,8 @@
 use futures::future::BoxFuture;
 use keel_agent::{HookDecision, Hooks, ToolCallRequest, ToolRegistry, TurnStarted};
 
-use keel_agent::task::is_question;
+/// Where it was first defined; the one rule lives in [`keel_agent::task`].
+pub use keel_agent::task::is_question;
 
 /// How the refusal begins; the task follows.
 pub const QUESTION_NOT_CHANGE: &str = "Not done: the task is a question, so no file should change.";
