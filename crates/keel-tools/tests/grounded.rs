@@ -63,6 +63,19 @@ async fn a_change_task_or_a_failed_request_keeps_the_models_own_answer() {
     assert_eq!(outcome.final_text, "Created notes.txt.");
     assert_eq!(model.requests().len(), 2, "no plain request for a change task");
 
+    // A change request phrased as a question is not a question: its answer says what
+    // was done (it was answered from the outputs when only sure changes kept the draft).
+    let (outcome, model) = run(
+        "Can you fix the greeting in hello.txt?",
+        vec![
+            reply().call("shell", r#"{"command": "echo hello > hello.txt"}"#),
+            reply().call("answer", r#"{"text": "Fixed the greeting."}"#),
+        ],
+    )
+    .await;
+    assert_eq!(outcome.final_text, "Fixed the greeting.");
+    assert_eq!(model.requests().len(), 2, "no plain request for a change asked as a question");
+
     let (outcome, _) = run(
         "Which branch is this?",
         vec![

@@ -239,12 +239,15 @@ impl Job {
             )));
         };
         let new = match inputs.current.as_deref() {
-            Some(old) if !layout.blank_lines => crate::blank_lines::keep_old_blank_lines(old, &new),
-            _ => new,
-        };
-        let new = match inputs.current.as_deref() {
-            Some(old) if !layout.line_endings => crate::blank_lines::keep_old_line_endings(old, &new),
-            _ => new,
+            Some(old) => {
+                let new = if layout.blank_lines {
+                    new
+                } else {
+                    crate::blank_lines::keep_old_blank_lines(old, &new)
+                };
+                if layout.line_endings { new } else { crate::blank_lines::keep_old_line_endings(old, &new) }
+            }
+            None => new,
         };
         if inputs.current.as_deref() == Some(new.as_str()) {
             return Err(Unchanged::Same);
