@@ -103,8 +103,17 @@ pub fn local() {
     config.temperature = 0.0;
     config.max_tokens = 128;
     config.threads = Some(threads);
-    let model = LocalModel::load(config.clone()).unwrap();
-    println!("\n[local] {} with {threads} threads", std::path::Path::new(&path).display());
+    // `KEEL_LOCAL_KERNELS` and `KEEL_LOCAL_VARIANT` measure other kernels.
+    config.kernels =
+        std::env::var("KEEL_LOCAL_KERNELS").ok().and_then(|k| k.parse().ok()).unwrap_or_default();
+    config.variant = std::env::var("KEEL_LOCAL_VARIANT").ok().filter(|v| !v.is_empty());
+    config.kernel_memory = None;
+    let model = runtime.block_on(LocalModel::load(config.clone())).unwrap();
+    println!(
+        "\n[local] {} with {threads} threads, kernels {}",
+        std::path::Path::new(&path).display(),
+        model.kernels().describe()
+    );
     // Speed: the same prompt as the server gets.
     run(&runtime, &model, &[Message::User(UserMessage { content: SPEED_PROMPT.into() })], false);
     let speed: RequestStats = *model.stats().last().unwrap();
@@ -127,8 +136,8 @@ pub fn local() {
     let mut without = with_reuse.clone();
     without.reuse_cache = false;
     drop(model);
-    let reuse = LocalModel::load(with_reuse).unwrap();
-    let no_reuse = LocalModel::load(without).unwrap();
+    let reuse = runtime.block_on(LocalModel::load(with_reuse)).unwrap();
+    let no_reuse = runtime.block_on(LocalModel::load(without)).unwrap();
     for step in 0..6 {
         let messages = conversation(step);
         run(&runtime, &reuse, &messages, true);
@@ -141,11 +150,11 @@ pub fn local() {
     let mut cached_config = config.clone();
     cached_config.max_tokens = 1;
     cached_config.prefix_cache = Some(dir.path().to_path_buf());
-    let first = LocalModel::load(cached_config.clone()).unwrap();
+    let first = runtime.block_on(LocalModel::load(cached_config.clone())).unwrap();
     run(&runtime, &first, &conversation(0), true);
     let before = *first.stats().last().unwrap();
     drop(first);
-    let second = LocalModel::load(cached_config).unwrap();
+    let second = runtime.block_on(LocalModel::load(cached_config)).unwrap();
     let mut other_task = conversation(0);
     other_task[0] = Message::User(UserMessage { content: "Find the TODO comments in this project.".into() });
     run(&runtime, &second, &other_task, true);

@@ -27,6 +27,10 @@ fn main() {
         Some("noop") => return println!("{}", measure::peak_rss()),
         Some("serve") => return task::serve(which.get(1).and_then(|ms| ms.parse().ok()).unwrap_or(0)),
         Some("http-child") => return http::child(&which[1], &which[2], &which[3]),
+        #[cfg(feature = "local")]
+        Some(keel_local::engine::EngineCommand::SUBCOMMAND) => {
+            std::process::exit(keel_local::engine::child::main())
+        }
         Some("many-child") => {
             let n = which.get(2).and_then(|n| n.parse().ok()).unwrap_or(1);
             return many::child(&which[1], n, which.get(3).is_some_and(|v| v == "real"));

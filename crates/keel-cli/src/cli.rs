@@ -246,6 +246,15 @@ pub enum ModelsAction {
         /// A known model name.
         name: Option<String>,
     },
+    /// Self-test the CPU kernels kept off by default (AMX) with a model on this machine:
+    /// they run under `--local` only where this passed.
+    Check {
+        /// A model file or known name (default: the model --local uses).
+        model: Option<String>,
+        /// Test this kernel variant instead (any that this CPU runs).
+        #[arg(long)]
+        variant: Option<String>,
+    },
 }
 
 /// `keel sessions …`.

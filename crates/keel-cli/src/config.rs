@@ -96,6 +96,9 @@ pub struct Layer {
     /// rendering of the model's template (default: when that template writes
     /// `<tool_call>`).
     pub grammar: Option<bool>,
+    /// The embedded model's kernels: auto (the best this CPU runs; the safe set where
+    /// those crashed before), fast or safe.
+    pub local_kernels: Option<String>,
     /// Sandbox for shell commands: workspace-write, read-only or off.
     pub sandbox: Option<String>,
     /// Network for sandboxed shell commands: true or false.
@@ -155,6 +158,7 @@ impl Layer {
             tool_first: self.tool_first.or(base.tool_first),
             always_call: self.always_call.or(base.always_call),
             grammar: self.grammar.or(base.grammar),
+            local_kernels: self.local_kernels.or(base.local_kernels),
             loop_warn_at: self.loop_warn_at.or(base.loop_warn_at),
             sandbox: self.sandbox.or(base.sandbox),
             network: self.network.or(base.network),
@@ -266,6 +270,10 @@ pub struct LocalSettings {
     pub seed: Option<u64>,
     /// Constrain tool calls with a grammar.
     pub grammar: bool,
+    /// Which kernels the engine runs.
+    pub kernels: keel_local::engine::kernels::Kernels,
+    /// Exactly this CPU variant of the kernels (`KEEL_LOCAL_VARIANT`).
+    pub variant: Option<String>,
 }
 
 /// Which model runs the agent.
@@ -406,6 +414,7 @@ fn env_layer() -> Layer {
         api_key: env("KEEL_API_KEY"),
         max_steps: env("KEEL_MAX_STEPS").and_then(|v| v.parse().ok()),
         permission: env("KEEL_PERMISSION"),
+        local_kernels: env("KEEL_LOCAL_KERNELS"),
         ..Layer::default()
     }
 }
@@ -472,6 +481,11 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
             temperature: layer.temperature,
             seed: layer.seed,
             grammar: layer.grammar.unwrap_or(true),
+            kernels: match &layer.local_kernels {
+                Some(text) => text.parse().map_err(|e| ConfigError(format!("local_kernels: {e}")))?,
+                None => keel_local::engine::kernels::Kernels::Auto,
+            },
+            variant: env("KEEL_LOCAL_VARIANT"),
         };
         let tool_first = layer.tool_first.unwrap_or(true);
         let mcp = with_mcp_files(file.mcp_servers, cli)?;

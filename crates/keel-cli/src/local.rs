@@ -97,10 +97,15 @@ async fn engine(settings: &LocalSettings, path: &Path) -> Result<Arc<dyn ModelCl
     if let Some(max_tokens) = settings.max_tokens {
         config.max_tokens = max_tokens;
     }
-    let loaded = tokio::task::spawn_blocking(move || keel_local::engine::LocalModel::load(config))
-        .await
-        .map_err(|e| ConfigError(format!("loading the local model failed: {e}")))?
-        .map_err(|e| ConfigError(e.to_string()))?;
+    config.kernels = settings.kernels;
+    config.variant = settings.variant.clone();
+    let loaded =
+        keel_local::engine::LocalModel::load(config).await.map_err(|e| ConfigError(e.to_string()))?;
+    if let Some(why) = &loaded.kernels().safe_because {
+        errln!(
+            "keel: the local model runs the safe kernels (slower): {why}; KEEL_LOCAL_KERNELS=fast tries the fast ones"
+        );
+    }
     Ok(Arc::new(loaded))
 }
 
@@ -112,10 +117,11 @@ async fn engine(_settings: &LocalSettings, path: &Path) -> Result<Arc<dyn ModelC
     ))
 }
 
-/// `keel models [list|pull]`.
+/// `keel models [list|pull|check]`.
 pub async fn models_command(action: Option<ModelsAction>) -> anyhow::Result<u8> {
     let cache = models::cache_dir();
     match action.unwrap_or(ModelsAction::List) {
+        ModelsAction::Check { model, variant } => check_command(model, variant).await,
         ModelsAction::List => {
             let cached = models::list_cached(&cache);
             outln!("cache: {}", cache.display());
@@ -142,6 +148,7 @@ pub async fn models_command(action: Option<ModelsAction>) -> anyhow::Result<u8> 
                     if have { ", cached" } else { "" }
                 );
             }
+            engine_report().await;
             Ok(exit::OK)
         }
         ModelsAction::Pull { name } => {
@@ -173,4 +180,118 @@ pub async fn models_command(action: Option<ModelsAction>) -> anyhow::Result<u8> 
             }
         }
     }
+}
+
+/// The kernel setting from the environment (`KEEL_LOCAL_KERNELS`), `auto` when unset.
+#[cfg(feature = "local")]
+fn kernels_from_env() -> keel_local::engine::kernels::Kernels {
+    crate::config::env("KEEL_LOCAL_KERNELS").and_then(|k| k.parse().ok()).unwrap_or_default()
+}
+
+/// The engine part of `keel models`: the CPU, the kernels `--local` loads, and what keel
+/// remembers about them on this machine.
+#[cfg(feature = "local")]
+async fn engine_report() {
+    use keel_local::engine::kernels::KernelMemory;
+    let kernels = kernels_from_env();
+    match keel_local::engine::probe(None, kernels).await {
+        Ok(probe) => {
+            outln!("engine: {} ({})", probe.cpu, probe.cpu_flags.join(" "));
+            outln!("  kernels ({kernels}): {}", probe.chosen.describe());
+            let runs: Vec<String> = probe
+                .variants
+                .iter()
+                .filter(|v| v.score > 0)
+                .map(|v| if v.gated { format!("{} (gated)", v.name) } else { v.name.clone() })
+                .collect();
+            outln!("  variants this CPU runs, best first: {}", runs.join(", "));
+            for off in &probe.chosen.kept_off {
+                outln!("  kept off: {off}");
+            }
+        }
+        Err(e) => outln!("engine: cannot start it: {e}"),
+    }
+    let memory = KernelMemory::at(KernelMemory::default_path());
+    for verdict in memory.all() {
+        let model =
+            std::path::Path::new(&verdict.model).file_name().map(|n| n.to_string_lossy().into_owned());
+        let model = model.unwrap_or_else(|| verdict.key.clone());
+        if let Some(crash) = &verdict.crashed {
+            outln!("  {model}: safe kernels, the fast ones crashed here ({crash})");
+        }
+        for passed in &verdict.passed {
+            outln!("  {model}: {passed} passed its self-test here");
+        }
+        for failed in &verdict.failed {
+            outln!("  {model}: self-test failed: {failed}");
+        }
+    }
+}
+
+#[cfg(not(feature = "local"))]
+async fn engine_report() {
+    outln!("engine: not built in (cargo install --locked --path crates/keel-cli --features local)");
+}
+
+/// `keel models check`: self-tests the gated kernel variants (or `variant`) this CPU
+/// runs, with `model`.
+#[cfg(feature = "local")]
+async fn check_command(model: Option<String>, variant: Option<String>) -> anyhow::Result<u8> {
+    let cache = models::cache_dir();
+    let path = match models::choose(model.as_deref(), &cache) {
+        Ok(Choice::File(path)) => path,
+        Ok(Choice::Download(known, _)) => {
+            errln!(
+                "keel: {} is not in the cache; fetch it with `keel models pull {}`",
+                known.file,
+                known.name
+            );
+            return Ok(exit::USAGE);
+        }
+        Err(e) => {
+            errln!("keel: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let variants = match variant {
+        Some(variant) => vec![variant],
+        None => match keel_local::engine::probe(None, kernels_from_env()).await {
+            Ok(probe) => {
+                probe.variants.into_iter().filter(|v| v.gated && v.score > 0).map(|v| v.name).collect()
+            }
+            Err(e) => {
+                errln!("keel: {e}");
+                return Ok(exit::ERROR);
+            }
+        },
+    };
+    if variants.is_empty() {
+        outln!("no kernels are kept off on this CPU: nothing to check");
+        return Ok(exit::OK);
+    }
+    let config = keel_local::engine::LocalConfig::new(&path);
+    let mut all_passed = true;
+    for variant in variants {
+        errln!("keel: checking {variant} with {} …", path.display());
+        match keel_local::engine::check_variant(&config, &variant).await {
+            Ok(outcome) => {
+                all_passed &= outcome.passed;
+                let verdict = if outcome.passed { "passed: --local uses it" } else { "failed: it stays off" };
+                outln!("{variant}: {verdict} ({})", outcome.detail);
+            }
+            Err(e) => {
+                errln!("keel: {e}");
+                return Ok(exit::ERROR);
+            }
+        }
+    }
+    Ok(if all_passed { exit::OK } else { exit::ERROR })
+}
+
+#[cfg(not(feature = "local"))]
+async fn check_command(_model: Option<String>, _variant: Option<String>) -> anyhow::Result<u8> {
+    errln!(
+        "keel: this keel was built without the embedded model (cargo install --locked --path crates/keel-cli --features local)"
+    );
+    Ok(exit::USAGE)
 }

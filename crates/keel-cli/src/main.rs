@@ -143,6 +143,11 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == keel_tools::launch::SUBCOMMAND) {
         std::process::exit(keel_tools::launch::main(&args[2..]));
     }
+    // `keel __engine`: the embedded model's engine process (keel_local::engine).
+    #[cfg(feature = "local")]
+    if args.get(1).is_some_and(|a| a == keel_local::engine::EngineCommand::SUBCOMMAND) {
+        std::process::exit(keel_local::engine::child::main());
+    }
     // Keys in keel's environment and memory: no process of the user (but root) may read
     // /proc/<keel>/environ or mem, nor attach a debugger.
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);

@@ -19,6 +19,9 @@ use crate::{exit, paths, setup, signals};
 /// Builds a session's agent from the configuration and the client's choices.
 struct Factory {
     base: Cli,
+    /// The embedded model, loaded by the first session that asks for it and shared by
+    /// all (one engine process; their requests take turns).
+    local: tokio::sync::OnceCell<Arc<dyn keel_llm::ModelClient>>,
 }
 
 impl Factory {
@@ -54,11 +57,16 @@ impl AgentFactory for Factory {
         Box::pin(async move {
             let cli = self.cli_for(spec);
             let mut settings = config::resolve(&cli, false).map_err(|e| e.0)?;
-            if matches!(settings.model, ModelSettings::Local(_)) {
-                return Err("keel serve does not run the embedded model; configure a model server".into());
-            }
             let policy = setup::policy(&settings, &spec.folder).map_err(|e| e.0)?.with_ask(ask);
-            let model = setup::model(&mut settings, false).await.map_err(|e| e.0)?;
+            let model = match &settings.model {
+                ModelSettings::Local(local) => self
+                    .local
+                    .get_or_try_init(|| crate::local::load(local, false))
+                    .await
+                    .map_err(|e| e.0.clone())?
+                    .clone(),
+                ModelSettings::Remote(_) => setup::model(&mut settings, false).await.map_err(|e| e.0)?,
+            };
             let (agent, _notes) = setup::agent(&settings, &spec.folder, policy, model);
             let mut ctx = keel_agent::SessionContext::new(&spec.folder)
                 .artifacts(paths::sessions_dir().join(session_id));
@@ -149,7 +157,7 @@ pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
     let mut config = ServerConfig::new(token.clone(), roots.clone());
     config.max_turns = args.max_turns.max(1);
     config.idle_close = std::time::Duration::from_secs(args.idle_close.max(1));
-    let factory = Arc::new(Factory { base: cli.clone() });
+    let factory = Arc::new(Factory { base: cli.clone(), local: tokio::sync::OnceCell::new() });
     let server = Server::new(config, store, factory).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await

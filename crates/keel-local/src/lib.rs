@@ -3,11 +3,11 @@
 //! Pure Rust, always built: reading GGUF metadata ([`gguf`]), rendering the model's own
 //! chat template ([`template`]), noticing a reply stuck on one line ([`repeats`]), the
 //! model cache and downloads ([`models`],
-//! [`download`]). With the `llama` feature, [`engine::LocalModel`] runs the weights in
-//! process through llama.cpp and implements `keel_llm::ModelClient`.
+//! [`download`]), and [`engine::LocalModel`], a `keel_llm::ModelClient` that runs the
+//! weights in an engine process. With the `llama` feature the engine itself is built in
+//! ([`engine::child`]: llama.cpp, its CPU kernels chosen at run time).
 
 pub mod download;
-#[cfg(feature = "llama")]
 pub mod engine;
 pub mod gguf;
 pub mod grammar;

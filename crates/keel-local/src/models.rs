@@ -100,11 +100,16 @@ pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("KEEL_MODELS_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
+    keel_cache_dir().join("models")
+}
+
+/// keel's cache folder: `$XDG_CACHE_HOME/keel`, else `~/.cache/keel`.
+pub fn keel_cache_dir() -> PathBuf {
     let base = match std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from) {
         Some(dir) if dir.is_absolute() => dir,
         _ => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".cache"),
     };
-    base.join("keel").join("models")
+    base.join("keel")
 }
 
 /// A GGUF file in the cache.

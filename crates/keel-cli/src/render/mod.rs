@@ -437,7 +437,7 @@ impl Sink for Terminal {
                     &format!(
                         "  retry {attempt}/{max_retries} in {}: {}",
                         duration(*delay),
-                        clip(reason, 100)
+                        clip(reason, 240)
                     ),
                 ));
                 self.spin(Some("waiting to retry".into()));

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use llama_cpp_2::token::LlamaToken;
+use super::llama::{Context, Token};
 
 /// Evaluated prompt prefixes on disk: llama.cpp state files with their tokens beside
 /// them, one folder per model file and context size, at most eight kept.
@@ -23,15 +23,13 @@ impl PrefixCache {
         Some(PrefixCache { dir })
     }
 
-    fn read_tokens(path: &Path) -> Option<Vec<LlamaToken>> {
+    fn read_tokens(path: &Path) -> Option<Vec<Token>> {
         let bytes = std::fs::read(path).ok()?;
-        Some(
-            bytes.chunks_exact(4).map(|c| LlamaToken(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect(),
-        )
+        Some(bytes.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
     }
 
     /// The saved state sharing the longest prefix with `tokens`, if long enough.
-    pub(crate) fn best(&self, tokens: &[LlamaToken]) -> Option<PathBuf> {
+    pub(crate) fn best(&self, tokens: &[Token]) -> Option<PathBuf> {
         let mut best: Option<(usize, PathBuf)> = None;
         for entry in std::fs::read_dir(&self.dir).ok()?.flatten() {
             let path = entry.path();
@@ -51,18 +49,18 @@ impl PrefixCache {
 
     /// Saves the context's state for `tokens` (written to a temporary name, then
     /// renamed, so a crash never leaves a half file under a real name).
-    pub(crate) fn save(&self, ctx: &llama_cpp_2::context::LlamaContext<'_>, tokens: &[LlamaToken]) {
+    pub(crate) fn save(&self, context: &mut Context<'_>, tokens: &[Token]) {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        tokens.iter().map(|t| t.0).collect::<Vec<i32>>().hash(&mut hasher);
+        tokens.hash(&mut hasher);
         let name = format!("{:016x}", hasher.finish());
         let state = self.dir.join(format!("{name}.state"));
         let temporary = self.dir.join(format!("{name}.state.tmp"));
-        if ctx.state_save_file(&temporary, tokens).is_err() || std::fs::rename(&temporary, &state).is_err() {
+        if !context.save_state(&temporary, tokens) || std::fs::rename(&temporary, &state).is_err() {
             let _ = std::fs::remove_file(&temporary);
             return;
         }
-        let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.0.to_le_bytes()).collect();
+        let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
         let _ = std::fs::write(self.dir.join(format!("{name}.tokens")), bytes);
         self.evict();
     }
