@@ -124,8 +124,8 @@ pub const DEFAULT_DENY: &[&str] = &[
     r"\bgit\s+(?:-\S+(?:\s+\S+)?\s+)*?push\b[^;&|\n]*\s\+[^\s;&|]",
     // Decoded text run by a shell: `base64 -d … | sh`.
     r"\bbase64\s[^;&|\n]*(?:-d|--decode|-D)\b[^;&\n]*\|\s*(?:sudo\s+)?(?:ba|da|z|k)?sh\b",
-    // Every process of the user: `kill -9 -1`, `kill -- -1`, `kill -s KILL -1`.
-    concat!(r"\bkill\s+(?:\S+\s+)+-1", word_end!()),
+    // Every process of the user (`kill -9 -1`) is seen on the parsed command
+    // (`deny_net`): a pattern here also caught `kill $P; ps | head -1`.
     r"\bmkfs(\.\w+)?\b",
     r"\bdd\b[^;&|]*\bof=/dev/",
     r">\s*/dev/(sd|nvme|hd|vd)[a-z]",
@@ -251,8 +251,12 @@ impl PermissionPolicy {
         if self.stop_on_deny { HookDecision::DenyAndStop { reason } } else { HookDecision::Deny { reason } }
     }
 
-    /// The deny pattern a shell command matches, if any.
+    /// Why the deny net refuses a shell command, if it does: a shape seen on the parsed
+    /// command, or the deny pattern it matches.
     pub fn denied_pattern(&self, command: &str) -> Option<&str> {
+        if let Some(why) = crate::deny_net::refused(command) {
+            return Some(why);
+        }
         let set = self.deny_set.get_or_init(|| RegexSet::new(&self.deny).ok()).as_ref()?;
         let index = set.matches(command).iter().next()?;
         self.deny.get(index).map(String::as_str)
@@ -396,6 +400,13 @@ mod tests {
         "echo x > /dev/sda",
         "chmod -R 777 /",
         "sudo chown -R me ~",
+        // Issue 28, item 16.
+        "rm -rf ~//",
+        "rm -rf ~/./",
+        "rm -rf -- \"${HOME:?}\"",
+        "H=~; rm -rf $H",
+        "find ~ | xargs rm -rf",
+        "git push --mirror",
     ];
 
     /// Ordinary commands the net must not catch.
@@ -424,6 +435,8 @@ mod tests {
         "kill -1 1234",
         "kill -9 12345",
         "kill %1",
+        "kill $P",
+        "kill $P; ps aux | head -1",
         "ls /",
         "cat /etc/hostname",
         "echo shutdown-notes.md",

@@ -1,5 +1,7 @@
-//! Shell commands as rules see them: wildcards over the whole text, and compound
-//! commands split into their parts.
+//! Shell commands as rules see them: parsed as bash reads them ([`crate::script`]), then
+//! matched by wildcards over each simple command's text.
+
+use crate::script::{self, Script};
 
 /// `*` any text, `?` one character; the whole text must match.
 pub(super) fn wildcard(pattern: &str, text: &str) -> bool {
@@ -25,84 +27,105 @@ pub(super) fn wildcard(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|c| *c == '*')
 }
 
-/// One simple command of a compound command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandPart {
-    /// The command, trimmed (grouping parentheses and braces removed).
-    pub text: String,
-    /// It holds a command substitution or writes a file: no rule allows it.
-    pub opaque: bool,
+/// The texts a deny or ask rule is tried on: the command line as written, and every form
+/// of every command in it ([`Script::forms`]).
+pub(super) fn deny_forms(command: &str, script: &Script) -> Vec<String> {
+    let mut forms = vec![command.trim().to_owned()];
+    forms.extend(script.forms());
+    forms
 }
 
-/// Splits a command line at `&&`, `||`, `;`, `|`, `&` and newlines outside quotes.
-pub fn split_command(command: &str) -> Vec<CommandPart> {
-    let chars: Vec<char> = command.chars().collect();
-    let mut parts = Vec::new();
-    let (mut current, mut opaque) = (String::new(), false);
-    let (mut single, mut double) = (false, false);
-    let mut i = 0;
-    let mut finish = |current: &mut String, opaque: &mut bool| {
-        let text =
-            current.trim().trim_start_matches(['(', '{', ' ']).trim_end_matches([')', '}', ' ']).trim();
-        if !text.is_empty() {
-            parts.push(CommandPart { text: text.to_owned(), opaque: *opaque });
-        }
-        current.clear();
-        *opaque = false;
-    };
-    while i < chars.len() {
-        let c = chars[i];
-        let next = chars.get(i + 1).copied();
-        if single {
-            single = c != '\'';
-            current.push(c);
-            i += 1;
-            continue;
-        }
-        match c {
-            '\\' => {
-                current.push(c);
-                if let Some(n) = next {
-                    current.push(n);
-                }
-                i += 2;
-                continue;
-            }
-            '\'' if !double => single = true,
-            '"' => double = !double,
-            '`' => opaque = true,
-            '$' if next == Some('(') => opaque = true,
-            '<' | '>' if next == Some('(') && !double => opaque = true,
-            '>' if !double && writes_file(&chars[i + 1..]) => opaque = true,
-            ';' | '\n' | '&' | '|' if !double => {
-                // `2>&1`, `>&2`: part of a redirection, not a separator.
-                if c == '&' && (current.ends_with('>') || current.ends_with('<')) && next != Some('&') {
-                    current.push(c);
-                    i += 1;
-                    continue;
-                }
-                finish(&mut current, &mut opaque);
-                i += if matches!((c, next), ('&', Some('&')) | ('|', Some('|')) | ('|', Some('&'))) {
-                    2
-                } else {
-                    1
-                };
-                continue;
-            }
-            _ => {}
-        }
-        current.push(c);
-        i += 1;
+/// The commands an allow rule must each match, or `None` when no rule may allow this
+/// command line: the parser is unsure, or a command builds a word by running something,
+/// writes a file through a redirection, or has a program named by an expansion.
+pub(super) fn allowable(script: &Script) -> Option<Vec<String>> {
+    if script.unsure.is_some() || script.commands.is_empty() || script.expanded.iter().any(|w| w.substitution)
+    {
+        return None;
     }
-    finish(&mut current, &mut opaque);
-    parts
+    let mut texts = Vec::new();
+    for command in &script.commands {
+        let program_known = command.words.first().is_some_and(|w| !w.dynamic);
+        if command.substitutes() || command.writes_file() || !program_known {
+            return None;
+        }
+        texts.push(command.text());
+    }
+    Some(texts)
 }
 
-/// After a `>`: true unless the target is a descriptor (`&1`) or `/dev/null`.
-fn writes_file(rest: &[char]) -> bool {
-    let rest: String = rest.iter().collect();
-    let rest = rest.trim_start_matches('>').trim_start();
-    !(rest.starts_with('&') || rest.starts_with("/dev/null"))
+/// Programs whose first argument names what they do (`git status`, `cargo test`).
+const SUBCOMMANDS: &[&str] = &[
+    "git",
+    "cargo",
+    "npm",
+    "pnpm",
+    "yarn",
+    "go",
+    "docker",
+    "podman",
+    "kubectl",
+    "make",
+    "pip",
+    "pip3",
+    "uv",
+    "poetry",
+    "bun",
+    "deno",
+    "dotnet",
+    "gradle",
+    "mvn",
+    "rustup",
+    "apt",
+    "apt-get",
+    "brew",
+    "systemctl",
+    "gh",
+];
+
+/// Programs that run what their arguments name: "always" covers exactly the command.
+const RUNNERS: &[&str] = &[
+    "python", "python3", "node", "ruby", "perl", "php", "bash", "sh", "zsh", "dash", "npx", "bunx", "java",
+    "lua", "Rscript", "env", "sudo", "xargs", "eval", "exec", "source", ".", "nohup", "timeout", "nice",
+    "watch",
+];
+
+/// The narrowest rules that cover every command of `script`, on word boundaries
+/// (`shell(git status)` and `shell(git status *)`; `shell(ls)` never matches `lsblk`), the
+/// exact command for programs that run what they are given (`shell(python3 calc.py)`).
+/// Empty when no rule may allow the command line ([`allowable`]).
+pub(super) fn suggest(script: &Script) -> Vec<String> {
+    if allowable(script).is_none() {
+        return Vec::new();
+    }
+    let mut rules: Vec<String> = Vec::new();
+    for command in &script.commands {
+        let words: Vec<&str> = command.words.iter().map(|w| w.text.as_str()).collect();
+        let Some(first) = words.first() else { return Vec::new() };
+        let exact = !command.assignments.is_empty() || RUNNERS.contains(&script::unwrap::program(first));
+        let offered: Vec<String> = if exact {
+            vec![command.text()]
+        } else {
+            let take = if words.len() > 1 && SUBCOMMANDS.contains(first) && !words[1].starts_with('-') {
+                2
+            } else {
+                1
+            };
+            let prefix = words[..take].join(" ");
+            if words.len() > take { vec![prefix.clone(), format!("{prefix} *")] } else { vec![prefix] }
+        };
+        for text in offered {
+            if text.contains(['*', '?']) && !text.ends_with(" *") || text.contains(['(', ')', '\n']) {
+                // A rule cannot say this literally.
+                return Vec::new();
+            }
+            let rule = format!("shell({text})");
+            if !rules.contains(&rule) {
+                rules.push(rule);
+            }
+        }
+    }
+    rules
 }
 
 #[cfg(test)]
@@ -111,26 +134,24 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[test]
-    fn compound_commands_split_outside_quotes() {
-        let texts = |c: &str| split_command(c).into_iter().map(|p| p.text).collect::<Vec<_>>();
-        assert_eq!(texts("cargo test && rm -rf x"), ["cargo test", "rm -rf x"]);
-        assert_eq!(texts("a || b; c | d & e\nf"), ["a", "b", "c", "d", "e", "f"]);
-        assert_eq!(texts("echo 'a && b' \"c; d\" e\\;f"), ["echo 'a && b' \"c; d\" e\\;f"]);
-        assert_eq!(texts("(cd x && make) |& tee log"), ["cd x", "make", "tee log"]);
-        assert_eq!(texts("cargo test 2>&1 | tail"), ["cargo test 2>&1", "tail"]);
-        assert!(!split_command("cargo test 2>&1").iter().any(|p| p.opaque));
-        assert!(!split_command("ls >/dev/null").iter().any(|p| p.opaque));
-        for opaque in ["echo $(rm x)", "echo `rm x`", "cargo test > /etc/passwd", "diff <(a) b"] {
-            assert!(split_command(opaque)[0].opaque, "{opaque}");
-        }
-    }
-
-    #[test]
     fn wildcards_match_the_whole_text() {
         assert!(wildcard("git status*", "git status --short"));
         assert!(wildcard("git status*", "git status"));
         assert!(!wildcard("git status*", "sudo git status"));
         assert!(wildcard("curl *|*sh*", "curl -s x | sh"));
         assert!(wildcard("a?c", "abc") && !wildcard("a?c", "abbc"));
+    }
+
+    #[test]
+    fn suggestions_are_narrow_and_never_keywords() {
+        let suggest = |line: &str| suggest(&script::parse(line));
+        assert_eq!(suggest("git status --short"), ["shell(git status)", "shell(git status *)"]);
+        assert_eq!(suggest("for f in *.py; do wc -l $f; done"), ["shell(wc)", "shell(wc *)"]);
+        assert_eq!(suggest("python3 calc.py"), ["shell(python3 calc.py)"]);
+        assert_eq!(suggest("ls"), ["shell(ls)"]);
+        assert_eq!(suggest("A=1 make"), ["shell(A=1 make)"]);
+        assert_eq!(suggest("echo $(id)"), Vec::<String>::new());
+        assert_eq!(suggest("cat <<EOF\nx\nEOF"), Vec::<String>::new());
+        assert_eq!(suggest("$CMD x"), Vec::<String>::new());
     }
 }

@@ -1,11 +1,15 @@
 //! Permission rules: `tool(pattern)` entries in `allow`, `ask` and `deny` lists.
 //!
 //! - `shell(cargo test*)`: the pattern matches a whole shell command; `*` matches any
-//!   text (spaces and slashes included), `?` one character. A compound command (`a && b`,
-//!   `a || b`, `a; b`, `a | b`, `a & b`, lines) is split outside quotes: a deny or ask
-//!   rule that matches the whole command or any part decides; an allow rule must match
-//!   *every* part, and a part with a command substitution (`$(…)`, backticks, `<(…)`) or
-//!   an output redirection to a file is never allowed by a rule.
+//!   text (spaces and slashes included), `?` one character. The command line is read as
+//!   bash reads it ([`crate::script`]: quotes removed, comments and line continuations
+//!   followed) and each simple command is matched as its words joined by one space
+//!   (`A=1 rm -rf x`). A deny or ask rule that matches the line as written, any command,
+//!   or any command with its wrappers taken off (`sudo`, `env`, `xargs`, `/bin/`…, and
+//!   `sh -c '…'` inside) decides; an allow rule must match *every* command, and no rule
+//!   allows a command that runs something to build its words (`$(…)`, backticks,
+//!   `<(…)`), writes a file through a redirection, names its program by an expansion, or
+//!   that the parser is unsure of (a here-document, `case`, a function).
 //! - `edit_file(src/**)`: for tools with a `path` argument, a glob over the path relative
 //!   to the workspace (`*` stays within a folder, `**` crosses folders). A pattern
 //!   without `/` matches the file name at any depth (`read_file(.env*)` matches
@@ -24,7 +28,6 @@ use serde_json::Value;
 mod command;
 
 use command::wildcard;
-pub use command::{CommandPart, split_command};
 
 /// Which list a rule is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -203,41 +206,87 @@ impl PermissionRules {
         let named = |kind: RuleKind| self.rules.iter().filter(move |r| r.kind == kind && r.rule.names(tool));
         if tool == "shell" {
             let command = get("command").unwrap_or_default();
-            let parts = split_command(command);
-            let hit = |r: &&SourcedRule| {
-                r.rule.matches_command(command) || parts.iter().any(|p| r.rule.matches_command(&p.text))
-            };
+            let script = crate::script::parse(command);
+            let forms = command::deny_forms(command, &script);
+            let hit = |r: &&SourcedRule| forms.iter().any(|form| r.rule.matches_command(form));
             if let Some(rule) = named(RuleKind::Deny).find(hit) {
                 return RuleVerdict::Deny(rule.rule.text.clone());
             }
             if let Some(rule) = named(RuleKind::Ask).find(hit) {
                 return RuleVerdict::Ask(rule.rule.text.clone());
             }
-            let allowed = !parts.is_empty()
-                && parts
-                    .iter()
-                    .all(|p| !p.opaque && named(RuleKind::Allow).any(|r| r.rule.matches_command(&p.text)));
+            let allowed = command::allowable(&script).is_some_and(|texts| {
+                texts.iter().all(|text| named(RuleKind::Allow).any(|r| r.rule.matches_command(text)))
+            });
             return if allowed { RuleVerdict::Allow } else { RuleVerdict::None };
         }
-        let path = get("path").map(|p| self.relative(p));
-        let hit = |r: &&SourcedRule| r.rule.matches_path(path.as_deref());
+        // The path as written (normalized) and as the tool will resolve it (symlinks
+        // followed, `/proc/self/cwd` and the like included): deny and ask look at both,
+        // allow needs both.
+        let paths: Vec<PathBuf> = match get("path") {
+            Some(p) => {
+                let mut paths = vec![self.relative(p)];
+                if let Some(resolved) = self.resolved(p)
+                    && !paths.contains(&resolved)
+                {
+                    paths.push(resolved);
+                }
+                paths
+            }
+            None => Vec::new(),
+        };
+        let hit = |r: &&SourcedRule| {
+            if paths.is_empty() {
+                r.rule.matches_path(None)
+            } else {
+                paths.iter().any(|p| r.rule.matches_path(Some(p)))
+            }
+        };
         if let Some(rule) = named(RuleKind::Deny).find(hit) {
             return RuleVerdict::Deny(rule.rule.text.clone());
         }
         if let Some(rule) = named(RuleKind::Ask).find(hit) {
             return RuleVerdict::Ask(rule.rule.text.clone());
         }
-        if named(RuleKind::Allow).any(|r| r.rule.matches_path(path.as_deref())) {
+        let allowed = if paths.is_empty() {
+            named(RuleKind::Allow).any(|r| r.rule.matches_path(None))
+        } else {
+            paths.iter().all(|p| named(RuleKind::Allow).any(|r| r.rule.matches_path(Some(p))))
+        };
+        if allowed {
             return RuleVerdict::Allow;
         }
         RuleVerdict::None
     }
 
+    /// `path` as a tool resolves it: trimmed, joined to the workspace, the longest part
+    /// that exists resolved on disk (symlinks followed), relative to the workspace when
+    /// inside it. `None` when nothing of it resolves.
+    fn resolved(&self, path: &str) -> Option<PathBuf> {
+        let workspace = self.workspace.as_ref()?;
+        let joined = workspace.join(path.trim());
+        let mut rest = Vec::new();
+        let mut existing = joined.as_path();
+        let canonical = loop {
+            if let Ok(canonical) = existing.canonicalize() {
+                break canonical;
+            }
+            rest.push(existing.file_name()?.to_owned());
+            existing = existing.parent()?;
+        };
+        let mut full = canonical;
+        for part in rest.iter().rev() {
+            full.push(part);
+        }
+        let root = workspace.canonicalize().unwrap_or_else(|_| workspace.clone());
+        Some(full.strip_prefix(&root).map(Path::to_path_buf).unwrap_or(full))
+    }
+
     /// `path` as the rules see it: normalized, relative to the workspace when inside it.
     fn relative(&self, path: &str) -> PathBuf {
         let joined = match &self.workspace {
-            Some(ws) => ws.join(path),
-            None => PathBuf::from(path),
+            Some(ws) => ws.join(path.trim()),
+            None => PathBuf::from(path.trim()),
         };
         let mut normal = PathBuf::new();
         for part in joined.components() {
@@ -255,35 +304,15 @@ impl PermissionRules {
         }
     }
 
-    /// The rules "always" would add for this call: `shell(git status*)` per part of a
-    /// command, `edit_file(src/**)` for a path in a folder, `edit_file(./x.py)` for a file
-    /// at the top, the bare tool name otherwise. Parts no rule can allow are left out.
+    /// The rules "always" would add for this call: the narrowest that cover every command
+    /// of a shell command line (`shell(git status)` and `shell(git status *)`; none when no
+    /// rule could allow it), `edit_file(src/**)` for a path in a folder,
+    /// `edit_file(./x.py)` for a file at the top, the bare tool name otherwise.
     pub fn suggest(&self, tool: &str, arguments: &str) -> Vec<String> {
         let args: Option<serde_json::Map<String, Value>> = serde_json::from_str(arguments).ok();
         let get = |key: &str| args.as_ref().and_then(|a| a.get(key)).and_then(Value::as_str);
         if tool == "shell" {
-            let mut rules: Vec<String> = Vec::new();
-            for part in split_command(get("command").unwrap_or_default()) {
-                if part.opaque {
-                    continue;
-                }
-                let words: Vec<&str> = part.text.split_whitespace().collect();
-                let Some(first) = words.first() else { continue };
-                let take = if words.len() > 1 && takes_subcommand(first) && !words[1].starts_with('-') {
-                    2
-                } else {
-                    1
-                };
-                let prefix = words[..take].join(" ");
-                if prefix.contains(['*', '?', '(', ')']) {
-                    continue;
-                }
-                let rule = format!("shell({prefix}*)");
-                if !rules.contains(&rule) {
-                    rules.push(rule);
-                }
-            }
-            return rules;
+            return command::suggest(&crate::script::parse(get("command").unwrap_or_default()));
         }
         match get("path").map(|p| self.relative(p)) {
             Some(path) if !path.as_os_str().is_empty() => {
@@ -307,36 +336,6 @@ impl PermissionRules {
             _ => vec![tool.to_owned()],
         }
     }
-}
-
-/// Programs whose first argument names what they do (`git status`, `cargo test`).
-fn takes_subcommand(program: &str) -> bool {
-    matches!(
-        program,
-        "git"
-            | "cargo"
-            | "npm"
-            | "pnpm"
-            | "yarn"
-            | "go"
-            | "docker"
-            | "kubectl"
-            | "make"
-            | "pip"
-            | "pip3"
-            | "uv"
-            | "poetry"
-            | "bun"
-            | "deno"
-            | "dotnet"
-            | "gradle"
-            | "mvn"
-            | "rustup"
-            | "apt"
-            | "brew"
-            | "systemctl"
-            | "gh"
-    )
 }
 
 #[cfg(test)]
@@ -410,10 +409,13 @@ mod tests {
         assert!(Rule::parse("edit file(x)").is_err());
         assert!(Rule::parse("edit_file(src/[)").is_err());
         let r = PermissionRules::new("/w");
-        assert_eq!(r.suggest("shell", &shell("git status --short")), ["shell(git status*)"]);
+        assert_eq!(
+            r.suggest("shell", &shell("git status --short")),
+            ["shell(git status)", "shell(git status *)"]
+        );
         assert_eq!(
             r.suggest("shell", &shell("ls -la && cargo test -q | tail")),
-            ["shell(ls*)", "shell(cargo test*)", "shell(tail*)"]
+            ["shell(ls)", "shell(ls *)", "shell(cargo test)", "shell(cargo test *)", "shell(tail)"]
         );
         assert_eq!(r.suggest("shell", &shell("echo $(id)")), Vec::<String>::new());
         assert_eq!(r.suggest("edit_file", &path("src/deep/x.rs")), ["edit_file(src/**)"]);
@@ -426,5 +428,96 @@ mod tests {
         assert_eq!(offered.verdict("write_file", &path("y.py")), RuleVerdict::Allow);
         assert_eq!(offered.verdict("write_file", &path("sub/x.py")), RuleVerdict::None);
         assert_eq!(offered.verdict("write_file", &path("x.sh")), RuleVerdict::None);
+    }
+
+    /// Issue 28, item 4: each of these ran without a question under
+    /// `allow = ["shell(git status*)"]`, or slipped past `deny = ["shell(rm *)"]`.
+    #[test]
+    fn the_shells_own_syntax_no_longer_widens_or_dodges_a_rule() {
+        let r = rules(&["shell(git status*)"], &[], &[]);
+        for sneaky in [
+            "git status #'\ntouch X\n#'",
+            "git status #\"\ntouch X\n#\"",
+            "git status # \\\ntouch X",
+            "git status $'\\''; touch X; echo $'\\''",
+            "git status; LD_PRELOAD=/tmp/x.so git status",
+            "git status\ncat <<EOF\nx\nEOF",
+        ] {
+            assert_eq!(r.verdict("shell", &shell(sneaky)), RuleVerdict::None, "{sneaky:?}");
+        }
+        assert_eq!(r.verdict("shell", &shell("git status # just looking")), RuleVerdict::Allow);
+        assert_eq!(r.verdict("shell", &shell("git status 'a b' \"c\"")), RuleVerdict::Allow);
+        let deny = rules(&[], &[], &["shell(rm *)"]);
+        for evasive in [
+            "A=1 rm -rf x",
+            "\\rm -rf x",
+            "command rm -rf x",
+            "env rm -rf x",
+            "/bin/rm -rf x",
+            "r''m -rf x",
+            "find . | xargs rm",
+            "rm\t-rf x",
+            "sudo -u me nice -n 5 rm x",
+            "bash -c 'rm -rf x'",
+            "sh -c \"cd /tmp && rm x\"",
+            "eval rm x",
+        ] {
+            assert_eq!(
+                deny.verdict("shell", &shell(evasive)),
+                RuleVerdict::Deny("shell(rm *)".into()),
+                "{evasive:?}"
+            );
+        }
+        assert_eq!(deny.verdict("shell", &shell("echo 'rm x'")), RuleVerdict::None);
+    }
+
+    /// Issue 28, item 4: "always" offered `shell(for*)`, `shell(do*)`, `shell(done*)` for a
+    /// loop, after which `docker run -v /:/host …` ran unasked.
+    #[test]
+    fn what_always_adds_covers_the_command_and_no_more() {
+        let r = PermissionRules::new("/w");
+        let mut offered = PermissionRules::new("/w");
+        let line = "for f in *.py; do wc -l $f; done";
+        let suggested = r.suggest("shell", &shell(line));
+        assert!(suggested.iter().all(|s| !s.contains("for") && !s.contains("do")), "{suggested:?}");
+        offered.add(RuleKind::Allow, &suggested, "s").unwrap();
+        assert_eq!(offered.verdict("shell", &shell(line)), RuleVerdict::Allow);
+        for other in ["docker run -v /:/host alpine", "done", "lsblk", "wc2"] {
+            assert_eq!(offered.verdict("shell", &shell(other)), RuleVerdict::None, "{other}");
+        }
+        let mut ls = PermissionRules::new("/w");
+        ls.add(RuleKind::Allow, r.suggest("shell", &shell("ls -la")), "s").unwrap();
+        assert_eq!(ls.verdict("shell", &shell("ls")), RuleVerdict::Allow);
+        assert_eq!(ls.verdict("shell", &shell("ls src")), RuleVerdict::Allow);
+        assert_eq!(ls.verdict("shell", &shell("lsblk")), RuleVerdict::None);
+        let mut py = PermissionRules::new("/w");
+        py.add(RuleKind::Allow, r.suggest("shell", &shell("python3 calc.py")), "s").unwrap();
+        assert_eq!(py.verdict("shell", &shell("python3 calc.py")), RuleVerdict::Allow);
+        assert_eq!(py.verdict("shell", &shell("python3 evil.py")), RuleVerdict::None);
+    }
+
+    /// Issue 28, item 4: path rules looked at the path as written, while the tool trims
+    /// it and follows links.
+    #[test]
+    fn path_rules_see_the_file_the_tool_will_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(ws.join("secrets")).unwrap();
+        std::fs::write(ws.join(".env"), "KEY=1").unwrap();
+        std::fs::write(ws.join("secrets/key.pem"), "x").unwrap();
+        std::os::unix::fs::symlink(ws.join(".env"), ws.join("notes.txt")).unwrap();
+        std::os::unix::fs::symlink(ws.join("secrets"), ws.join("public")).unwrap();
+        let mut r = PermissionRules::new(&ws);
+        r.add(RuleKind::Deny, ["read_file(.env*)", "read_file(secrets/**)"], "test").unwrap();
+        r.add(RuleKind::Allow, ["read_file"], "test").unwrap();
+        for path_text in [" .env", ".env ", "notes.txt", "public/key.pem", "./secrets/../secrets/key.pem"] {
+            assert!(
+                matches!(r.verdict("read_file", &path(path_text)), RuleVerdict::Deny(_)),
+                "{path_text:?}"
+            );
+        }
+        let through_proc = format!("/proc/self/root{}", ws.join("secrets/key.pem").display());
+        assert!(matches!(r.verdict("read_file", &path(&through_proc)), RuleVerdict::Deny(_)));
+        assert_eq!(r.verdict("read_file", &path("README.md")), RuleVerdict::Allow);
     }
 }
