@@ -27,7 +27,7 @@ pub fn report(support: &Support, pid_namespace: bool, settings: &SandboxSettings
     out.push_str("Policies:\n");
     out.push_str(&format!(
         "  workspace-write  {}\n                   .git hooks and .git/config: guarded, not by the kernel (a change is undone after each command)\n",
-        files("writes only to the project folder, the session's files, TMPDIR, ~/.cache, cargo's registry, ~/.npm and allowed_roots")
+        files("writes only to the project folder, its own TMPDIR and allowed_roots")
     ));
     out.push_str(&format!("  read-only        {}\n", files("writes only to TMPDIR and /dev/null")));
     out.push_str(&format!(

@@ -138,7 +138,7 @@ fn sandbox_policy(server: &str, config: &ServerConfig) -> std::io::Result<Option
     let tmp = std::env::temp_dir().join(format!("keel-mcp-{}-{server}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
     let settings = SandboxSettings { mode, network: config.network, auto: false };
-    Ok(Policy::resolve(&settings, &folder, &tmp, None, &[]).map(|policy| (policy, tmp)))
+    Ok(Policy::resolve(&settings, &folder, &tmp, &[]).map(|policy| (policy, tmp)))
 }
 
 impl StdioProcess {

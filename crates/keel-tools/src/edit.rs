@@ -317,10 +317,16 @@ fn edit_in_session(
                     let updated = spliced(&content, &range, &new);
                     let note = checks.change(&args.path, || Some(content.clone()), &updated, roots.root())?;
                     let report = write_loose(file, &content, range, &updated, roots, &canonical, &args.path)?;
+                    if let Some(keeper) = keep {
+                        keeper.written(updated.as_bytes());
+                    }
                     Ok(report + note.as_deref().unwrap_or(""))
                 }
                 None => match already_there(&content, &new) {
-                    Some(line) => Ok(already_there_report(&roots.display(&canonical), line)),
+                    Some(line) => Err(ToolError::new(
+                        "no_match",
+                        already_there_report(&roots.display(&canonical), line),
+                    )),
                     None => Err(ToolError::new(
                         "no_match",
                         not_found_hint(&content, &args.old_text, &args.new_text, &args.path, numbered),
@@ -362,6 +368,9 @@ fn edit_in_session(
     file.set_len(0).map_err(io)?;
     file.seek(SeekFrom::Start(0)).map_err(io)?;
     file.write_all(updated.as_bytes()).map_err(io)?;
+    if let Some(keeper) = keep {
+        keeper.written(updated.as_bytes());
+    }
     if let Some(state) = state {
         crate::repeated::note(state, &canonical, args);
     }
@@ -399,10 +408,11 @@ fn line_at(content: &str, offset: usize) -> usize {
     content[..offset].matches('\n').count() + 1
 }
 
-/// The report for [`already_there`]: nothing was changed, and why that is fine.
+/// The error for [`already_there`]: nothing was changed. It may be an earlier edit's
+/// result, or a misremembered old_text; it is never reported as done.
 fn already_there_report(shown: &str, line: usize) -> String {
     format!(
-        "No change needed: `{shown}` already contains your new_text (at line {line}), and old_text is not in it, so this change has been made already (for example by one of your earlier edits). Do not repeat it; go on with the next step of the task."
+        "Nothing changed: old_text is not in `{shown}`, and your new_text is already there (at line {line}). If that line is the change you meant, it is made already (for example by one of your earlier edits): do not repeat it. Otherwise read the file and send old_text exactly as it is now."
     )
 }
 

@@ -54,26 +54,111 @@ fn entries_line(workspace: &Path) -> String {
     format!("Top-level entries: {}{more}\n", names.join(", "))
 }
 
+/// Settings every git keel runs gets, over whatever the repository's config says: a
+/// repository must not make keel run its code (an fsmonitor, hooks, a pager, an external
+/// diff, a transport).
+const SAFE_GIT: &[&str] = &[
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "diff.external=",
+    "-c",
+    "protocol.allow=never",
+    "--no-optional-locks",
+];
+
+/// Runs keel's own `git` in `workspace`: the repository's dangerous settings overridden
+/// ([`SAFE_GIT`], and every filter driver the config names emptied), a scrubbed
+/// environment (no keys; `HOME` for the user's own config, `PATH`), no discovery above
+/// the workspace, stdin closed, at most 3 seconds. Its stdout when it succeeds.
 fn git(workspace: &Path, args: &[&str]) -> Option<String> {
-    let output = Command::new("git")
+    let filters =
+        run_git(workspace, &["config", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$"], &[])
+            .unwrap_or_default();
+    let off: Vec<String> = filters
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .flat_map(|key| ["-c".to_owned(), format!("{key}=")])
+        .collect();
+    run_git(workspace, args, &off)
+}
+
+fn run_git(workspace: &Path, args: &[&str], extra: &[String]) -> Option<String> {
+    let mut command = Command::new("git");
+    command
+        .args(SAFE_GIT)
+        .args(extra)
         .args(args)
         .current_dir(workspace)
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
+        .env_clear()
         .env("GIT_OPTIONAL_LOCKS", "0")
-        .output()
-        .ok()?;
-    output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim_end().to_owned())
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CEILING_DIRECTORIES", workspace.parent().unwrap_or(workspace))
+        .env("LC_ALL", "C");
+    for name in ["PATH", "HOME", "XDG_CONFIG_HOME"] {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    let mut child = command.spawn().ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let mut out = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::Read::take(&mut out, 1 << 20), &mut bytes);
+        bytes
+    });
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    };
+    let stdout = reader.join().ok()?;
+    status.success().then(|| String::from_utf8_lossy(&stdout).trim_end().to_owned())
+}
+
+/// The branch `HEAD` names, read from the repository's files (no git run): `None` when
+/// detached.
+fn branch(workspace: &Path) -> Option<String> {
+    let dot_git = workspace.join(".git");
+    let git_dir = if std::fs::symlink_metadata(&dot_git).ok()?.is_dir() {
+        dot_git
+    } else {
+        let text = std::fs::read_to_string(&dot_git).ok().filter(|t| t.len() < 4096)?;
+        let target = text.trim().strip_prefix("gitdir:")?.trim();
+        workspace.join(target)
+    };
+    let head = std::fs::read_to_string(git_dir.join("HEAD")).ok().filter(|t| t.len() < 4096)?;
+    head.trim().strip_prefix("ref: refs/heads/").map(str::to_owned)
 }
 
 fn git_line(workspace: &Path) -> String {
-    if git(workspace, &["rev-parse", "--is-inside-work-tree"]).as_deref() != Some("true") {
+    // Only the workspace's own repository: nothing above it is looked at.
+    if std::fs::symlink_metadata(workspace.join(".git")).is_err() {
         return "Git: not a git repository\n".to_owned();
     }
-    let branch = git(workspace, &["branch", "--show-current"])
-        .filter(|b| !b.is_empty())
-        .unwrap_or_else(|| "(detached HEAD)".to_owned());
-    let state = match git(workspace, &["status", "--porcelain", "--untracked-files=normal"]) {
+    let branch = branch(workspace).unwrap_or_else(|| "(detached HEAD)".to_owned());
+    let state = match git(
+        workspace,
+        &["status", "--porcelain", "--untracked-files=normal", "--ignore-submodules=all"],
+    ) {
         Some(status) if status.is_empty() => "no uncommitted changes".to_owned(),
         Some(status) => changes_text(&status),
         None => "status unknown".to_owned(),
@@ -181,5 +266,45 @@ mod tests {
             std::fs::write(dir.path().join(format!("f{n:02}")), "").unwrap();
         }
         assert!(describe(dir.path(), "d", true).contains("f39 and 10 more\n"));
+    }
+
+    /// Issue 28, item 2: keel's `git status` ran a repository's fsmonitor (and could run
+    /// its filters and hooks) with keel's own environment.
+    #[test]
+    fn a_repositorys_code_never_runs_from_keels_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("a.txt"), "1").unwrap();
+        run(&ws, &["init", "-q", "-b", "main"]);
+        run(&ws, &["add", "-A"]);
+        run(&ws, &["commit", "-qm", "one"]);
+        let pwned = dir.path().join("pwned");
+        let script = dir.path().join("evil.sh");
+        std::fs::write(&script, format!("#!/bin/sh\ntouch {}\ncat\n", pwned.display())).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let evil = script.display();
+        run(&ws, &["config", "core.fsmonitor", &evil.to_string()]);
+        run(&ws, &["config", "filter.x.clean", &evil.to_string()]);
+        run(&ws, &["config", "core.pager", &evil.to_string()]);
+        std::fs::write(ws.join(".gitattributes"), "*.txt filter=x\n").unwrap();
+        std::fs::write(
+            ws.join(".git/hooks/post-index-change"),
+            format!("#!/bin/sh\ntouch {}\n", pwned.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            ws.join(".git/hooks/post-index-change"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        // Make a.txt look changed, so status would filter it.
+        std::fs::write(ws.join("a.txt"), "2").unwrap();
+        let block = describe(&ws, "d", true);
+        assert!(block.contains("Git: branch main, uncommitted changes"), "{block}");
+        assert!(!pwned.exists(), "the repository's code ran");
+        // Without a .git of its own, the workspace is not a repository, whatever is above.
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        assert!(describe(&ws.join("sub"), "d", true).contains("Git: not a git repository\n"));
     }
 }

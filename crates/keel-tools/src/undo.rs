@@ -1,7 +1,12 @@
 //! Undo of file changes: before write_file or edit_file changes a file, its content (or
 //! the fact that it did not exist) is kept in the session's artifacts folder, under
-//! `undo/<call id in hex>.before` and `.json`. [`undo`] puts files back as they were
-//! before a list of calls, newest first, and marks those calls undone.
+//! `undo/<call id in hex>.before` and `.json`, and after the change the hash of what was
+//! written (`.after`). [`undo`] puts files back as they were before a list of calls,
+//! newest first, and marks those calls undone. A file changed since (by the user, or a
+//! command) is left as it is and reported: undo never overwrites work it did not do.
+//! Every file keel creates here is new (`O_EXCL`, no link followed); a file to remove is
+//! removed through [`crate::anchored`], so a folder on the way swapped for a link to
+//! elsewhere is never followed.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -59,7 +64,8 @@ impl Keeper {
         let mut record = Record { path: canonical.to_path_buf(), existed: file.is_some(), too_large: false };
         if let Some(mut file) = file {
             file.seek(SeekFrom::Start(0))?;
-            let mut out = File::create(&before)?;
+            let _ = std::fs::remove_file(&before);
+            let mut out = std::fs::OpenOptions::new().write(true).create_new(true).open(&before)?;
             let copied = std::io::copy(&mut file.take(MAX_KEPT_BYTES + 1), &mut out)?;
             if copied > MAX_KEPT_BYTES {
                 drop(out);
@@ -69,8 +75,33 @@ impl Keeper {
             file.seek(SeekFrom::Start(0))?;
         }
         let text = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
-        std::fs::write(meta, text)
+        create_new(&meta, &text)
     }
+
+    /// Records what the call wrote (its hash), so undo can tell a file changed since.
+    pub fn written(&self, content: &[u8]) {
+        let after = self.dir.join(format!("{}.after", self.call_id));
+        let _ = std::fs::remove_file(&after);
+        if let Err(e) = create_new(&after, hash(content).as_bytes()) {
+            tracing::warn!("cannot keep the undo record {}: {e}", after.display());
+        }
+    }
+}
+
+/// Writes a new file: one already there (or a link planted there) is an error.
+fn create_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
+fn hash(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What undo did to one file.
@@ -91,12 +122,30 @@ pub enum Undone {
 pub fn undo(artifacts: &Path, roots: &Roots, call_ids: &[String]) -> Vec<Undone> {
     let dir = artifacts.join("undo");
     let mut done: Vec<Undone> = Vec::new();
+    // Files changed since their newest change here: left alone, and so are older ones.
+    let mut changed_since: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    let mut checked: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
     for call_id in call_ids.iter().rev() {
         let hexed = hex(call_id);
         let (meta, before) = Keeper::paths(&dir, &hexed);
         let Ok(text) = std::fs::read(&meta) else { continue };
         let Ok(record) = serde_json::from_slice::<Record>(&text) else { continue };
         let shown = roots.display(&record.path);
+        if checked.insert(record.path.clone())
+            && let Ok(after) = std::fs::read_to_string(dir.join(format!("{hexed}.after")))
+            && current_hash(&record.path) != Some(after.trim().to_owned())
+        {
+            changed_since.insert(record.path.clone());
+        }
+        if changed_since.contains(&record.path) {
+            let entry = Undone::Failed(
+                shown,
+                "it changed after keel's change (your edits, or a command's); it is left as it is".into(),
+            );
+            done.retain(|d| name(d) != name(&entry));
+            done.push(entry);
+            continue;
+        }
         let outcome = restore(&record, &before, roots);
         let _ = std::fs::rename(&meta, dir.join(format!("{hexed}.undone")));
         let entry = match outcome {
@@ -110,6 +159,16 @@ pub fn undo(artifacts: &Path, roots: &Roots, call_ids: &[String]) -> Vec<Undone>
     }
     done.reverse();
     done
+}
+
+/// The hash of the file at `path` as it is now (`None` when it cannot be read; a
+/// missing file hashes as nothing, so it never equals what was written).
+fn current_hash(path: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_KEPT_BYTES {
+        return None;
+    }
+    std::fs::read(path).ok().map(|bytes| hash(&bytes))
 }
 
 fn name(undone: &Undone) -> &str {
@@ -131,10 +190,20 @@ fn restore(record: &Record, before: &Path, roots: &Roots) -> Result<bool, String
     }
     let path = record.path.to_string_lossy();
     if !record.existed {
-        return match std::fs::remove_file(&record.path) {
-            Ok(()) => Ok(false),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(e.to_string()),
+        // Removed below the root it is in, no link on the way followed.
+        let Some((root, rel)) = roots.anchor_for(&record.path) else {
+            return Err("it is outside the folders keel may write".to_owned());
+        };
+        let anchored = crate::anchored::Anchored::open(root).map_err(|e| e.to_string())?;
+        return match anchored.kind(&rel) {
+            Ok(None) => Ok(false),
+            Ok(Some(crate::anchored::Kind::File | crate::anchored::Kind::Link)) => {
+                anchored.remove(&rel).map(|_| false).map_err(|e| e.to_string())
+            }
+            Ok(Some(_)) => {
+                Err("it is no longer a file (a folder or a device is there now); left as it is".to_owned())
+            }
+            Err(e) => Err(format!("a folder on its way was replaced ({e}); left as it is")),
         };
     }
     let mut kept = File::open(before).map_err(|e| format!("its kept copy cannot be read: {e}"))?;
@@ -248,5 +317,65 @@ mod tests {
         assert_eq!(done, [Undone::Restored("a.txt".into()), Undone::Removed("new.txt".into())]);
         assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "one\n");
         assert!(!ws.path().join("new.txt").exists());
+    }
+
+    /// Issue 28, item 1: a turn creates `d/victim.txt`, a command turns `d` into a link
+    /// to an outside folder holding a file of that name, and undo deleted that file.
+    #[test]
+    fn undo_never_deletes_through_a_folder_swapped_for_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, outside, artifacts) =
+            (dir.path().join("ws"), dir.path().join("outside"), dir.path().join("a"));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("victim.txt"), "precious").unwrap();
+        let roots = Roots::new(&ws, &[], &[]).unwrap();
+        write_kept(&roots, "d/victim.txt", "made by the turn", Some(&Keeper::new(&artifacts, "1"))).unwrap();
+        std::fs::remove_dir_all(ws.join("d")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("d")).unwrap();
+        let done = undo(&artifacts, &roots, &["1".into()]);
+        assert!(matches!(&done[..], [Undone::Failed(..)]), "{done:?}");
+        assert_eq!(std::fs::read_to_string(outside.join("victim.txt")).unwrap(), "precious");
+    }
+
+    /// Issue 28, item 12: undo overwrote what the user had changed after the turn.
+    #[test]
+    fn undo_keeps_what_changed_after_the_turn() {
+        let ws = tempfile::tempdir().unwrap();
+        let artifacts = tempfile::tempdir().unwrap();
+        let roots = Roots::new(ws.path(), &[], &[]).unwrap();
+        std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+        write_kept(&roots, "a.txt", "two\n", Some(&Keeper::new(artifacts.path(), "1"))).unwrap();
+        write_kept(&roots, "new.txt", "x", Some(&Keeper::new(artifacts.path(), "2"))).unwrap();
+        std::fs::write(ws.path().join("a.txt"), "two, and the user's line\n").unwrap();
+        std::fs::write(ws.path().join("new.txt"), "the user kept writing here").unwrap();
+        let done = undo(artifacts.path(), &roots, &["1".into(), "2".into()]);
+        assert!(
+            matches!(&done[..], [Undone::Failed(a, _), Undone::Failed(b, _)] if a == "a.txt" && b == "new.txt"),
+            "{done:?}"
+        );
+        assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "two, and the user's line\n");
+        assert_eq!(std::fs::read_to_string(ws.path().join("new.txt")).unwrap(), "the user kept writing here");
+        // Unchanged since: undone as before.
+        write_kept(&roots, "a.txt", "three\n", Some(&Keeper::new(artifacts.path(), "3"))).unwrap();
+        assert_eq!(undo(artifacts.path(), &roots, &["3".into()]), [Undone::Restored("a.txt".into())]);
+    }
+
+    /// A link planted where keel writes its undo record is not followed.
+    #[test]
+    fn undo_records_are_new_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, artifacts) = (dir.path().join("ws"), dir.path().join("a"));
+        std::fs::create_dir_all(ws.clone()).unwrap();
+        std::fs::create_dir_all(artifacts.join("undo")).unwrap();
+        std::fs::write(dir.path().join("target"), "keep").unwrap();
+        std::os::unix::fs::symlink(
+            dir.path().join("target"),
+            artifacts.join("undo").join(format!("{}.json", hex("9"))),
+        )
+        .unwrap();
+        let roots = Roots::new(&ws, &[], &[]).unwrap();
+        let _ = write_kept(&roots, "x.txt", "y", Some(&Keeper::new(&artifacts, "9")));
+        assert_eq!(std::fs::read_to_string(dir.path().join("target")).unwrap(), "keep");
     }
 }

@@ -106,6 +106,14 @@ impl Roots {
         &self.root
     }
 
+    /// The writable root `path` (canonical) is in, and `path` relative to it.
+    pub fn anchor_for(&self, path: &Path) -> Option<(&Path, PathBuf)> {
+        std::iter::once(&self.root)
+            .chain(&self.extra)
+            .find_map(|root| path.strip_prefix(root).ok().map(|rel| (root.as_path(), rel.to_path_buf())))
+            .filter(|(_, rel)| !rel.as_os_str().is_empty())
+    }
+
     /// True when `path` (canonical) is inside a root that allows this access.
     pub fn allows(&self, path: &Path, write: bool) -> bool {
         path.starts_with(&self.root)

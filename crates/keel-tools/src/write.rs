@@ -63,6 +63,9 @@ pub fn write_kept(
     file.set_len(0).map_err(io)?;
     std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0)).map_err(io)?;
     file.write_all(content.as_bytes()).map_err(io)?;
+    if let Some(keeper) = keep {
+        keeper.written(content.as_bytes());
+    }
     let lines = content.lines().count();
     let shown = roots.display(&canonical);
     Ok(match before {

@@ -235,15 +235,19 @@ async fn a_near_miss_one_line_edit_is_offered_on_the_line_it_meant() {
 /// was not found", until the loop guard stopped the turn; now it is told the change is
 /// there.
 #[tokio::test]
-async fn repeating_an_edit_that_was_made_says_it_is_done() {
+async fn an_edit_whose_new_text_is_there_but_old_text_is_not_is_an_error_that_says_both() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("greet.py"), "message = 'hi'\nprint(message)\n").unwrap();
     let args =
         json!({"path": "greet.py", "old_text": "print(message)", "new_text": "print(message.upper())"});
     ok(ws.path(), "edit_file", args.clone()).await;
+    // Issue 28, item 13: this was reported as done ("No change needed"), also when the
+    // model had simply misremembered old_text; nothing was changed, so it is an error.
+    let error = err(ws.path(), "edit_file", args).await;
+    assert_eq!(error.code, "no_match");
     assert_eq!(
-        ok(ws.path(), "edit_file", args).await,
-        "No change needed: `greet.py` already contains your new_text (at line 2), and old_text is not in it, so this change has been made already (for example by one of your earlier edits). Do not repeat it; go on with the next step of the task."
+        error.message,
+        "Nothing changed: old_text is not in `greet.py`, and your new_text is already there (at line 2). If that line is the change you meant, it is made already (for example by one of your earlier edits): do not repeat it. Otherwise read the file and send old_text exactly as it is now."
     );
     assert_eq!(
         std::fs::read_to_string(ws.path().join("greet.py")).unwrap(),

@@ -241,7 +241,7 @@ async fn rules_decide_before_the_mode_and_always_adds_the_offered_rule() {
     let asked = asked.lock().unwrap();
     let commands: Vec<&str> = asked.iter().map(|r| r.arguments.as_str()).collect();
     assert_eq!(commands, [r#"{"command":"echo a"}"#, r#"{"command":"printf d"}"#]);
-    assert_eq!(asked[0].suggested, ["shell(echo*)"]);
+    assert_eq!(asked[0].suggested, ["shell(echo)", "shell(echo *)"]);
     let added: Vec<String> = policy.rules().rules().iter().map(|r| r.rule.text().to_owned()).collect();
-    assert_eq!(added, ["shell(echo*)", "shell(printf*)"]);
+    assert_eq!(added, ["shell(echo)", "shell(echo *)", "shell(printf)", "shell(printf *)"]);
 }

@@ -51,7 +51,7 @@ impl Prepared {
                 format!("cannot create the command's TMPDIR {}: {e}", tmp.display()),
             )
         })?;
-        let policy = Policy::resolve(&config.sandbox, workspace, &tmp, Some(artifacts), &config.extra_roots);
+        let policy = Policy::resolve(&config.sandbox, workspace, &tmp, &config.extra_roots);
         let Some(policy) = policy else { return Ok(None) };
         let git = (policy.mode == SandboxMode::WorkspaceWrite).then(|| GitGuard::take(workspace)).flatten();
         Ok(Some(Prepared { policy, tmp, git }))
@@ -79,7 +79,9 @@ impl Prepared {
                 SandboxMode::ReadOnly => {
                     "this session's sandbox is read-only: commands may write only to $TMPDIR"
                 }
-                _ => "the sandbox lets commands write only inside the project folder and $TMPDIR",
+                _ => {
+                    "the sandbox lets commands write only inside the project folder, $TMPDIR and the folders the user allowed (allowed_roots); a cache outside (cargo's, npm's) can live in the project (CARGO_HOME=.cargo, npm_config_cache=.npm)"
+                }
             };
             let network = if self.policy.network { "" } else { "; the network is off" };
             notes.push(format!(

@@ -6,9 +6,12 @@
 //! Policies ([`SandboxMode`]):
 //! - `read-only`: everything may be read and run; nothing may be written but `/dev/null`
 //!   and the command's private TMPDIR.
-//! - `workspace-write`: also the workspace, the session's artifacts folder, the configured
-//!   extra roots and the usual package caches (`~/.cache`, cargo's registry and git
-//!   folders, `~/.npm`).
+//! - `workspace-write`: also the workspace and the configured extra roots
+//!   (`allowed_roots`). Nothing else outside: not the package managers' caches (a
+//!   command could change code the user runs later, unsandboxed: cargo's registry
+//!   sources, npm's `_npx`), not keel's own files (its sessions, config, the engine's
+//!   libraries). A build that needs a cache outside gets it through `allowed_roots`, or
+//!   keeps one in the project (`CARGO_HOME=.cargo`, `npm_config_cache=.npm`).
 //! - `off`: no sandbox.
 //!
 //! Network off (the default under `read-only`) allows only Unix sockets: `socket()` and
@@ -143,13 +146,12 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The policy for a command in `workspace` with a private `tmp`, `artifacts` folder
-    /// and `extra` roots; `None` when the sandbox is off.
+    /// The policy for a command in `workspace` with a private `tmp` and `extra` roots;
+    /// `None` when the sandbox is off.
     pub fn resolve(
         settings: &SandboxSettings,
         workspace: &Path,
         tmp: &Path,
-        artifacts: Option<&Path>,
         extra: &[PathBuf],
     ) -> Option<Policy> {
         if settings.mode == SandboxMode::Off {
@@ -158,9 +160,7 @@ impl Policy {
         let mut writable = vec![PathBuf::from("/dev/null"), tmp.to_path_buf()];
         if settings.mode == SandboxMode::WorkspaceWrite {
             writable.push(workspace.to_path_buf());
-            writable.extend(artifacts.map(Path::to_path_buf));
             writable.extend(extra.iter().cloned());
-            writable.extend(package_caches());
         }
         writable.sort();
         writable.dedup();
@@ -207,23 +207,6 @@ impl Policy {
     }
 }
 
-/// Package-manager caches a build in the workspace writes to: `~/.cache`, cargo's
-/// registry and git folders (and its package-cache lock), `~/.npm`.
-fn package_caches() -> Vec<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let cargo =
-        std::env::var_os("CARGO_HOME").map(PathBuf::from).or_else(|| home.as_ref().map(|h| h.join(".cargo")));
-    let mut out = Vec::new();
-    if let Some(home) = &home {
-        out.push(home.join(".cache"));
-        out.push(home.join(".npm"));
-    }
-    if let Some(cargo) = cargo {
-        out.extend([cargo.join("registry"), cargo.join("git"), cargo.join(".package-cache")]);
-    }
-    out
-}
-
 /// Confines this process (and what it starts) to `policy`; `Err` says why it could not,
 /// and then nothing must run. On success, the notes say what is only partly enforced.
 #[cfg(target_os = "linux")]
@@ -249,11 +232,14 @@ mod tests {
     fn policies_resolve_and_round_trip_through_launcher_flags() {
         let settings = SandboxSettings { mode: SandboxMode::WorkspaceWrite, network: None, auto: false };
         let policy =
-            Policy::resolve(&settings, Path::new("/w"), Path::new("/t"), Some(Path::new("/a")), &[]).unwrap();
+            Policy::resolve(&settings, Path::new("/w"), Path::new("/t"), &[PathBuf::from("/x")]).unwrap();
         assert!(policy.network);
-        for path in ["/w", "/t", "/a", "/dev/null"] {
-            assert!(policy.writable.contains(&PathBuf::from(path)), "{path}");
-        }
+        // Issue 28, item 3: the package caches (and keel's own folders) were writable.
+        assert_eq!(
+            policy.writable,
+            ["/dev/null", "/t", "/w", "/x"].map(PathBuf::from).to_vec(),
+            "the workspace, the command's TMPDIR, the allowed roots: nothing else"
+        );
         let args = policy.to_args();
         let mut parsed = None;
         let mut iter = args.iter();
@@ -262,12 +248,9 @@ mod tests {
         }
         assert_eq!(parsed, Some(policy));
         let read_only = SandboxSettings { mode: SandboxMode::ReadOnly, network: None, auto: false };
-        let policy = Policy::resolve(&read_only, Path::new("/w"), Path::new("/t"), None, &[]).unwrap();
+        let policy = Policy::resolve(&read_only, Path::new("/w"), Path::new("/t"), &[]).unwrap();
         assert!(!policy.network);
         assert_eq!(policy.writable, vec![PathBuf::from("/dev/null"), PathBuf::from("/t")]);
-        assert_eq!(
-            Policy::resolve(&SandboxSettings::default(), Path::new("/w"), Path::new("/t"), None, &[]),
-            None
-        );
+        assert_eq!(Policy::resolve(&SandboxSettings::default(), Path::new("/w"), Path::new("/t"), &[]), None);
     }
 }
