@@ -33,7 +33,8 @@ pub fn shell_cost() {
     let ws = tempfile::tempdir().unwrap();
     let keel = crate::task::keel_binary();
     let launcher = |pid_namespace| Some(Launcher { program: keel.clone(), pid_namespace });
-    let sandbox = |mode, network| SandboxSettings { mode, network: Some(network), auto: false };
+    let sandbox =
+        |mode, network| SandboxSettings { mode, network: Some(network), auto: false, hidden: Vec::new() };
     let cases: Vec<(&str, ToolsConfig)> = vec![
         ("bash -c", ToolsConfig::default()),
         ("launcher", ToolsConfig { launcher: launcher(false), ..ToolsConfig::default() }),

@@ -101,6 +101,9 @@ pub struct Layer {
     pub local_kernels: Option<String>,
     /// Sandbox for shell commands: workspace-write, read-only or off.
     pub sandbox: Option<String>,
+    /// `keel serve`: a client may ask for a weaker sandbox or permission mode than the
+    /// server's own (default no: only as strict or stricter).
+    pub serve_clients_may_weaken: Option<bool>,
     /// Network for sandboxed shell commands: true or false.
     pub network: Option<bool>,
     /// A call repeated this many times in a row gets a note (default 3; 0 never).
@@ -161,6 +164,7 @@ impl Layer {
             local_kernels: self.local_kernels.or(base.local_kernels),
             loop_warn_at: self.loop_warn_at.or(base.loop_warn_at),
             sandbox: self.sandbox.or(base.sandbox),
+            serve_clients_may_weaken: self.serve_clients_may_weaken.or(base.serve_clients_may_weaken),
             network: self.network.or(base.network),
             loop_stop_at: self.loop_stop_at.or(base.loop_stop_at),
             context_window: self.context_window.or(base.context_window),
@@ -653,10 +657,20 @@ fn sandbox_settings(layer: &Layer) -> Result<keel_tools::sandbox::SandboxSetting
         })?),
         None => None,
     };
+    // A network setting the user chose is a sandbox they chose: where the system cannot
+    // enforce it, commands are refused, never run with the network on.
+    let network_off = layer.network == Some(false);
+    if mode == Some(SandboxMode::Off) && network_off {
+        return Err(ConfigError(
+            "--network off needs the sandbox, but sandbox is off: choose one (--sandbox workspace-write or read-only)".into(),
+        ));
+    }
     Ok(SandboxSettings {
         mode: mode.unwrap_or(SandboxMode::WorkspaceWrite),
         network: layer.network,
-        auto: mode.is_none(),
+        auto: mode.is_none() && !network_off,
+        // keel's own files: config (keys), sessions, the serve token.
+        hidden: vec![crate::paths::keel_home(), crate::paths::config_dir()],
     })
 }
 
@@ -671,6 +685,23 @@ fn parse_on_off(name: &str, text: &str) -> Result<bool, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 28, item 7: `--network off` was dropped where Landlock is missing (the
+    /// default sandbox is not applied there), and the command reached the network.
+    #[test]
+    fn a_chosen_network_setting_makes_the_sandbox_a_choice() {
+        use keel_tools::sandbox::SandboxMode;
+        let off = Layer { network: Some(false), ..Layer::default() };
+        let settings = sandbox_settings(&off).unwrap();
+        assert_eq!(
+            (settings.mode, settings.network, settings.auto),
+            (SandboxMode::WorkspaceWrite, Some(false), false)
+        );
+        assert!(sandbox_settings(&Layer::default()).unwrap().auto);
+        assert!(sandbox_settings(&Layer { network: Some(true), ..Layer::default() }).unwrap().auto);
+        let contradiction = Layer { network: Some(false), sandbox: Some("off".into()), ..Layer::default() };
+        assert!(sandbox_settings(&contradiction).unwrap_err().0.contains("--network off needs the sandbox"));
+    }
 
     #[test]
     fn flags_beat_env_beat_profile_beat_file() {

@@ -80,7 +80,12 @@ mod tests {
     fn reports_say_what_is_and_is_not_enforced() {
         let full =
             Support::parse("landlock: full (Landlock ABI 6)\nseccomp: full (network filter installed)\n");
-        let auto = SandboxSettings { mode: SandboxMode::WorkspaceWrite, network: None, auto: true };
+        let auto = SandboxSettings {
+            mode: SandboxMode::WorkspaceWrite,
+            network: None,
+            auto: true,
+            hidden: Vec::new(),
+        };
         let text = report(&full, false, &auto);
         assert!(text.contains("  workspace-write  full: writes only to the project folder"), "{text}");
         assert!(text.contains("In use: workspace-write (the default), network on"), "{text}");
@@ -90,7 +95,8 @@ mod tests {
         let text = report(&none, false, &auto);
         assert!(text.contains("not enforced: this kernel applies no file rules"), "{text}");
         assert!(text.contains("In use: none: the default workspace-write is not enforced here"), "{text}");
-        let chosen = SandboxSettings { mode: SandboxMode::ReadOnly, network: None, auto: false };
+        let chosen =
+            SandboxSettings { mode: SandboxMode::ReadOnly, network: None, auto: false, hidden: Vec::new() };
         assert!(report(&none, false, &chosen).contains("read-only was chosen but cannot be enforced here"));
         assert!(report(&full, true, &chosen).contains("In use: read-only, network off"));
     }

@@ -376,7 +376,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         }
     };
     // MCP servers start now, while the model loads; the first turn waits for them.
-    let mcp = match crate::mcp::start(&settings.mcp_servers) {
+    let mcp = match crate::mcp::start(&settings).await {
         Ok(mcp) => mcp,
         Err(e) => {
             errln!("keel: {e}");

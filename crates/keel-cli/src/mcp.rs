@@ -41,14 +41,27 @@ fn runtime() -> Result<tokio::runtime::Handle, ConfigError> {
     runtime.clone().map_err(|e| ConfigError(format!("cannot start the MCP runtime: {e}")))
 }
 
-/// Starts `servers` (none: `None`). Stdio servers are started through this binary's
-/// launcher (`keel __exec --stdio`), so they die with keel even on `kill -9`.
-pub fn start(servers: &BTreeMap<String, ServerConfig>) -> Result<Option<McpManager>, ConfigError> {
+/// Starts the servers `settings` configure (none: `None`). Stdio servers are started
+/// through this binary's launcher (`keel __exec --stdio`), so they die with keel even on
+/// `kill -9`, in a PID namespace of their own where the system allows it (a process they
+/// start with `setsid` dies with them), and a sandboxed one cannot read keel's files.
+pub async fn start(settings: &crate::config::Settings) -> Result<Option<McpManager>, ConfigError> {
+    start_servers(&settings.mcp_servers, settings.pid_namespace, settings.sandbox.hidden.clone()).await
+}
+
+async fn start_servers(
+    servers: &BTreeMap<String, ServerConfig>,
+    pid_namespace: bool,
+    hidden: Vec<std::path::PathBuf>,
+) -> Result<Option<McpManager>, ConfigError> {
     if servers.is_empty() {
         return Ok(None);
     }
+    let pid_namespace = pid_namespace && keel_tools::launch::pid_namespace_available().await;
     let options = McpOptions {
         launcher: std::env::current_exe().ok(),
+        pid_namespace,
+        hidden,
         runtime: Some(runtime()?),
         ..McpOptions::default()
     };
@@ -181,6 +194,9 @@ pub fn table(statuses: &[ServerStatus]) -> String {
             let mark = if tool.read_only { " (read-only)" } else { "" };
             lines.push(format!("    {:width$}  {}{mark}", tool.name, clip(first_line, 70)));
         }
+        for why in &status.skipped {
+            lines.push(format!("    not offered: {}", clip(why, 100)));
+        }
     }
     lines.join("\n")
 }
@@ -190,12 +206,16 @@ pub fn json(statuses: &[ServerStatus], refused: &[String]) -> serde_json::Value 
     let servers: Vec<serde_json::Value> = statuses
         .iter()
         .map(|s| {
-            json!({
+            let mut server = json!({
                 "name": s.name,
                 "state": state_word(&s.state),
                 "error": match &s.state { ServerState::Failed(why) => Some(why.as_str()), _ => None },
                 "tools": s.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-            })
+            });
+            if !s.skipped.is_empty() {
+                server["skipped"] = json!(s.skipped);
+            }
+            server
         })
         .collect();
     json!({"type": "keel/mcp", "data": {"servers": servers, "refused": refused}})
@@ -211,7 +231,8 @@ pub async fn list_command(cli: &Cli) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let manager = match start(&servers) {
+    let hidden = vec![crate::paths::keel_home(), crate::paths::config_dir()];
+    let manager = match start_servers(&servers, true, hidden).await {
         Ok(Some(manager)) => manager,
         Ok(None) => {
             outln!("{}", table(&[]));

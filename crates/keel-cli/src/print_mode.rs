@@ -58,7 +58,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Err(e) => return fail(e.0),
     };
     // MCP servers start now, while the model loads.
-    let mut mcp = match crate::mcp::start(&settings.mcp_servers) {
+    let mut mcp = match crate::mcp::start(&settings).await {
         Ok(mcp) => mcp.map(|m| SessionTools::new(m, settings.permission == PermissionMode::ReadOnly)),
         Err(e) => return fail(e.0),
     };

@@ -24,6 +24,49 @@ struct Factory {
     local: tokio::sync::OnceCell<Arc<dyn keel_llm::ModelClient>>,
 }
 
+/// How strict a sandbox is: off < workspace-write < read-only.
+fn sandbox_strictness(mode: keel_tools::sandbox::SandboxMode) -> u8 {
+    use keel_tools::sandbox::SandboxMode;
+    match mode {
+        SandboxMode::ReadOnly => 2,
+        SandboxMode::WorkspaceWrite => 1,
+        _ => 0,
+    }
+}
+
+/// How strict a permission mode is: auto < ask < read-only.
+fn permission_strictness(mode: keel_tools::PermissionMode) -> u8 {
+    use keel_tools::PermissionMode;
+    match mode {
+        PermissionMode::ReadOnly => 2,
+        PermissionMode::Ask => 1,
+        _ => 0,
+    }
+}
+
+/// Refuses a client's sandbox or permission mode weaker than the server's own, unless the
+/// server's config says clients may weaken them (`serve_clients_may_weaken = true`).
+fn check_not_weaker(server: &config::Settings, client: &config::Settings) -> Result<(), String> {
+    if server.layer.serve_clients_may_weaken == Some(true) {
+        return Ok(());
+    }
+    if sandbox_strictness(client.sandbox.mode) < sandbox_strictness(server.sandbox.mode) {
+        return Err(format!(
+            "sandbox `{}` is weaker than this server's `{}`; the server's config must allow it (serve_clients_may_weaken = true)",
+            client.sandbox.mode.as_str(),
+            server.sandbox.mode.as_str()
+        ));
+    }
+    if permission_strictness(client.permission) < permission_strictness(server.permission) {
+        return Err(format!(
+            "permission `{}` is weaker than this server's `{}`; the server's config must allow it (serve_clients_may_weaken = true)",
+            client.permission.as_str(),
+            server.permission.as_str()
+        ));
+    }
+    Ok(())
+}
+
 impl Factory {
     /// The flags of `keel` for this spec: the server's own, with the client's choices.
     fn cli_for(&self, spec: &SessionSpec) -> Cli {
@@ -57,6 +100,11 @@ impl AgentFactory for Factory {
         Box::pin(async move {
             let cli = self.cli_for(spec);
             let mut settings = config::resolve(&cli, false).map_err(|e| e.0)?;
+            let mut own = self.base.clone();
+            own.command = None;
+            own.cwd = Some(spec.folder.clone());
+            let server = config::resolve(&own, false).map_err(|e| e.0)?;
+            check_not_weaker(&server, &settings)?;
             let policy = setup::policy(&settings, &spec.folder).map_err(|e| e.0)?.with_ask(ask);
             let model = match &settings.model {
                 ModelSettings::Local(local) => self

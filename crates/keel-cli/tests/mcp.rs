@@ -152,6 +152,29 @@ async fn print_mode_calls_mcp_tools_and_the_server_ends_with_the_session() {
     }
 }
 
+/// Issue 28, item 11: a process an MCP server starts with `setsid` left the server's
+/// process group and outlived keel. In the server's own PID namespace it ends with it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_setsid_child_of_a_server_ends_with_keel() {
+    if !common::pid_namespaces() {
+        eprintln!(
+            "SKIPPED: this machine gives keel no PID namespaces (not root, or a container that forbids them)"
+        );
+        return;
+    }
+    let env = Env::new();
+    let line = format!("setsid sleep 3017 >/dev/null 2>&1 & exec {} --marker setsid-server", server_binary());
+    configure(&env, &format!("[mcp_servers.test]\ncommand = \"sh\"\nargs = [\"-c\", {line:?}]\n"));
+    let server = MockServer::start().await;
+    server.push(answer("Done."));
+    let mut keel = env.keel(&server.base_url());
+    keel.arg("hi");
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(gone("setsid-server", 5).await, "the server outlived keel");
+    assert!(gone("3017", 5).await, "its setsid child outlived keel: {:?}", processes_with_arg("3017"));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_name_taken_twice_is_refused_with_a_warning_and_read_only_mode_offers_read_only_tools() {
     let env = Env::new();

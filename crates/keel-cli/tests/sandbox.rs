@@ -27,9 +27,19 @@ fn supported() -> Option<Support> {
 }
 
 async fn shell(mode: SandboxMode, network: Option<bool>, ws: &Path, command: &str) -> ToolOutput {
+    shell_hiding(mode, network, ws, command, Vec::new()).await
+}
+
+async fn shell_hiding(
+    mode: SandboxMode,
+    network: Option<bool>,
+    ws: &Path,
+    command: &str,
+    hidden: Vec<std::path::PathBuf>,
+) -> ToolOutput {
     let config = ToolsConfig {
         launcher: Some(Launcher { program: keel(), pid_namespace: false }),
-        sandbox: SandboxSettings { mode, network, auto: false },
+        sandbox: SandboxSettings { mode, network, auto: false, hidden },
         ..ToolsConfig::default()
     };
     let registry = keel_tools::builtin(Arc::new(config));
@@ -50,6 +60,31 @@ fn scene() -> Scene {
     std::fs::write(scene.outside.path().join("keep.txt"), "precious\n").unwrap();
     std::fs::write(scene.ws.path().join("a.txt"), "one\n").unwrap();
     scene
+}
+
+/// Issue 28, item 5: a sandboxed command read the serve token (and could read keel's
+/// config with its keys), then used it to start an unsandboxed session.
+#[tokio::test]
+async fn keels_own_folders_are_unreadable_to_commands() {
+    if supported().is_none() {
+        return;
+    }
+    let s = scene();
+    let home = s.outside.path().join("keel-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("serve-token"), "s3cret-token-0123456789").unwrap();
+    let token = home.join("serve-token").display().to_string();
+    let out =
+        shell_hiding(SandboxMode::ReadOnly, None, s.ws.path(), &format!("cat {token}"), vec![home.clone()])
+            .await;
+    assert!(out.is_error && !out.content.contains("s3cret"), "{}", out.content);
+    // What is beside it stays readable; the same command without hiding reads it.
+    let keep = s.outside.path().join("keep.txt").display().to_string();
+    let out =
+        shell_hiding(SandboxMode::ReadOnly, None, s.ws.path(), &format!("cat {keep}"), vec![home]).await;
+    assert_eq!(out.content, "precious\n[exit code: 0]");
+    let out = shell(SandboxMode::ReadOnly, None, s.ws.path(), &format!("cat {token}")).await;
+    assert!(out.content.contains("s3cret"), "{}", out.content);
 }
 
 #[tokio::test]

@@ -67,6 +67,30 @@ async fn keel_serve_runs_a_turn_over_http_and_stops_cleanly() {
         .await
         .unwrap();
     assert_eq!(created.status().as_u16(), 201);
+    // Issue 28, item 5: a client (or a sandboxed command holding the token) asked for a
+    // session without the sandbox and got one.
+    for weaker in [json!({"sandbox": "off"}), json!({"sandbox": "off", "permission": "read-only"})] {
+        let mut body = weaker.clone();
+        body["folder"] = json!(env.workspace());
+        let refused = client
+            .post(format!("{base}/sessions"))
+            .bearer_auth(&token)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status().as_u16(), 400, "{weaker}");
+        let text = refused.text().await.unwrap();
+        assert!(text.contains("weaker than this server's `workspace-write`"), "{text}");
+    }
+    let stricter = client
+        .post(format!("{base}/sessions"))
+        .bearer_auth(&token)
+        .body(json!({"folder": env.workspace(), "sandbox": "read-only"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stricter.status().as_u16(), 201);
     let id = serde_json::from_str::<Value>(&created.text().await.unwrap()).unwrap()["id"]
         .as_str()
         .unwrap()

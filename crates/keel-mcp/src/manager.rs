@@ -21,6 +21,11 @@ pub struct McpOptions {
     /// `None` starts them directly; they are then stopped when the manager is dropped
     /// (or shut down), which a `kill -9` of this process skips.
     pub launcher: Option<PathBuf>,
+    /// Stdio servers run in a PID namespace of their own (through the launcher, where the
+    /// system allows it): a process they start with `setsid` dies with them too.
+    pub pid_namespace: bool,
+    /// Folders a sandboxed server may not read (keel's own files).
+    pub hidden: Vec<PathBuf>,
     /// The client name sent in the handshake.
     pub client_name: String,
     /// The client version sent in the handshake.
@@ -36,6 +41,8 @@ impl Default for McpOptions {
     fn default() -> Self {
         McpOptions {
             launcher: None,
+            pid_namespace: false,
+            hidden: Vec::new(),
             client_name: "keel".to_owned(),
             client_version: env!("CARGO_PKG_VERSION").to_owned(),
             runtime: None,
@@ -67,6 +74,8 @@ pub struct ServerStatus {
     pub state: ServerState,
     /// Its tools (those the configuration lets through), once it has listed them.
     pub tools: Vec<ToolStatus>,
+    /// Tools it listed that are not offered, each with why (too many, a schema too large).
+    pub skipped: Vec<String>,
 }
 
 /// The MCP servers of a session. Servers start concurrently as soon as the manager is
@@ -189,6 +198,7 @@ impl McpManager {
                         description: keel_agent::DynTool::definition(&**tool).description.clone(),
                     })
                     .collect(),
+                skipped: server.skipped(),
             })
             .collect()
     }

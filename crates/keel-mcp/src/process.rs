@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,7 +14,7 @@ use keel_tools::launch;
 use keel_tools::sandbox::{Policy, SandboxMode, SandboxSettings};
 use keel_tools::shell::is_secret;
 use rustix::process::{Pid, Signal};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, BufReader, ReadBuf};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
@@ -23,6 +23,85 @@ use crate::config::ServerConfig;
 /// Lines of stderr kept, and characters per line.
 const TAIL_LINES: usize = 20;
 const TAIL_LINE_CHARS: usize = 300;
+/// Bytes of one stderr line read into memory (the rest of a longer line is skipped).
+const STDERR_LINE_BYTES: usize = 4096;
+/// The longest line (one JSON-RPC message) a server may write on stdout.
+pub(crate) const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+/// A server's stdout that fails once a line passes [`MAX_MESSAGE_BYTES`]: the MCP
+/// library reads whole lines, and a server writing one without end would take all the
+/// memory there is.
+#[derive(Debug)]
+pub(crate) struct BoundedLines<R> {
+    inner: R,
+    since_newline: usize,
+    max: usize,
+}
+
+impl<R> BoundedLines<R> {
+    pub(crate) fn new(inner: R, max: usize) -> Self {
+        BoundedLines { inner, since_newline: 0, max }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        match std::pin::Pin::new(&mut this.inner).poll_read(cx, buf) {
+            std::task::Poll::Ready(Ok(())) => {}
+            other => return other,
+        }
+        let new = &buf.filled()[before..];
+        this.since_newline = match new.iter().rposition(|&b| b == b'\n') {
+            Some(at) => new.len() - at - 1,
+            None => this.since_newline.saturating_add(new.len()),
+        };
+        if this.since_newline > this.max {
+            // An error hands over no bytes.
+            buf.set_filled(before);
+            return std::task::Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "the server sent a message longer than {} MiB; the connection was closed",
+                    this.max >> 20
+                ),
+            )));
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// Reads one line, keeping at most `keep` bytes of it (the rest is read and dropped);
+/// `None` at the end.
+async fn capped_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    keep: usize,
+) -> std::io::Result<Option<String>> {
+    let mut line = Vec::new();
+    let mut read_any = false;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(read_any.then(|| String::from_utf8_lossy(&line).into_owned()));
+        }
+        read_any = true;
+        let (taken, ended) = match available.iter().position(|&b| b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (available.len(), false),
+        };
+        let room = keep.saturating_sub(line.len());
+        line.extend_from_slice(&available[..taken.min(room)]);
+        reader.consume(taken);
+        if ended {
+            return Ok(Some(String::from_utf8_lossy(&line).into_owned()));
+        }
+    }
+}
 
 /// The last lines a server wrote on stderr.
 #[derive(Debug, Default)]
@@ -124,7 +203,11 @@ fn environment(command: &mut Command, config: &ServerConfig) {
 /// The sandbox policy of a stdio server: its folder (`cwd`, else keel's) writable under
 /// `workspace-write`, a private temporary folder (which stays until keel ends: the
 /// server may keep files there for its whole life), package caches as for shell commands.
-fn sandbox_policy(server: &str, config: &ServerConfig) -> std::io::Result<Option<(Policy, PathBuf)>> {
+fn sandbox_policy(
+    server: &str,
+    config: &ServerConfig,
+    hidden: &[PathBuf],
+) -> std::io::Result<Option<(Policy, PathBuf)>> {
     let Some(mode) = config.sandbox.as_deref().and_then(SandboxMode::parse) else {
         return Ok(None);
     };
@@ -137,7 +220,7 @@ fn sandbox_policy(server: &str, config: &ServerConfig) -> std::io::Result<Option
     };
     let tmp = std::env::temp_dir().join(format!("keel-mcp-{}-{server}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
-    let settings = SandboxSettings { mode, network: config.network, auto: false };
+    let settings = SandboxSettings { mode, network: config.network, auto: false, hidden: hidden.to_vec() };
     Ok(Policy::resolve(&settings, &folder, &tmp, &[]).map(|policy| (policy, tmp)))
 }
 
@@ -147,17 +230,18 @@ impl StdioProcess {
     pub(crate) fn spawn(
         server: &str,
         config: &ServerConfig,
-        launcher: Option<&Path>,
+        options: &crate::McpOptions,
         groups: &Arc<Groups>,
-    ) -> std::io::Result<(StdioProcess, ChildStdout, ChildStdin)> {
+    ) -> std::io::Result<(StdioProcess, BoundedLines<ChildStdout>, ChildStdin)> {
         let program = config.command.clone().unwrap_or_default();
-        let sandbox = sandbox_policy(server, config)?;
-        let mut command = match launcher {
+        let sandbox = sandbox_policy(server, config, &options.hidden)?;
+        let mut command = match options.launcher.as_deref() {
             Some(launcher) => {
                 let mut line: Vec<OsString> = vec![program.into()];
                 line.extend(config.args.iter().map(OsString::from));
                 let mut command = Command::new(launcher);
-                command.args(launch::stdio_args(&line, sandbox.as_ref().map(|(policy, _)| policy)));
+                let policy = sandbox.as_ref().map(|(policy, _)| policy);
+                command.args(launch::stdio_args(&line, options.pid_namespace, policy));
                 command
             }
             None if sandbox.is_some() => {
@@ -197,8 +281,8 @@ impl StdioProcess {
             let tail = Arc::clone(&stderr);
             let server = server.to_owned();
             tokio::spawn(async move {
-                let mut lines = BufReader::new(err).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
+                let mut reader = BufReader::new(err);
+                while let Ok(Some(line)) = capped_line(&mut reader, STDERR_LINE_BYTES).await {
                     tracing::debug!(server = %server, "stderr: {line}");
                     tail.push(&line);
                 }
@@ -213,6 +297,7 @@ impl StdioProcess {
             };
             let _ = report.send(Some(ended));
         });
+        let stdout = BoundedLines::new(stdout, MAX_MESSAGE_BYTES);
         Ok((StdioProcess { group, groups: Arc::clone(groups), stderr, exit }, stdout, stdin))
     }
 
@@ -274,5 +359,35 @@ impl Drop for StdioProcess {
         if let Some(group) = self.group {
             self.groups.remove(group);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// Issue 28, item 6: an endless stderr line took keel to 2.1 GB.
+    #[tokio::test]
+    async fn stderr_lines_are_kept_short_however_long_they_are() {
+        let long = format!("{}\nnext\n", "x".repeat(1 << 20));
+        let mut reader = BufReader::with_capacity(1024, long.as_bytes());
+        assert_eq!(capped_line(&mut reader, 16).await.unwrap().unwrap(), "x".repeat(16));
+        assert_eq!(capped_line(&mut reader, 16).await.unwrap().unwrap(), "next\n");
+        assert_eq!(capped_line(&mut reader, 16).await.unwrap(), None);
+    }
+
+    /// The same for stdout, where the MCP library would buffer a whole line.
+    #[tokio::test]
+    async fn a_message_past_the_bound_closes_the_stream() {
+        let mut fine = BoundedLines::new(&b"{\"a\":1}\n{\"b\":2}\n"[..], 8);
+        let mut out = Vec::new();
+        fine.read_to_end(&mut out).await.unwrap();
+        assert_eq!(out.len(), 16);
+        let endless = [b'x'; 64];
+        let mut bounded = BoundedLines::new(&endless[..], 32);
+        let error = bounded.read_to_end(&mut Vec::new()).await.unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
     }
 }

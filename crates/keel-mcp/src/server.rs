@@ -100,6 +100,8 @@ struct Shared {
     tools: Arc<[Arc<McpTool>]>,
     /// Changes whenever `tools` does.
     tools_version: u64,
+    /// Tools the server listed that are not offered, each with why.
+    skipped: Vec<String>,
 }
 
 /// One configured server.
@@ -137,6 +139,7 @@ impl Server {
                 state: ServerState::Starting { late: false },
                 tools: Arc::from(Vec::new()),
                 tools_version: 0,
+                skipped: Vec::new(),
             }),
             settled: watch::Sender::new(false),
             tools_changed: Arc::new(AtomicBool::new(false)),
@@ -160,6 +163,11 @@ impl Server {
     }
 
     /// The tools offered now, and a number that changes when they do.
+    /// Tools the server listed that are not offered, each with why.
+    pub(crate) fn skipped(&self) -> Vec<String> {
+        self.shared().skipped.clone()
+    }
+
     pub(crate) fn tools(&self) -> (Arc<[Arc<McpTool>]>, u64) {
         let shared = self.shared();
         (Arc::clone(&shared.tools), shared.tools_version)
@@ -207,12 +215,29 @@ impl Server {
     }
 
     fn set_tools(&self, tools: Vec<rmcp::model::Tool>) {
-        let made: Vec<Arc<McpTool>> = tools
-            .iter()
-            .filter(|tool| self.config.offers(&tool.name))
-            .map(|tool| Arc::new(McpTool::new(&self.name, tool, self.weak.clone())))
-            .collect();
+        let mut made: Vec<Arc<McpTool>> = Vec::new();
+        let mut skipped = Vec::new();
+        let offered: Vec<&rmcp::model::Tool> =
+            tools.iter().filter(|tool| self.config.offers(&tool.name)).collect();
+        for tool in &offered {
+            if made.len() == crate::tool::MAX_TOOLS {
+                skipped.push(format!(
+                    "{} more tools: a server offers at most {} (choose them with enabled_tools)",
+                    offered.len() - made.len(),
+                    crate::tool::MAX_TOOLS
+                ));
+                break;
+            }
+            match McpTool::new(&self.name, tool, self.weak.clone()) {
+                Ok(made_tool) => made.push(Arc::new(made_tool)),
+                Err(why) => skipped.push(format!("{}: {why}", tool.name)),
+            }
+        }
+        for why in &skipped {
+            tracing::warn!(server = %self.name, "MCP tool not offered: {why}");
+        }
         let mut shared = self.shared();
+        shared.skipped = skipped;
         let same = shared.tools.len() == made.len()
             && shared.tools.iter().zip(&made).all(|(old, new)| old.same_as(new));
         if !same {
@@ -237,7 +262,7 @@ impl Server {
         let handler = self.client_info();
         if let Some(command) = &self.config.command {
             let (process, stdout, stdin) =
-                StdioProcess::spawn(&self.name, &self.config, self.options.launcher.as_deref(), &self.groups)
+                StdioProcess::spawn(&self.name, &self.config, &self.options, &self.groups)
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
             let handshake = async {
                 let service =

@@ -32,8 +32,20 @@ impl std::fmt::Debug for McpTool {
     }
 }
 
+/// Most tools one server offers: every request carries them all.
+pub(crate) const MAX_TOOLS: usize = 128;
+/// Largest input schema and description offered (every request carries them).
+const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+const MAX_DESCRIPTION_CHARS: usize = 4096;
+
 impl McpTool {
-    pub(crate) fn new(server_name: &str, tool: &rmcp::model::Tool, server: Weak<Server>) -> McpTool {
+    /// The tool as keel offers it, or why it is not offered (a schema too large to send
+    /// with every request).
+    pub(crate) fn new(
+        server_name: &str,
+        tool: &rmcp::model::Tool,
+        server: Weak<Server>,
+    ) -> Result<McpTool, String> {
         let mut schema = Value::Object(tool.input_schema.as_ref().clone());
         if let Value::Object(root) = &mut schema {
             // Providers want an object with properties; some servers leave them out.
@@ -43,15 +55,27 @@ impl McpTool {
             root.entry("type").or_insert_with(|| Value::String("object".into()));
             root.remove("$schema");
         }
-        let description = tool
+        let mut description = tool
             .description
             .as_deref()
             .map(str::to_owned)
             .or_else(|| tool.title.clone())
             .unwrap_or_else(|| format!("The `{}` tool of the MCP server `{server_name}`.", tool.name));
-        let parameters = serde_json::value::to_raw_value(&schema).unwrap_or_default();
+        if let Some((cut, _)) = description.char_indices().nth(MAX_DESCRIPTION_CHARS) {
+            description.truncate(cut);
+            description.push('…');
+        }
+        let parameters = serde_json::value::to_raw_value(&schema)
+            .map_err(|e| format!("its input schema cannot be sent: {e}"))?;
+        if parameters.get().len() > MAX_SCHEMA_BYTES {
+            return Err(format!(
+                "its input schema is {} KiB; at most {} KiB is sent with every request",
+                parameters.get().len() / 1024,
+                MAX_SCHEMA_BYTES / 1024
+            ));
+        }
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
-        McpTool {
+        Ok(McpTool {
             definition: ToolDefinition {
                 name: crate::name::tool_name(server_name, &tool.name),
                 description,
@@ -63,7 +87,7 @@ impl McpTool {
             schema,
             read_only,
             server,
-        }
+        })
     }
 
     /// The name the server knows the tool by.
@@ -140,4 +164,31 @@ impl DynTool for McpTool {
 /// Shares a tool as a [`DynTool`].
 pub(crate) fn dyn_tool(tool: &Arc<McpTool>) -> Arc<dyn DynTool> {
     Arc::clone(tool) as Arc<dyn DynTool>
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn tool(name: &str, description: String, schema: Value) -> rmcp::model::Tool {
+        let Value::Object(schema) = schema else { panic!("an object") };
+        rmcp::model::Tool::new(name.to_owned(), description, Arc::new(schema))
+    }
+
+    /// Issue 28, item 11: a 5 MB schema went out with every request.
+    #[test]
+    fn a_schema_too_large_is_refused_and_a_long_description_cut() {
+        let properties: Map<String, Value> = (0..5000)
+            .map(|i| {
+                (format!("field_{i}"), serde_json::json!({"type": "string", "description": "x".repeat(40)}))
+            })
+            .collect();
+        let big = tool("big", "d".into(), serde_json::json!({"type": "object", "properties": properties}));
+        let error = McpTool::new("s", &big, Weak::new()).unwrap_err();
+        assert!(error.contains("at most 64 KiB is sent with every request"), "{error}");
+        let wordy = tool("wordy", "w".repeat(50_000), serde_json::json!({"type": "object"}));
+        let made = McpTool::new("s", &wordy, Weak::new()).unwrap();
+        assert_eq!(made.definition().description.chars().count(), MAX_DESCRIPTION_CHARS + 1);
+    }
 }

@@ -213,6 +213,29 @@ impl Manager {
         locked(&self.live, |live| live.get(id).cloned())
     }
 
+    /// Whether a session working in `cwd` is this server's business: its folder is under
+    /// one of the roots.
+    pub fn under_roots(&self, cwd: &str) -> bool {
+        self.limits.roots.iter().any(|root| Path::new(cwd).starts_with(root))
+    }
+
+    /// Refuses (as not found: its existence is not this client's to know) a session whose
+    /// folder is outside the roots, such as a CLI session in a shared home.
+    pub async fn check_in_roots(&self, id: &str) -> Result<(), ApiError> {
+        check_id(id)?;
+        if self.get(id).is_some() {
+            return Ok(());
+        }
+        let store = Arc::clone(&self.store);
+        let wanted = id.to_owned();
+        let events = blocking(move || store.read(&wanted)).await?;
+        let cwd = events.first().and_then(|event| match &event.kind {
+            keel_session::EventKind::SessionHeader(header) => Some(header.cwd.clone()),
+            _ => None,
+        });
+        if cwd.is_some_and(|cwd| self.under_roots(&cwd)) { Ok(()) } else { Err(ApiError::not_found(id)) }
+    }
+
     /// The canonical workspace for `folder`, refused outside the roots.
     pub fn workspace(&self, folder: &Path) -> Result<PathBuf, ApiError> {
         let forbidden = |m: String| ApiError::new(axum::http::StatusCode::FORBIDDEN, "forbidden_folder", m);
@@ -285,6 +308,7 @@ impl Manager {
             live.touch();
             return Ok(live);
         }
+        self.check_in_roots(id).await?;
         let _opening = self.opening.lock().await;
         if let Some(live) = self.get(id) {
             live.touch();

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::AppState;
 use crate::error::ApiError;
 use crate::factory::SessionSpec;
-use crate::live::{Live, blocking, check_id};
+use crate::live::{Live, blocking};
 
 /// How long a request body may take to arrive (a request extension the router sets).
 #[derive(Debug, Clone, Copy)]
@@ -77,14 +77,17 @@ pub async fn create(
 pub async fn list(State(app): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let store = Arc::clone(app.manager.store());
     let summaries = blocking(move || store.list()).await?;
-    let items: Vec<Value> =
-        summaries.iter().map(|s| summary_json(s, app.manager.get(&s.id).as_deref())).collect();
+    let items: Vec<Value> = summaries
+        .iter()
+        .filter(|s| app.manager.under_roots(&s.cwd))
+        .map(|s| summary_json(s, app.manager.get(&s.id).as_deref()))
+        .collect();
     Ok(axum::Json(json!({"sessions": items})).into_response())
 }
 
 /// `GET /v1/sessions/{id}`.
 pub async fn show(State(app): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    check_id(&id)?;
+    app.manager.check_in_roots(&id).await?;
     let store = Arc::clone(app.manager.store());
     let read_id = id.clone();
     let events = blocking(move || store.read(&read_id)).await?;
@@ -192,7 +195,7 @@ pub async fn fork(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ForkBody>,
 ) -> Result<Response, ApiError> {
-    check_id(&id)?;
+    app.manager.check_in_roots(&id).await?;
     let store = Arc::clone(app.manager.store());
     let new_id = blocking(move || {
         let session = store.fork(&id, body.at)?;
@@ -206,7 +209,7 @@ pub async fn fork(
 
 /// `DELETE /v1/sessions/{id}`.
 pub async fn delete(State(app): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    check_id(&id)?;
+    app.manager.check_in_roots(&id).await?;
     app.manager.release(&id).await?;
     let store = Arc::clone(app.manager.store());
     blocking(move || store.delete(&id)).await?;

@@ -233,6 +233,28 @@ async fn sessions_are_listed_forked_and_deleted() {
     assert_eq!(server.get("/v1/sessions").await.1["sessions"].as_array().unwrap().len(), 1);
 }
 
+/// Issue 28, item 15: the server listed, showed, forked and deleted sessions whose folder
+/// is outside `--root` (a CLI session in a shared home, say).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_outside_the_roots_are_nobodys_business() {
+    let server = start(ScriptedModel::new([reply().text("hello")])).await;
+    let mine = server.session(json!({})).await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    let outside = server.store.create(&elsewhere.path().display().to_string()).unwrap();
+    let id = outside.id().to_owned();
+    outside.close().unwrap();
+    let (_, listing) = server.get("/v1/sessions").await;
+    let ids: Vec<&str> =
+        listing["sessions"].as_array().unwrap().iter().filter_map(|s| s["id"].as_str()).collect();
+    assert_eq!(ids, [mine.as_str()]);
+    assert_eq!(server.get(&format!("/v1/sessions/{id}")).await.0, 404);
+    assert_eq!(server.post(&format!("/v1/sessions/{id}/fork"), json!({})).await.0, 404);
+    assert_eq!(server.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "hi"})).await.0, 404);
+    assert_eq!(server.get(&format!("/v1/sessions/{id}/events")).await.0, 404);
+    assert_eq!(server.call(reqwest::Method::DELETE, &format!("/v1/sessions/{id}"), None).await.0, 404);
+    assert!(server.store.read(&id).is_ok(), "the session is still there");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turns_beyond_the_limit_get_503_with_retry_after() {
     let model = ScriptedModel::new([reply().text("slow").hang()]);

@@ -13,6 +13,9 @@ use keel_store_postgres::PgStore;
 use keel_testkit::{ScriptedModel, reply};
 use serde_json::json;
 
+/// The default idle-close of the test servers.
+const IDLE: Duration = Duration::from_secs(60);
+
 fn store() -> Option<Arc<dyn SessionStore>> {
     let Ok(url) = std::env::var("KEEL_TEST_DATABASE_URL") else {
         eprintln!("skipped: KEEL_TEST_DATABASE_URL is not set (scripts/pg-test-cluster starts a database)");
@@ -30,7 +33,10 @@ async fn two_servers_on_one_database_run_a_session_in_exactly_one() {
         4,
     )
     .await;
-    let b = start_with(ScriptedModel::new([reply().text("from b")]), Some(store_b), 4).await;
+    // Nodes of one deployment serve the same folders (a session is only shown under a root).
+    let b =
+        start_idle(ScriptedModel::new([reply().text("from b")]), Some(store_b), 4, IDLE, Some(a.folder()))
+            .await;
     let id = a.session(json!({})).await;
     // B is another node: the session is running on A, so B refuses to run it.
     let (status, body) = b.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "hi"})).await;
@@ -144,7 +150,7 @@ async fn a_client_on_another_node_follows_the_turn_exactly() {
         reply().text("again").delay(Duration::from_millis(300)),
     ]);
     let a = start_with(model, Some(store_a), 4).await;
-    let b = start_with(ScriptedModel::new([]), Some(store_b), 4).await;
+    let b = start_idle(ScriptedModel::new([]), Some(store_b), 4, IDLE, Some(a.folder())).await;
     let id = a.session(json!({})).await;
     assert_eq!(a.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "go"})).await.0, 202);
     // A runs the turn; B follows it through the database.

@@ -134,9 +134,12 @@ pub(crate) fn launcher_args(command: &str, pid_namespace: bool, sandbox: Option<
 /// The arguments after the launcher program that run `command` (a program and its
 /// arguments) in stdio mode, confined by `sandbox`: its stdin and stdout are the
 /// launcher's, it dies with this process, nothing is reported on fd 0.
-pub fn stdio_args(command: &[OsString], sandbox: Option<&Policy>) -> Vec<OsString> {
+pub fn stdio_args(command: &[OsString], pid_namespace: bool, sandbox: Option<&Policy>) -> Vec<OsString> {
     let mut args: Vec<OsString> =
         vec![SUBCOMMAND.into(), "--parent".into(), std::process::id().to_string().into(), "--stdio".into()];
+    if pid_namespace {
+        args.push("--pid-ns".into());
+    }
     if let Some(policy) = sandbox {
         args.extend(policy.to_args());
     }
@@ -158,8 +161,8 @@ enum Role {
     /// Started by keel (`--parent PID`), optionally entering a PID namespace, optionally
     /// passing its stdin to the command (`--stdio`).
     Launcher { parent: Pid, pid_namespace: bool, stdio: bool },
-    /// PID 1 of a namespace (`--init`).
-    Init,
+    /// PID 1 of a namespace (`--init`), passing its stdin to the command with `--stdio`.
+    Init { stdio: bool },
 }
 
 /// A parsed launcher invocation.
@@ -194,7 +197,7 @@ fn parse(args: &[OsString]) -> Option<Invocation> {
         }
     }
     let role = match (init, parent) {
-        (true, None) if !stdio => Role::Init,
+        (true, None) => Role::Init { stdio },
         (false, Some(parent)) => Role::Launcher { parent, pid_namespace, stdio },
         _ => return None,
     };
@@ -218,7 +221,7 @@ pub fn main(args: &[OsString]) -> i32 {
         return 2;
     }
     match role {
-        Role::Init => supervise(&command, None, sandbox.as_ref(), false),
+        Role::Init { stdio } => supervise(&command, None, sandbox.as_ref(), stdio),
         Role::Launcher { parent, pid_namespace, stdio } => {
             let death = if pid_namespace { Signal::KILL } else { Signal::TERM };
             let _ = rustix::process::set_parent_process_death_signal(Some(death));
@@ -227,7 +230,7 @@ pub fn main(args: &[OsString]) -> i32 {
                 return 128 + Signal::KILL.as_raw();
             }
             if pid_namespace {
-                let error = enter_pid_namespace(&command, sandbox.as_ref());
+                let error = enter_pid_namespace(&command, sandbox.as_ref(), stdio);
                 eprintln!("keel: cannot enter a PID namespace ({error}); running the command without one");
                 let _ = rustix::process::set_parent_process_death_signal(Some(Signal::TERM));
             }
@@ -239,7 +242,7 @@ pub fn main(args: &[OsString]) -> i32 {
 
 /// Replaces this process with `unshare`, which runs `<this program> __exec --init --
 /// command` as PID 1 of a new PID namespace. Returns only on failure.
-fn enter_pid_namespace(command: &[OsString], sandbox: Option<&Policy>) -> std::io::Error {
+fn enter_pid_namespace(command: &[OsString], sandbox: Option<&Policy>, stdio: bool) -> std::io::Error {
     let program = match std::env::current_exe() {
         // Replaced or deleted since keel started: the path no longer names this program.
         Ok(program) if !program.exists() => {
@@ -253,6 +256,7 @@ fn enter_pid_namespace(command: &[OsString], sandbox: Option<&Policy>) -> std::i
         .arg("--")
         .arg(program)
         .args([SUBCOMMAND, "--init"])
+        .args(stdio.then_some("--stdio"))
         .args(sandbox.map(Policy::to_args).unwrap_or_default())
         .arg("--")
         .args(command)
@@ -471,33 +475,29 @@ mod tests {
         );
         assert_eq!(invocation.command, args(&["bash", "-c", "echo hi"]));
         assert_eq!(invocation.sandbox, None);
-        assert_eq!(parse(&args(&["--init", "--", "bash"])).unwrap().role, Role::Init);
+        assert_eq!(parse(&args(&["--init", "--", "bash"])).unwrap().role, Role::Init { stdio: false });
+        assert_eq!(parse(&args(&["--init", "--stdio", "--", "a"])).unwrap().role, Role::Init { stdio: true });
         let policy = Policy {
             mode: crate::sandbox::SandboxMode::WorkspaceWrite,
             network: false,
             writable: vec!["/w".into(), "/t".into()],
+            hidden: vec!["/h".into()],
         };
         let launched = launcher_args("ls", false, Some(&policy));
         assert_eq!(parse(&launched[1..]).unwrap().sandbox, Some(policy.clone()));
-        let launched = stdio_args(&args(&["npx", "-y", "server"]), Some(&policy));
+        let launched = stdio_args(&args(&["npx", "-y", "server"]), true, Some(&policy));
         let invocation = parse(&launched[1..]).unwrap();
         assert_eq!(
             invocation.role,
             Role::Launcher {
                 parent: Pid::from_raw(std::process::id() as i32).unwrap(),
-                pid_namespace: false,
+                pid_namespace: true,
                 stdio: true
             }
         );
         assert_eq!(invocation.command, args(&["npx", "-y", "server"]));
         assert_eq!(invocation.sandbox, Some(policy));
-        for bad in [
-            &["--", "bash"][..],
-            &["--init"],
-            &["--parent", "x", "--", "a"],
-            &["--init", "--"],
-            &["--init", "--stdio", "--", "a"],
-        ] {
+        for bad in [&["--", "bash"][..], &["--init"], &["--parent", "x", "--", "a"], &["--init", "--"]] {
             assert!(parse(&args(bad)).is_none(), "{bad:?}");
         }
         use std::os::unix::process::ExitStatusExt;

@@ -33,6 +33,15 @@ impl PermissionMode {
             _ => None,
         }
     }
+
+    /// `auto`, `ask` or `read-only`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Ask => "ask",
+            Self::ReadOnly => "read-only",
+        }
+    }
 }
 
 /// The user's answer to a permission question.
@@ -41,7 +50,7 @@ pub enum AskAnswer {
     /// Run this call.
     Allow,
     /// Run this call, and add the request's suggested rules to the allow list for the
-    /// rest of the run (`shell(git status*)`, `edit_file(src/**)`).
+    /// rest of the run (`shell(git status)`, `edit_file(src/**)`).
     AllowAlways,
     /// Do not run it; the turn goes on.
     Deny,

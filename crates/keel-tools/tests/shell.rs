@@ -228,6 +228,14 @@ fn secret_names() {
         "SSHPASS",
         "NPM_CONFIG__AUTH",
         "SIGNING_PRIVATE_KEY",
+        // Issue 28, item 14: these reached commands.
+        "AZURE_OPENAI_KEY",
+        "GH_PAT",
+        "SENTRY_DSN",
+        "SLACK_WEBHOOK_URL",
+        "DISCORD_WEBHOOK",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "STRIPE_KEY",
     ] {
         assert!(is_secret_var(name), "{name}");
     }
@@ -238,6 +246,16 @@ fn secret_names() {
     }
     for value in ["postgres://app:hunter2@db/app", "https://user:tok@proxy:8080", "a https://x:y@h b"] {
         assert!(has_url_credentials(value), "{value}");
+    }
+    for (value, token) in [
+        ("ghp_0123456789abcdefghijABCDEFGHIJ", true),
+        ("sk-ant-api03-abcdefghijklmnopqrstu", true),
+        ("AKIAIOSFODNN7EXAMPLE", true),
+        ("sk-", false),
+        ("skeleton-of-a-plain-value-here", false),
+        ("/usr/local/bin:/usr/bin", false),
+    ] {
+        assert_eq!(keel_tools::shell::looks_like_token(value), token, "{value}");
     }
     for value in ["https://example.com:8080/a@b", "ssh://git@github.com/x.git", "git@github.com:x/y", "plain"]
     {

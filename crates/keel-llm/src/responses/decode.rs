@@ -96,7 +96,6 @@ enum Kind {
 #[derive(Debug)]
 struct Slot {
     id: Option<String>,
-    output_index: Option<u64>,
     kind: Kind,
     /// Text, arguments or reasoning text so far.
     text: String,
@@ -111,6 +110,10 @@ struct Slot {
 #[derive(Debug, Default)]
 pub(crate) struct Decoder {
     slots: Vec<Slot>,
+    /// The last slot with each item id and output index (lookups stay O(1) however many
+    /// items a stream holds).
+    by_id: std::collections::HashMap<String, usize>,
+    by_index: std::collections::HashMap<u64, usize>,
     calls: usize,
     usage: Option<WireUsage>,
     /// `completed`, or `incomplete` with its reason.
@@ -159,11 +162,11 @@ impl Decoder {
     /// The slot an event names: by item id, else by output index; an event that names
     /// neither is for the latest item.
     fn find(&self, id: Option<&str>, index: Option<u64>) -> Option<usize> {
-        if let Some(at) = id.and_then(|id| self.slots.iter().rposition(|s| s.id.as_deref() == Some(id))) {
-            return Some(at);
+        if let Some(at) = id.and_then(|id| self.by_id.get(id)) {
+            return Some(*at);
         }
         match (id, index) {
-            (_, Some(index)) => self.slots.iter().rposition(|s| s.output_index == Some(index)),
+            (_, Some(index)) => self.by_index.get(&index).copied(),
             (None, None) => self.slots.len().checked_sub(1),
             (Some(_), None) => None,
         }
@@ -195,8 +198,17 @@ impl Decoder {
             _ => Kind::Other,
         };
         let id = item.get("id").and_then(Value::as_str).map(str::to_owned);
-        self.slots.push(Slot { id, output_index, kind, text: String::new(), part: None, item, done: false });
-        Ok(self.slots.len() - 1)
+        // An item keel does not know is not kept: it is never sent back.
+        let item = if kind == Kind::Other { Value::Null } else { item };
+        let at = self.slots.len();
+        if let Some(id) = &id {
+            self.by_id.insert(id.clone(), at);
+        }
+        if let Some(index) = output_index {
+            self.by_index.insert(index, at);
+        }
+        self.slots.push(Slot { id, kind, text: String::new(), part: None, item, done: false });
+        Ok(at)
     }
 
     /// A delta of text, arguments or reasoning for the slot the event names.
@@ -265,7 +277,9 @@ impl Decoder {
             self.emitted = true;
         }
         slot.text = full;
-        slot.item = item;
+        if slot.kind != Kind::Other {
+            slot.item = item;
+        }
         slot.done = true;
         Ok(())
     }
@@ -459,6 +473,28 @@ mod tests {
         }
         let result = fed.and_then(|_| Box::new(decoder).finish());
         (out, result)
+    }
+
+    /// Issue 28, item 6: unknown output items were kept whole (2,500 items of 1 MB took
+    /// 2.5 GB). They are not kept, and every byte of a stream counts against a bound.
+    #[test]
+    fn unknown_items_are_not_kept_and_a_stream_has_a_size_bound() {
+        let big = "x".repeat(64 * 1024);
+        let mut decoder = Decoder::default();
+        let mut out = Vec::new();
+        for n in 0..50 {
+            let item = serde_json::json!({"id": format!("u{n}"), "type": "x_future_item", "payload": big});
+            decoder.added(item.clone(), Some(n), &mut out).unwrap();
+            decoder.done(item, Some(n), &mut out).unwrap();
+        }
+        assert!(decoder.slots.iter().all(|slot| slot.item.is_null()), "unknown items dropped");
+        let limits = DecodeLimits { max_stream_bytes: 1 << 20, ..DecodeLimits::default() };
+        let mut stream = EventStream::new(limits, Decoder::default());
+        let event = serde_json::json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "x_future_item", "payload": big}});
+        let line = format!("data: {event}\n\n");
+        let error = (0..40).find_map(|_| stream.feed(line.as_bytes(), &mut out).err()).expect("stopped");
+        assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
+        assert!(error.message.contains("more than 1.0 MiB for one reply"), "{}", error.message);
     }
 
     #[test]

@@ -66,6 +66,8 @@ pub(crate) struct EventStream<H> {
     sse: SseParser,
     events: Vec<SseEvent>,
     count: u64,
+    /// Bytes fed so far.
+    read: u64,
     handler: H,
 }
 
@@ -77,6 +79,7 @@ impl<H: Events> EventStream<H> {
             sse: SseParser::with_max_event_bytes(limits.max_event_bytes),
             events: Vec::new(),
             count: 0,
+            read: 0,
             handler,
         }
     }
@@ -119,6 +122,10 @@ impl<H: Events> Decode for EventStream<H> {
     }
 
     fn feed(&mut self, bytes: &[u8], out: &mut Vec<ModelEvent>) -> Result<bool, ModelError> {
+        self.read = self.read.saturating_add(bytes.len() as u64);
+        if self.read > self.limits.max_stream_bytes {
+            return Err(super::limits::stream_too_large(self.limits.max_stream_bytes));
+        }
         let fed = self.sse.feed(bytes, &mut self.events);
         let done = self.dispatch(out)?;
         fed.map_err(event_too_large)?;

@@ -23,18 +23,22 @@ pub struct DecodeLimits {
     pub max_output_bytes: u64,
     /// The longest single event, and the largest whole (non-streamed) body.
     pub max_event_bytes: usize,
+    /// Every byte of one streamed reply, whatever the events carry (unknown items,
+    /// keep-alives, metadata): a peer that streams without end is stopped here.
+    pub max_stream_bytes: u64,
 }
 
 impl DecodeLimits {
     /// Bounds for a request capped at `max_tokens`: 32 bytes per token plus 1 MiB of
     /// output; events and bodies up to eight times that (JSON escaping, logprobs,
-    /// signatures), and at least 16 MiB.
+    /// signatures), and at least 16 MiB; a whole stream four times an event.
     pub fn for_max_tokens(max_tokens: u32) -> Self {
         let output = u64::from(max_tokens) * BYTES_PER_TOKEN + OUTPUT_SLACK;
         let event = (output * 8).max(MIN_EVENT_BYTES);
         DecodeLimits {
             max_output_bytes: output,
             max_event_bytes: usize::try_from(event).unwrap_or(usize::MAX),
+            max_stream_bytes: event.saturating_mul(4),
         }
     }
 }
@@ -93,6 +97,14 @@ pub(crate) fn event_too_large(error: crate::sse::EventTooLarge) -> ModelError {
     ModelError::new(
         ModelErrorKind::LimitExceeded,
         format!("the server sent {error} (no line end within it); the reply was stopped there"),
+    )
+}
+
+/// The stream went past [`DecodeLimits::max_stream_bytes`].
+pub(crate) fn stream_too_large(limit: u64) -> ModelError {
+    ModelError::new(
+        ModelErrorKind::LimitExceeded,
+        format!("the server streamed more than {} for one reply; it was stopped there", human_bytes(limit)),
     )
 }
 

@@ -25,7 +25,9 @@ pub(super) fn enforce(policy: &Policy) -> Result<Vec<String>, String> {
         .handle_access(AccessFs::from_all(TARGET))
         .and_then(|r| r.scope(Scope::AbstractUnixSocket | Scope::Signal))
         .and_then(|r| r.create())
-        .and_then(|r| r.add_rules(path_beneath_rules(["/"], AccessFs::from_read(TARGET))))
+        // Folder listings everywhere; file contents everywhere but the hidden folders.
+        .and_then(|r| r.add_rules(path_beneath_rules(["/"], AccessFs::ReadDir)))
+        .and_then(|r| r.add_rules(path_beneath_rules(readable(&policy.hidden), AccessFs::from_read(TARGET))))
         .and_then(|r| r.add_rules(path_beneath_rules(&policy.writable, AccessFs::from_all(TARGET))))
         .and_then(|r| r.restrict_self())
         .map_err(|e| format!("Landlock refused the rules: {e}"))?;
@@ -42,6 +44,42 @@ pub(super) fn enforce(policy: &Policy) -> Result<Vec<String>, String> {
         deny_network()?;
     }
     Ok(notes)
+}
+
+/// The folders and files whose contents may be read: everything but `hidden`, as the
+/// entries around each hidden folder on the way down from `/` (Landlock grants, it does
+/// not deny, so `/` minus a folder is its siblings at every level).
+pub(super) fn readable(hidden: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    let mut roots = vec![std::path::PathBuf::from("/")];
+    for hide in hidden.iter().filter(|h| h.is_absolute() && h.exists()) {
+        let mut next = Vec::new();
+        for root in roots {
+            carve(root, hide, &mut next);
+        }
+        roots = next;
+    }
+    roots
+}
+
+fn carve(root: std::path::PathBuf, hide: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    if root == hide || root.starts_with(hide) {
+        return;
+    }
+    if !hide.starts_with(&root) {
+        out.push(root);
+        return;
+    }
+    let Some(step) = hide.strip_prefix(&root).ok().and_then(|rest| rest.components().next()) else { return };
+    let toward = root.join(step);
+    let Ok(entries) = std::fs::read_dir(&root) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path == toward {
+            carve(path, hide, out);
+        } else {
+            out.push(path);
+        }
+    }
 }
 
 fn describe(status: LandlockStatus) -> String {
@@ -102,4 +140,41 @@ pub fn probe() -> String {
         Err(e) => format!("seccomp: none ({e})"),
     };
     format!("{landlock}\n{seccomp}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn a_hidden_folder_is_carved_out_of_what_is_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        for folder in [
+            "home/.local/share/keel",
+            "home/.local/bin",
+            "home/project",
+            "home/.config/keel",
+            "home/.config/git",
+        ] {
+            std::fs::create_dir_all(base.join(folder)).unwrap();
+        }
+        let hidden = [base.join("home/.local/share/keel"), base.join("home/.config/keel")];
+        let roots = readable(&hidden);
+        for root in &roots {
+            assert!(
+                !hidden.iter().any(|h| root.starts_with(h) || h == root),
+                "{root:?} reveals a hidden folder"
+            );
+        }
+        for visible in ["home/project", "home/.local/bin", "home/.config/git"] {
+            assert!(
+                roots.iter().any(|r| base.join(visible).starts_with(r)),
+                "{visible} must stay readable: {roots:?}"
+            );
+        }
+        assert!(roots.contains(&PathBuf::from("/usr")) || !PathBuf::from("/usr").exists());
+        assert_eq!(readable(&[]), vec![PathBuf::from("/")]);
+    }
 }

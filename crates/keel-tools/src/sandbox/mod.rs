@@ -87,13 +87,16 @@ pub struct SandboxSettings {
     /// enforces it (probed once); elsewhere commands run unconfined. A mode the user chose
     /// is never dropped: a command it cannot confine does not run.
     pub auto: bool,
+    /// Folders commands may not read (keel's own: its config with keys, its sessions, the
+    /// serve token). Folders that hold a writable root are not hidden.
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Default for SandboxSettings {
     /// Off: a library user opts in (the `keel` binary defaults to workspace-write where
     /// the kernel enforces it).
     fn default() -> Self {
-        SandboxSettings { mode: SandboxMode::Off, network: None, auto: false }
+        SandboxSettings { mode: SandboxMode::Off, network: None, auto: false, hidden: Vec::new() }
     }
 }
 
@@ -143,6 +146,8 @@ pub struct Policy {
     pub network: bool,
     /// Folders (and files) the command may write.
     pub writable: Vec<PathBuf>,
+    /// Folders the command may not read.
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -164,10 +169,17 @@ impl Policy {
         }
         writable.sort();
         writable.dedup();
+        let hidden = settings
+            .hidden
+            .iter()
+            .filter(|h| !writable.iter().chain([&workspace.to_path_buf()]).any(|w| w.starts_with(h)))
+            .cloned()
+            .collect();
         Some(Policy {
             mode: settings.mode,
             network: settings.network.unwrap_or(settings.mode.default_network()),
             writable,
+            hidden,
         })
     }
 
@@ -177,6 +189,10 @@ impl Policy {
         args.push(if self.network { "--net-on" } else { "--net-off" }.into());
         for path in &self.writable {
             args.push("--write".into());
+            args.push(path.clone().into_os_string());
+        }
+        for path in &self.hidden {
+            args.push("--hide".into());
             args.push(path.clone().into_os_string());
         }
         args
@@ -189,18 +205,20 @@ impl Policy {
         flag: &str,
         rest: &mut dyn Iterator<Item = &OsString>,
     ) -> Option<bool> {
-        if !matches!(flag, "--sandbox" | "--net-on" | "--net-off" | "--write") {
+        if !matches!(flag, "--sandbox" | "--net-on" | "--net-off" | "--write" | "--hide") {
             return Some(false);
         }
         let policy = policy.get_or_insert_with(|| Policy {
             mode: SandboxMode::ReadOnly,
             network: false,
             writable: Vec::new(),
+            hidden: Vec::new(),
         });
         match flag {
             "--sandbox" => policy.mode = SandboxMode::parse(rest.next()?.to_str()?)?,
             "--net-on" => policy.network = true,
             "--net-off" => policy.network = false,
+            "--hide" => policy.hidden.push(PathBuf::from(rest.next()?)),
             _ => policy.writable.push(PathBuf::from(rest.next()?)),
         }
         Some(true)
@@ -230,7 +248,12 @@ mod tests {
 
     #[test]
     fn policies_resolve_and_round_trip_through_launcher_flags() {
-        let settings = SandboxSettings { mode: SandboxMode::WorkspaceWrite, network: None, auto: false };
+        let settings = SandboxSettings {
+            mode: SandboxMode::WorkspaceWrite,
+            network: None,
+            auto: false,
+            hidden: vec![PathBuf::from("/home/u/.config/keel"), PathBuf::from("/")],
+        };
         let policy =
             Policy::resolve(&settings, Path::new("/w"), Path::new("/t"), &[PathBuf::from("/x")]).unwrap();
         assert!(policy.network);
@@ -240,6 +263,11 @@ mod tests {
             ["/dev/null", "/t", "/w", "/x"].map(PathBuf::from).to_vec(),
             "the workspace, the command's TMPDIR, the allowed roots: nothing else"
         );
+        assert_eq!(
+            policy.hidden,
+            [PathBuf::from("/home/u/.config/keel")],
+            "a folder holding a root stays visible"
+        );
         let args = policy.to_args();
         let mut parsed = None;
         let mut iter = args.iter();
@@ -247,7 +275,8 @@ mod tests {
             assert_eq!(Policy::parse_flag(&mut parsed, flag.to_str().unwrap(), &mut iter), Some(true));
         }
         assert_eq!(parsed, Some(policy));
-        let read_only = SandboxSettings { mode: SandboxMode::ReadOnly, network: None, auto: false };
+        let read_only =
+            SandboxSettings { mode: SandboxMode::ReadOnly, network: None, auto: false, hidden: Vec::new() };
         let policy = Policy::resolve(&read_only, Path::new("/w"), Path::new("/t"), &[]).unwrap();
         assert!(!policy.network);
         assert_eq!(policy.writable, vec![PathBuf::from("/dev/null"), PathBuf::from("/t")]);
