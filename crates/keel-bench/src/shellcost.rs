@@ -55,10 +55,18 @@ pub fn shell_cost() {
                 ..ToolsConfig::default()
             },
         ),
+        (
+            "PID namespace + sandbox (read-only mounts)",
+            ToolsConfig {
+                launcher: launcher(true),
+                sandbox: sandbox(SandboxMode::WorkspaceWrite, true),
+                ..ToolsConfig::default()
+            },
+        ),
     ];
     println!("shell call cost (median of 40 `true` calls, wall time):");
     for (name, config) in cases {
         let median = runtime.block_on(median_call(config, ws.path(), 40));
-        println!("  {name:<38} {:>6.2} ms", median.as_secs_f64() * 1000.0);
+        println!("  {name:<44} {:>6.2} ms", median.as_secs_f64() * 1000.0);
     }
 }

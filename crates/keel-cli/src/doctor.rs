@@ -15,6 +15,15 @@ pub fn report(support: &Support, pid_namespace: bool, settings: &SandboxSettings
             "not available (needs CAP_SYS_ADMIN); keel is non-dumpable instead"
         }
     ));
+    out.push_str(&format!(
+        "  file metadata:       {}
+",
+        if pid_namespace {
+            "protected (mounts outside the writable folders are read-only in the command's namespace)"
+        } else {
+            "not protected: chmod, chown and times outside the writable folders (Landlock does not cover them; a namespace would)"
+        }
+    ));
     let files = |what: &str| {
         if support.landlock.starts_with("full") {
             format!("full: {what}")
@@ -87,6 +96,8 @@ mod tests {
             hidden: Vec::new(),
         };
         let text = report(&full, false, &auto);
+        assert!(text.contains("file metadata:       not protected"), "{text}");
+        assert!(report(&full, true, &auto).contains("file metadata:       protected"));
         assert!(text.contains("  workspace-write  full: writes only to the project folder"), "{text}");
         assert!(text.contains("In use: workspace-write (the default), network on"), "{text}");
         let none = Support::parse(

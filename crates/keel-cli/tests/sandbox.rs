@@ -37,8 +37,19 @@ async fn shell_hiding(
     command: &str,
     hidden: Vec<std::path::PathBuf>,
 ) -> ToolOutput {
+    shell_with(mode, network, ws, command, hidden, false).await
+}
+
+async fn shell_with(
+    mode: SandboxMode,
+    network: Option<bool>,
+    ws: &Path,
+    command: &str,
+    hidden: Vec<std::path::PathBuf>,
+    pid_namespace: bool,
+) -> ToolOutput {
     let config = ToolsConfig {
-        launcher: Some(Launcher { program: keel(), pid_namespace: false }),
+        launcher: Some(Launcher { program: keel(), pid_namespace }),
         sandbox: SandboxSettings { mode, network, auto: false, hidden },
         ..ToolsConfig::default()
     };
@@ -115,6 +126,44 @@ async fn workspace_write_confines_writes_to_the_workspace_and_tmpdir() {
     assert_eq!(out.content, "t\n[exit code: 0]");
     assert_eq!(std::fs::read_to_string(s.ws.path().join("a.txt")).unwrap(), "one\ntwo\n");
     assert!(s.ws.path().join("sub/b.txt").exists());
+}
+
+/// Issue 28, item 3: Landlock does not cover metadata; `chmod`, `touch -d` on a file
+/// outside the workspace succeeded. In a command's own namespace everything outside the
+/// writable roots is a read-only mount.
+#[tokio::test]
+async fn metadata_outside_the_workspace_is_read_only_in_a_namespace() {
+    if supported().is_none() {
+        return;
+    }
+    if !keel_tools::launch::pid_namespace_available().await {
+        eprintln!("skipped: this system gives commands no PID (and mount) namespace");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let s = scene();
+    let keep = s.outside.path().join("keep.txt");
+    let before = std::fs::metadata(&keep).unwrap();
+    std::fs::write(s.ws.path().join("run.sh"), "echo ran\n").unwrap();
+    let command = format!(
+        "chmod 600 {keep}; touch -d 2001-01-01 {keep}; chmod +x run.sh && ./run.sh && echo t > \"$TMPDIR/t\" \
+         && touch -d 2001-01-01 \"$TMPDIR/t\" && echo x > /dev/null && echo tmp-ok",
+        keep = keep.display()
+    );
+    let out = shell_with(SandboxMode::WorkspaceWrite, None, s.ws.path(), &command, Vec::new(), true).await;
+    assert!(out.content.contains("Read-only file system"), "{}", out.content);
+    assert!(
+        out.content.contains("ran\ntmp-ok\n"),
+        "the workspace, TMPDIR and /dev/null stay writable: {}",
+        out.content
+    );
+    let after = std::fs::metadata(&keep).unwrap();
+    assert_eq!(
+        (after.permissions().mode(), after.modified().unwrap()),
+        (before.permissions().mode(), before.modified().unwrap())
+    );
+    let script = std::fs::metadata(s.ws.path().join("run.sh")).unwrap();
+    assert_ne!(script.permissions().mode() & 0o111, 0);
 }
 
 #[tokio::test]

@@ -221,7 +221,15 @@ pub fn main(args: &[OsString]) -> i32 {
         return 2;
     }
     match role {
-        Role::Init { stdio } => supervise(&command, None, sandbox.as_ref(), stdio),
+        Role::Init { stdio } => {
+            // The namespace's own mounts: metadata outside the writable roots read-only.
+            if let Some(policy) = &sandbox
+                && let Err(e) = sandbox::protect_metadata(policy)
+            {
+                eprintln!("keel: file metadata outside the writable folders is not protected ({e})");
+            }
+            supervise(&command, None, sandbox.as_ref(), stdio)
+        }
         Role::Launcher { parent, pid_namespace, stdio } => {
             let death = if pid_namespace { Signal::KILL } else { Signal::TERM };
             let _ = rustix::process::set_parent_process_death_signal(Some(death));

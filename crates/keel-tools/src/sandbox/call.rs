@@ -85,7 +85,7 @@ impl Prepared {
             };
             let network = if self.policy.network { "" } else { "; the network is off" };
             notes.push(format!(
-                "[sandbox: {scope}{network}. A write elsewhere fails with \"Permission denied\".]"
+                "[sandbox: {scope}{network}. A write elsewhere fails with \"Permission denied\" or \"Read-only file system\".]"
             ));
         }
         for note in notes {

@@ -23,12 +23,17 @@
 //! later, outside the sandbox) are guarded instead by [`GitGuard`]: what a command changes
 //! there is undone after it, and the result says so. If the kernel enforces nothing (no
 //! Landlock), or the seccomp filter cannot be installed, the command does not run: the
-//! launcher refuses with the reason, unless the mode is `off`.
+//! launcher refuses with the reason, unless the mode is `off`. Landlock does not cover
+//! file metadata (`chmod`, `chown`, times): where a command gets its own PID and mount
+//! namespace, every mount outside the writable roots is read-only there
+//! ([`protect_metadata`]); elsewhere metadata outside the roots is not protected.
 
 pub(crate) mod call;
 #[cfg(target_os = "linux")]
 mod enforce;
 mod git_guard;
+#[cfg(target_os = "linux")]
+mod mounts;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -236,6 +241,21 @@ pub fn enforce(policy: &Policy) -> Result<Vec<String>, String> {
 #[cfg(not(target_os = "linux"))]
 pub fn enforce(_policy: &Policy) -> Result<Vec<String>, String> {
     Err("the sandbox needs Linux (Landlock and seccomp)".into())
+}
+
+/// In a mount namespace of its own (PID 1 of a command's PID namespace): makes every
+/// mount read-only but `policy`'s writable roots, so that file metadata outside them
+/// (`chmod`, `chown`, times, extended attributes), which Landlock does not cover, cannot
+/// be changed either. `Err` says what could not be done.
+#[cfg(target_os = "linux")]
+pub fn protect_metadata(policy: &Policy) -> Result<(), String> {
+    mounts::read_only_outside(&policy.writable)
+}
+
+/// Not Linux: nothing to protect with.
+#[cfg(not(target_os = "linux"))]
+pub fn protect_metadata(_policy: &Policy) -> Result<(), String> {
+    Err("needs Linux".into())
 }
 
 /// What this system enforces, probed in a child process by `keel sandbox`.
