@@ -144,7 +144,8 @@ pub struct ProviderConfig {
     /// Upper bound of one retry wait, whatever `Retry-After` says.
     pub max_retry_delay: Duration,
     /// A request with no progress for this long fails: no response headers, or no
-    /// event in the stream (keep-alive comments are not progress).
+    /// output in the stream (keep-alive comments, empty chunks and status events are not
+    /// progress).
     pub idle_timeout: Duration,
     /// The longest one response may take, from sending the request to its end (30 min;
     /// 2 h for local presets). Past it the request fails, whatever is still arriving.

@@ -547,6 +547,28 @@ async fn keep_alive_comments_are_not_progress() {
     assert_eq!(server.request_count(), 1, "output had streamed: no retry");
 }
 
+/// Issue 28, item 9: a chunk with an empty delta every 2 s kept a stream alive for 30
+/// minutes. An empty chunk is no output.
+#[tokio::test]
+async fn empty_deltas_are_not_progress() {
+    let server = MockServer::start().await;
+    let mut chunks = sse_chunks(&ChatStream::new().text("thinking", 1));
+    let empty = r#"data: {"choices":[{"index":0,"delta":{"content":""}}]}"#;
+    let role = r#"data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#;
+    chunks.extend(
+        (0..50).flat_map(|_| [format!("{empty}\n\n").into_bytes(), format!("{role}\n\n").into_bytes()]),
+    );
+    server.push(MockResponse::chunks(chunks).delay_each(Duration::from_millis(100)));
+    let mut config = config(&server);
+    config.idle_timeout = Duration::from_millis(400);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let error = run(&client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Idle);
+    assert!(error.message.contains("empty chunks"), "{}", error.message);
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
 #[tokio::test]
 async fn comments_before_any_event_time_out_too() {
     let server = MockServer::start().await;

@@ -220,3 +220,24 @@ async fn auth_and_a_wrong_url_name_what_to_fix() {
     let error = run(&*client, &user("go")).await.result.unwrap_err();
     assert!(error.message.contains("not an OpenAI Responses API"), "{}", error.message);
 }
+
+/// Issue 28, item 9: `response.in_progress` every few seconds kept a stream that never
+/// produced anything alive until the response deadline. Only output is progress.
+#[tokio::test]
+async fn status_events_are_not_progress() {
+    let server = MockServer::start().await;
+    let created = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"status\":\"in_progress\"}}\n\n";
+    let beat = "event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"response\":{\"id\":\"r\",\"status\":\"in_progress\"}}\n\n";
+    let mut chunks = vec![created.as_bytes().to_vec()];
+    chunks.extend((0..100).map(|_| beat.as_bytes().to_vec()));
+    server.push(MockResponse::chunks(chunks).delay_each(std::time::Duration::from_millis(100)));
+    let mut config = config(&server, RESPONSES);
+    config.idle_timeout = std::time::Duration::from_millis(400);
+    config.max_retries = 0;
+    let client = config.client().unwrap();
+    let started = std::time::Instant::now();
+    let error = run(&*client, &user("go")).await.result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Idle);
+    assert!(error.message.contains("no output for"), "{}", error.message);
+    assert!(started.elapsed() < std::time::Duration::from_secs(3), "{:?}", started.elapsed());
+}

@@ -14,7 +14,8 @@ use crate::error::{ModelError, ModelErrorKind};
 pub(crate) struct Clock {
     idle: Duration,
     last_progress: Instant,
-    /// Bytes arrived since the last progress (keep-alive comments, part of an event).
+    /// Bytes arrived since the last progress (keep-alive comments, empty chunks, status
+    /// events, part of an event).
     quiet_bytes: bool,
     deadline: Instant,
     grace: Option<Instant>,
@@ -42,13 +43,13 @@ impl Clock {
         }
     }
 
-    /// An event arrived.
+    /// Output arrived.
     pub fn progress(&mut self) {
         self.last_progress = Instant::now();
         self.quiet_bytes = false;
     }
 
-    /// Bytes arrived that made no event.
+    /// Bytes arrived that made no output.
     pub fn quiet(&mut self) {
         self.quiet_bytes = true;
     }
@@ -88,7 +89,9 @@ impl Clock {
     pub fn idle_error(&self) -> ModelError {
         let secs = self.idle.as_secs();
         let message = if self.quiet_bytes {
-            format!("the stream stalled: no event for {secs} s, only keep-alive comments or part of a line")
+            format!(
+                "the stream stalled: no output for {secs} s, only keep-alive comments, empty chunks, status events or part of a line"
+            )
         } else {
             format!("the stream stalled: no data for {secs} s")
         };

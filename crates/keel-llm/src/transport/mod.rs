@@ -6,7 +6,7 @@
 //!   endpoint and headers, parsed once;
 //! - retries of 429, 5xx (not 501), connection errors and idle timeouts while nothing
 //!   has streamed, honouring `Retry-After` (capped), else jittered exponential backoff;
-//! - the idle timer (an SSE event is progress, a keep-alive comment is not), the
+//! - the idle timer (output is progress; keep-alives, empty chunks and status events are not), the
 //!   response deadline and the finish grace ([`clock`]);
 //! - size bounds on output, events and bodies ([`DecodeLimits`]);
 //! - what a body is (SSE, one JSON document, a web page) and errors that say what to

@@ -299,7 +299,7 @@ impl<'a> Run<'a> {
     }
 
     /// Takes one piece of the body. `Some(progress)` while the body goes on (progress:
-    /// an event arrived, or part of a JSON document); `None` once the message completed
+    /// output arrived, or part of a JSON document); `None` once the message completed
     /// or the request failed.
     fn absorb(&mut self, shape: &mut Shape, bytes: &[u8], attempt: u32) -> Option<bool> {
         let cap = self.stream.limits().max_event_bytes;
@@ -309,13 +309,16 @@ impl<'a> Run<'a> {
             Route::TooLarge => self.fail(body_too_large(cap), attempt),
             Route::Html => return Some(false),
             Route::Sse => {
-                let events = self.stream.event_count();
+                let finished = self.stream.has_finish_reason();
                 let result = self.stream.feed(bytes, &mut self.deltas);
+                // Progress is output (or the finish reason), not events: empty chunks and
+                // status events (`response.in_progress`) would keep a dead stream alive.
+                let output = self.deltas.iter().any(is_output) || self.stream.has_finish_reason() != finished;
                 self.queue.extend(self.deltas.drain(..).map(Ok));
                 match result {
                     Err(error) => self.fail(error, attempt),
                     Ok(done) if done || self.stream.is_settled() => self.complete_or_blank(shape, attempt),
-                    Ok(_) => return Some(self.stream.event_count() > events),
+                    Ok(_) => return Some(output),
                 }
             }
         }
@@ -354,7 +357,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Decodes streamed bytes. Only an event is progress; a finish reason starts the
+    /// Decodes streamed bytes. Only output is progress; a finish reason starts the
     /// grace; `[DONE]`, or usage after the finish reason, completes the message.
     async fn on_bytes(&mut self, mut body: Body, bytes: &[u8]) {
         let Some(progress) = self.absorb(&mut body.shape, bytes, body.attempt) else {
@@ -401,5 +404,16 @@ impl<'a> Run<'a> {
                 Phase::Body(body) => self.read(body).await,
             }
         }
+    }
+}
+
+/// Whether `event` carries something of the reply (text, reasoning, a piece of a call).
+fn is_output(event: &ModelEvent) -> bool {
+    match event {
+        ModelEvent::TextDelta(text) | ModelEvent::ThinkingDelta(text) => !text.is_empty(),
+        ModelEvent::ToolCallDelta { id, name, arguments, .. } => {
+            id.is_some() || name.is_some() || !arguments.is_empty()
+        }
+        ModelEvent::Retrying { .. } | ModelEvent::Completed(_) => false,
     }
 }
