@@ -147,11 +147,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
                 TurnEndReason::Completed | TurnEndReason::MaxSteps | TurnEndReason::Looping
             ) && !outcome.final_text.is_empty()
             {
-                if crate::render::markdown::enabled() {
-                    out!("{}", crate::render::markdown::render(&outcome.final_text, crate::render::width()));
-                } else {
-                    outln!("{}", outcome.final_text.trim_end());
-                }
+                crate::render::print_answer(&outcome.final_text);
             }
             terminal.summary(&outcome, started.elapsed(), &settings.model_name(), &settings, None);
         }

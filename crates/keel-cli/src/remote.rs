@@ -290,11 +290,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
                 TurnEndReason::Completed | TurnEndReason::MaxSteps | TurnEndReason::Looping
             ) && !turn.final_text.is_empty()
             {
-                if crate::render::markdown::enabled() {
-                    out!("{}", crate::render::markdown::render(&turn.final_text, crate::render::width()));
-                } else {
-                    outln!("{}", turn.final_text.trim_end());
-                }
+                crate::render::print_answer(&turn.final_text);
             }
             let outcome = TurnOutcome {
                 turn: end.turn,

@@ -161,7 +161,12 @@ pub fn run(action: Option<SessionsAction>) -> anyhow::Result<u8> {
                     outln!("{}", serde_json::to_string(event)?);
                 }
             } else {
-                outln!("{}", transcript(&events));
+                let text = transcript(&events);
+                if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                    outln!("{}", crate::render::safe::plain(&text));
+                } else {
+                    outln!("{text}");
+                }
             }
         }
         SessionsAction::Fork { id, at } => match store.fork(&id, at) {

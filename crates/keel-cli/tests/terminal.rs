@@ -583,3 +583,38 @@ async fn a_running_command_shows_its_output_live() {
     }
     assert!(screen.contains("      step-1\n      step-2\n      step-3\n      step-4\n"), "{screen}");
 }
+
+/// Issue 28, item 8: escape sequences from a command's output and from the model's
+/// answer (OSC 52 writes the clipboard, OSC 0 the title, `ESC[2J` clears the screen)
+/// reached the terminal raw. They are shown, not obeyed.
+#[tokio::test(flavor = "multi_thread")]
+async fn escapes_from_commands_and_answers_are_shown_not_obeyed() {
+    if !pty::has_script() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is not installed");
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    let command = r#"printf 'out\033]52;c;Y2xpcA==\007\033]0;title\007\033[2Jend\n'"#;
+    server.push(calls(&[("c1", "shell", &serde_json::json!({"command": command}).to_string())]));
+    server.push(answer("Done \u{1b}]52;c;YW5zd2Vy\u{7}\u{1b}[2J here."));
+    let keel = env.keel(&server.base_url());
+    let script = pty::under_script(&keel, "--permission auto");
+    let terminal = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("go");
+        terminal.wait_for("completed", 1);
+        terminal.type_line("/quit");
+        terminal
+    })
+    .await
+    .unwrap();
+    let mut terminal = terminal;
+    assert!(terminal.child.wait().unwrap().success());
+    let raw = terminal.text();
+    for obeyed in ["\u{1b}]52", "\u{1b}]0;title", "\u{1b}[2J"] {
+        assert!(!raw.contains(obeyed), "{obeyed:?} reached the terminal:\n{raw:?}");
+    }
+    assert!(raw.contains("\\e]52;c;YW5zd2Vy"), "the answer's sequence is shown: {raw:?}");
+}

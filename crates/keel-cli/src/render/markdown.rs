@@ -11,10 +11,11 @@ pub fn enabled() -> bool {
         && std::env::var("TERM").map_or(true, |t| t != "dumb")
 }
 
-/// `text` rendered for a terminal `width` columns wide.
+/// `text` rendered for a terminal `width` columns wide; control characters and escape
+/// sequences in it are shown, not obeyed.
 pub fn render(text: &str, width: usize) -> String {
     let options = markdown_to_ansi::Options { syntax_highlight: true, width: Some(width), code_bg: false };
-    let rendered = markdown_to_ansi::render(text, &options);
+    let rendered = markdown_to_ansi::render(&super::safe::plain(text), &options);
     let trimmed = rendered.trim_end_matches('\n');
     format!("{trimmed}\n")
 }

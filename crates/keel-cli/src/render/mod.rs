@@ -6,6 +6,7 @@ pub mod diff;
 pub mod format;
 pub mod json;
 pub mod markdown;
+pub mod safe;
 
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
@@ -42,6 +43,18 @@ struct State {
     live: Option<String>,
     /// Streamed answer text waiting for its block to end (Markdown rendering).
     markdown: markdown::MarkdownStream,
+}
+
+/// Prints a turn's final answer on stdout: rendered as Markdown on a terminal with
+/// colors, escapes shown on any terminal, the text as it is into a pipe or file.
+pub fn print_answer(text: &str) {
+    if markdown::enabled() {
+        out!("{}", markdown::render(text, width()));
+    } else if std::io::stdout().is_terminal() {
+        outln!("{}", safe::plain(text.trim_end()));
+    } else {
+        outln!("{}", text.trim_end());
+    }
 }
 
 /// The terminal's width in columns (100 when it cannot be told).
@@ -129,7 +142,7 @@ impl Terminal {
                 outln!();
                 state.text_open = false;
             }
-            errln!("{text}");
+            errln!("{}", safe::styled(text));
         });
     }
 
@@ -183,12 +196,12 @@ impl Terminal {
                 if state.streamed_chars > 0 {
                     text.push_str(&format!(" · {} chars", thousands(state.streamed_chars as u64)));
                 }
-                if let Some(live) = &state.live {
+                if let Some(live) = state.live.as_deref().map(safe::plain) {
                     // Room is kept for the line being typed.
                     let room = width()
                         .saturating_sub(text.chars().count() + 5 + state.typed.chars().count().min(30));
                     if room >= 10 {
-                        text.push_str(&format!(" │ {}", clip(live, room)));
+                        text.push_str(&format!(" │ {}", clip(&live, room)));
                     }
                 }
                 text
@@ -208,7 +221,7 @@ impl Terminal {
             typed
         };
         let has_status = !status.is_empty();
-        status = self.paint("2", &status);
+        status = self.paint("2", &safe::plain(&status));
         let line = match (!has_status, state.typed.is_empty()) {
             (_, true) => status,
             (true, false) => format!("› {typed}"),
@@ -250,7 +263,11 @@ impl Terminal {
             }
             return;
         }
-        self.show(state, text);
+        if std::io::stdout().is_terminal() {
+            self.show(state, &safe::plain(text));
+        } else {
+            self.show(state, text);
+        }
     }
 
     /// Prints answer text on stdout (the spinner cleared first).
