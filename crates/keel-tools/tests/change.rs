@@ -119,6 +119,29 @@ async fn replies_that_are_not_a_whole_changed_file_are_asked_again_hotter_then_r
     }
 }
 
+/// Issue 28, item 13: the editor answered a 63-line file with the one line it changed,
+/// and change_file wrote it and said "Changed".
+#[tokio::test]
+async fn a_reply_with_a_part_of_the_file_is_not_written_over_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let old: String = (1..=63).map(|n| format!("setting_{n} = {n}\n")).collect();
+    std::fs::write(ws.path().join("conf.py"), &old).unwrap();
+    let fragment = "```\nsetting_7 = 70\n```";
+    let model = ScriptedModel::new([reply().text(fragment), reply().text(fragment)]);
+    let args = serde_json::json!({"path": "conf.py", "change": "set setting_7 to 70"});
+    let out = change(ws.path(), &model, "Set setting_7 to 70", args).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(out.content.contains("came back with 1 of the file's 63 lines"), "{}", out.content);
+    assert_eq!(std::fs::read_to_string(ws.path().join("conf.py")).unwrap(), old);
+    // A change that removes a good part, but not most, of a file is written.
+    let kept: String = old.lines().take(30).map(|l| format!("{l}\n")).collect();
+    let model = ScriptedModel::new([reply().text(&format!("```\n{kept}```"))]);
+    let args = serde_json::json!({"path": "conf.py", "change": "keep the first 30 settings"});
+    let out = change(ws.path(), &model, "Drop settings after 30", args).await;
+    assert!(!out.is_error && out.content.starts_with("Changed conf.py"), "{}", out.content);
+    assert_eq!(std::fs::read_to_string(ws.path().join("conf.py")).unwrap(), kept);
+}
+
 #[tokio::test]
 async fn a_second_attempt_that_makes_the_change_is_written() {
     let ws = tempfile::tempdir().unwrap();

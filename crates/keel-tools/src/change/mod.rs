@@ -252,6 +252,13 @@ impl Job {
         if inputs.current.as_deref() == Some(new.as_str()) {
             return Err(Unchanged::Same);
         }
+        if let Some(old) = inputs.current.as_deref()
+            && let Some((kept, of)) = fragment(old, &new)
+        {
+            return Err(Unchanged::Refused(format!(
+                "`{path}` was not changed: its new content came back with {kept} of the file's {of} lines, a part of the file instead of all of it. Call change_file again saying what to change; to delete most of a file on purpose, use the shell."
+            )));
+        }
         if let Some(call) = crate::pasted::call_in(path, &new) {
             return Err(Unchanged::Refused(crate::pasted::call_refusal(path, call)));
         }
@@ -260,6 +267,18 @@ impl Job {
             .map_err(|e| Unchanged::Refused(e.message))?;
         Ok((new, note))
     }
+}
+
+/// Files shorter than this (in non-blank lines) may lose any share of them in a change.
+const FRAGMENT_MIN_LINES: usize = 10;
+
+/// `Some((kept, of))` when `new` keeps under a third of `old`'s non-blank lines: the
+/// editor answered with the part it changed, not the whole file (written, it would
+/// lose the rest).
+fn fragment(old: &str, new: &str) -> Option<(usize, usize)> {
+    let lines = |text: &str| text.lines().filter(|line| !line.trim().is_empty()).count();
+    let (of, kept) = (lines(old), lines(new));
+    (of >= FRAGMENT_MIN_LINES && kept * 3 < of).then_some((kept, of))
 }
 
 /// Writes the vetted content and reports the change as a diff (or a new file's lines).
