@@ -26,6 +26,7 @@ mod config;
 pub mod content;
 mod error;
 mod http;
+mod listing;
 mod manager;
 pub mod name;
 mod process;

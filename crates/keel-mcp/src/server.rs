@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
+use crate::listing::{Listing, list_tools};
 use crate::manager::McpOptions;
 use crate::process::{Groups, StdioProcess};
 use crate::tool::McpTool;
@@ -205,7 +206,7 @@ impl Server {
         self.settled.send_replace(true);
     }
 
-    fn connected(&self, link: &mut Link, mut connection: Connection, tools: Vec<rmcp::model::Tool>) {
+    fn connected(&self, link: &mut Link, mut connection: Connection, tools: Listing) {
         link.generation += 1;
         connection.generation = link.generation;
         link.connection = Some(connection);
@@ -214,11 +215,11 @@ impl Server {
         self.set_state(ServerState::Ready);
     }
 
-    fn set_tools(&self, tools: Vec<rmcp::model::Tool>) {
+    fn set_tools(&self, listing: Listing) {
         let mut made: Vec<Arc<McpTool>> = Vec::new();
-        let mut skipped = Vec::new();
+        let mut skipped = listing.skipped;
         let offered: Vec<&rmcp::model::Tool> =
-            tools.iter().filter(|tool| self.config.offers(&tool.name)).collect();
+            listing.tools.iter().filter(|tool| self.config.offers(&tool.name)).collect();
         for tool in &offered {
             if made.len() == crate::tool::MAX_TOOLS {
                 skipped.push(format!(
@@ -257,7 +258,7 @@ impl Server {
 
     /// Starts the process or opens the HTTP session, does the handshake and lists the
     /// tools.
-    async fn connect(&self) -> Result<(Connection, Vec<rmcp::model::Tool>), String> {
+    async fn connect(&self) -> Result<(Connection, Listing), String> {
         self.tools_changed.store(false, Ordering::Release);
         let handler = self.client_info();
         if let Some(command) = &self.config.command {
@@ -267,11 +268,7 @@ impl Server {
             let handshake = async {
                 let service =
                     handler.serve((stdout, stdin)).await.map_err(|e| format!("handshake failed: {e}"))?;
-                let tools = service
-                    .peer()
-                    .list_all_tools()
-                    .await
-                    .map_err(|e| format!("cannot list its tools: {e}"))?;
+                let tools = list_tools(service.peer()).await?;
                 Ok::<_, String>((service, tools))
             };
             // A server that exits during the handshake says why on stderr.
@@ -292,8 +289,7 @@ impl Server {
         } else {
             let transport = crate::http::transport(&self.name, &self.config)?;
             let service = handler.serve(transport).await.map_err(|e| format!("cannot connect: {e}"))?;
-            let tools =
-                service.peer().list_all_tools().await.map_err(|e| format!("cannot list its tools: {e}"))?;
+            let tools = list_tools(service.peer()).await?;
             Ok((Connection { service, process: None, generation: 0 }, tools))
         }
     }
@@ -482,7 +478,7 @@ impl Server {
                 _ => return false,
             }
         };
-        match tokio::time::timeout(self.config.startup_timeout(), peer.list_all_tools()).await {
+        match tokio::time::timeout(self.config.startup_timeout(), list_tools(&peer)).await {
             Ok(Ok(tools)) => {
                 self.set_tools(tools);
                 true

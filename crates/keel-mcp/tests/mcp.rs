@@ -208,6 +208,24 @@ async fn a_slow_server_is_skipped_then_joins_later() {
     );
 }
 
+/// Issue 28, item 11: one tool whose schema is not an object made the whole server
+/// unusable, reported as an "unexpected response".
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_with_a_broken_definition_is_skipped_and_the_rest_work() {
+    let mcp = start(vec![("t", stdio(&["--bad-tool"]))]);
+    mcp.wait_for_startup().await;
+    let status = &mcp.statuses()[0];
+    assert_eq!(status.state, ServerState::Ready);
+    assert_eq!(status.skipped.len(), 1, "{:?}", status.skipped);
+    assert!(status.skipped[0].starts_with("broken: its definition does not parse"), "{:?}", status.skipped);
+    let (tools, _) = mcp.registry(&ToolRegistry::new(), false);
+    assert!(tools.get("mcp__t__broken").is_none());
+    assert_eq!(
+        run_calls(tools, &[("mcp__t__echo", r#"{"text": "fine"}"#)]).await,
+        [("fine".to_owned(), false)]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_that_cannot_start_says_why_and_a_required_one_is_an_error() {
     let mut broken = stdio(&["--fail-start"]);

@@ -11,7 +11,8 @@
 //! Stdio flags: `--delay-start SECS` (answer `initialize` that late), `--fail-start`
 //! (exit at once with a message on stderr), `--linger` (stay after stdin closes, as a
 //! server that does not notice its client went away), `--pid-file PATH` (write the
-//! process id there at start), `--marker TEXT` (ignored: names the process for `ps`).
+//! process id there at start), `--marker TEXT` (ignored: names the process for `ps`),
+//! `--bad-tool` (also list a tool `broken` whose schema is a string, not an object).
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -44,6 +45,8 @@ pub enum Action {
 
 /// Whether `grow` was called (stdio: one server per process).
 static GROWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Whether the list has a tool with a broken definition (`--bad-tool`).
+static BAD_TOOL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn tool(name: &str, description: &str, properties: Value, required: &[&str], read_only: bool) -> Value {
     let mut tool = json!({
@@ -94,6 +97,13 @@ pub fn tools() -> Value {
         && let Value::Array(list) = &mut tools
     {
         list.push(tool("extra", "A tool added later.", json!({}), &[], true));
+    }
+    if BAD_TOOL.load(std::sync::atomic::Ordering::Relaxed)
+        && let Value::Array(list) = &mut tools
+    {
+        list.push(
+            json!({"name": "broken", "description": "Its schema is not one.", "inputSchema": "a string"}),
+        );
     }
     tools
 }
@@ -202,6 +212,7 @@ fn flags(args: impl IntoIterator<Item = String>) -> Flags {
             "--fail-start" => flags.fail_start = true,
             "--linger" => flags.linger = true,
             "--pid-file" => flags.pid_file = args.next().map(PathBuf::from),
+            "--bad-tool" => BAD_TOOL.store(true, std::sync::atomic::Ordering::Relaxed),
             _ => {}
         }
     }
