@@ -84,11 +84,14 @@ impl Figures {
     }
 }
 
-/// Figures per task and over all runs.
+/// Figures per task, per set of tasks and over all runs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Per task name.
     pub tasks: BTreeMap<String, Figures>,
+    /// Per task set ("original", "grown", …); empty in records made before sets existed.
+    #[serde(default)]
+    pub sets: BTreeMap<String, Figures>,
     /// Over every run.
     pub overall: Figures,
 }
@@ -102,9 +105,28 @@ impl Summary {
         }
         Summary {
             tasks: by_task.into_iter().map(|(task, rs)| (task, Figures::of(rs))).collect(),
+            sets: by_set(runs),
             overall: Figures::of(runs),
         }
     }
+}
+
+/// Figures per task set.
+fn by_set(runs: &[RunRecord]) -> BTreeMap<String, Figures> {
+    let mut grouped: BTreeMap<String, Vec<&RunRecord>> = BTreeMap::new();
+    for r in runs {
+        grouped.entry(r.set.clone()).or_default().push(r);
+    }
+    grouped.into_iter().map(|(set, rs)| (set, Figures::of(rs))).collect()
+}
+
+/// "grown 3/6 (50.0%), original 4/6 (66.7%)".
+fn set_rates(sets: &BTreeMap<String, Figures>) -> String {
+    let parts: Vec<String> = sets
+        .iter()
+        .map(|(set, f)| format!("{set} {}/{} ({:.1}%)", f.passed, f.runs, f.pass_rate() * 100.0))
+        .collect();
+    parts.join(", ")
 }
 
 /// One line for a finished run.
@@ -153,8 +175,14 @@ pub fn table(summary: &Summary) -> String {
     for (task, figures) in &summary.tasks {
         row(task, figures);
     }
+    for (set, figures) in &summary.sets {
+        row(&format!("set {set}"), figures);
+    }
     row("overall", &summary.overall);
     let _ = writeln!(out, "pass rate: {:.1}%", summary.overall.pass_rate() * 100.0);
+    if !summary.sets.is_empty() {
+        let _ = writeln!(out, "pass rate by set: {}", set_rates(&summary.sets));
+    }
     out
 }
 
@@ -188,6 +216,19 @@ pub fn compare(before: &SuiteRecord, after: &SuiteRecord) -> String {
         };
         let _ = writeln!(out, "{name:<24} {b:>12} {a:>12}{moved}");
     }
+    // Per set from the runs themselves, so a record made before sets existed counts as
+    // the original set.
+    let (sets_before, sets_after) = (by_set(&before.runs), by_set(&after.runs));
+    let mut sets: Vec<&String> = sets_before.keys().chain(sets_after.keys()).collect();
+    sets.sort();
+    sets.dedup();
+    let set_cell = |figures: &BTreeMap<String, Figures>, set: &str| {
+        figures.get(set).map_or("-".to_owned(), |f| format!("{:.1}%", f.pass_rate() * 100.0))
+    };
+    for set in sets {
+        let (b, a) = (set_cell(&sets_before, set), set_cell(&sets_after, set));
+        let _ = writeln!(out, "{:<24} {b:>12} {a:>12}", format!("pass rate, {set}"));
+    }
     let rate = |r: &SuiteRecord| format!("{:.1}%", r.summary.overall.pass_rate() * 100.0);
     let _ = writeln!(out, "{:<24} {:>12} {:>12}", "pass rate", rate(before), rate(after));
     out
@@ -198,7 +239,19 @@ mod tests {
     use super::*;
 
     fn run(task: &str, passed: bool, steps: u32) -> RunRecord {
-        RunRecord { task: task.into(), passed, steps, seconds: 10.0, ..RunRecord::default() }
+        RunRecord {
+            task: task.into(),
+            set: "original".into(),
+            passed,
+            steps,
+            seconds: 10.0,
+            ..RunRecord::default()
+        }
+    }
+
+    fn record(label: &str, runs: Vec<RunRecord>) -> SuiteRecord {
+        let summary = Summary::of(&runs);
+        SuiteRecord { label: label.into(), keel_args: vec![], started_unix: 0, runs, summary }
     }
 
     #[test]
@@ -211,6 +264,49 @@ mod tests {
         assert!((summary.overall.pass_rate() - 2.0 / 3.0).abs() < 1e-9);
         let text = table(&summary);
         assert!(text.contains("pass rate: 66.7%"), "{text}");
+    }
+
+    #[test]
+    fn each_set_has_its_own_pass_count() {
+        let mut runs = vec![run("a", true, 2), run("a", false, 4), run("b", true, 3), run("c", false, 1)];
+        runs[3].set = "grown".into();
+        let summary = Summary::of(&runs);
+        assert_eq!(summary.sets.keys().collect::<Vec<_>>(), ["grown", "original"]);
+        assert_eq!((summary.sets["original"].passed, summary.sets["original"].runs), (2, 3));
+        assert_eq!((summary.sets["grown"].passed, summary.sets["grown"].runs), (0, 1));
+        let text = table(&summary);
+        assert!(text.contains("pass rate: 50.0%"), "{text}");
+        assert!(text.contains("pass rate by set: grown 0/1 (0.0%), original 2/3 (66.7%)"), "{text}");
+        assert!(text.lines().any(|l| l.starts_with("set grown") && l.contains("0/1")), "{text}");
+    }
+
+    #[test]
+    fn a_record_without_sets_reads_as_the_original_set() {
+        let mut new = record("new", vec![run("a", true, 2), run("c", true, 1)]);
+        new.runs[1].set = "grown".into();
+        new.summary = Summary::of(&new.runs);
+        let json = serde_json::to_value(&new).unwrap();
+        assert_eq!(json["runs"][1]["set"], "grown");
+        assert_eq!(json["summary"]["sets"]["grown"]["passed"], 1);
+
+        // A summary.json written before sets existed: no `set` in its runs, no `sets`.
+        let mut old = serde_json::to_value(record("old", vec![run("a", false, 2)])).unwrap();
+        old["runs"][0].as_object_mut().unwrap().remove("set");
+        old["summary"].as_object_mut().unwrap().remove("sets");
+        let old: SuiteRecord = serde_json::from_value(old).unwrap();
+        assert_eq!(old.runs[0].set, "original");
+        assert!(old.summary.sets.is_empty());
+        let text = compare(&old, &new);
+        assert!(text.contains("pass rate, original"), "{text}");
+        let line = |prefix: &str| text.lines().find(|l| l.starts_with(prefix)).unwrap_or_default().to_owned();
+        assert_eq!(
+            line("pass rate, grown").split_whitespace().collect::<Vec<_>>(),
+            ["pass", "rate,", "grown", "-", "100.0%"]
+        );
+        assert_eq!(
+            line("pass rate, original").split_whitespace().collect::<Vec<_>>(),
+            ["pass", "rate,", "original", "0.0%", "100.0%"]
+        );
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub struct RunRecord {
     pub task: String,
     /// Task category.
     pub category: String,
+    /// The task's set ("original" in records made before sets existed).
+    #[serde(default = "crate::task::original_set")]
+    pub set: String,
     /// Run number, from 1; also the sampling seed given to keel.
     pub run: u32,
     /// The verification passed.
@@ -146,6 +149,7 @@ pub fn run_task(task: &Task, run: u32, settings: &RunSettings) -> Result<RunReco
     let mut record = read_events(&events);
     record.task = task.name.clone();
     record.category = task.category.clone();
+    record.set = task.set.clone();
     record.run = run;
     record.seconds = (seconds * 10.0).round() / 10.0;
     record.exit_code = status.and_then(|s| s.code()).unwrap_or(-1);

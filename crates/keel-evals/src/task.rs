@@ -1,7 +1,9 @@
 //! A task of the suite: a folder with `task.toml` (the prompt), `files/` (the
 //! workspace's starting content), optional `setup.sh` (run in the fresh workspace before
 //! keel, e.g. to make a git repository), `verify.sh` (exit 0 = pass) and `solve.sh` (a
-//! reference solution, used only to check the task itself).
+//! reference solution, used only to check the task itself). `task.toml` may name the
+//! task's `set` (the tasks added later say `set = "grown"`), so each set's pass rate can
+//! be reported on its own; without it a task belongs to [`ORIGINAL_SET`].
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -9,6 +11,14 @@ use std::process::Command;
 use serde::Deserialize;
 
 use crate::EvalError;
+
+/// The set of a task whose `task.toml` names none: the suite's first 24 tasks.
+pub const ORIGINAL_SET: &str = "original";
+
+/// [`ORIGINAL_SET`], owned (a serde default).
+pub fn original_set() -> String {
+    ORIGINAL_SET.to_owned()
+}
 
 /// One task.
 #[derive(Debug, Clone)]
@@ -21,6 +31,8 @@ pub struct Task {
     pub prompt: String,
     /// A short kind, for the report ("fix a bug", "git", …).
     pub category: String,
+    /// Which set of tasks it belongs to ("original", "grown", …), reported on its own.
+    pub set: String,
 }
 
 #[derive(Deserialize)]
@@ -29,6 +41,8 @@ struct TaskFile {
     prompt: String,
     #[serde(default)]
     category: String,
+    #[serde(default = "original_set")]
+    set: String,
 }
 
 /// The outcome of a script run in a workspace.
@@ -51,7 +65,10 @@ impl Task {
         if !dir.join("verify.sh").is_file() {
             return Err(EvalError::Task(format!("{name}: verify.sh is missing")));
         }
-        Ok(Task { name, dir: dir.to_path_buf(), prompt: file.prompt, category: file.category })
+        if file.set.trim().is_empty() {
+            return Err(EvalError::Task(format!("{name}: task.toml: `set` is empty")));
+        }
+        Ok(Task { name, dir: dir.to_path_buf(), prompt: file.prompt, category: file.category, set: file.set })
     }
 
     /// Every task under `root`, sorted by name.
@@ -134,4 +151,34 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), EvalError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task_with(toml: &str) -> Result<Task, EvalError> {
+        let dir = tempfile::tempdir().unwrap();
+        let task_dir = dir.path().join("some-task");
+        std::fs::create_dir_all(&task_dir).unwrap();
+        std::fs::write(task_dir.join("task.toml"), toml).unwrap();
+        std::fs::write(task_dir.join("verify.sh"), "exit 1\n").unwrap();
+        Task::load(&task_dir)
+    }
+
+    #[test]
+    fn a_task_without_a_set_is_in_the_original_set() {
+        let task = task_with("prompt = \"do it\"\ncategory = \"edit\"\n").unwrap();
+        assert_eq!((task.name.as_str(), task.set.as_str()), ("some-task", ORIGINAL_SET));
+        let task = task_with("prompt = \"bump version\"\nset = \"grown\"\n").unwrap();
+        assert_eq!(task.set, "grown");
+    }
+
+    #[test]
+    fn an_empty_or_unknown_key_is_refused() {
+        let empty = task_with("prompt = \"x\"\nset = \" \"\n").unwrap_err().to_string();
+        assert!(empty.contains("`set` is empty"), "{empty}");
+        let unknown = task_with("prompt = \"x\"\nsets = \"grown\"\n").unwrap_err().to_string();
+        assert!(unknown.contains("unknown field"), "{unknown}");
+    }
 }

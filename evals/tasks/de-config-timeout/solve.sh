@@ -1,0 +1,1 @@
+sed -i 's/"timeout": 10/"timeout": 30/' config.json

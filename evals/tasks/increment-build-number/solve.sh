@@ -1,0 +1,1 @@
+sed -i 's/"build": 41/"build": 42/' build.json

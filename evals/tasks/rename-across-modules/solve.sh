@@ -1,0 +1,1 @@
+sed -i 's/fmt_date/format_date/g' dates.py reports.py emails.py

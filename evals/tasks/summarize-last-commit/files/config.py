@@ -1,0 +1,3 @@
+DEBUG = False
+MAX_UPLOAD_MB = 10
+ALLOWED_TYPES = ["image/png", "image/jpeg"]

@@ -1,0 +1,1 @@
+git show HEAD > "$KEEL_EVAL_ANSWER"

@@ -1,0 +1,1 @@
+sed -i 's/recieve/receive/' README.md

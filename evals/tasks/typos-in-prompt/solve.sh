@@ -1,0 +1,1 @@
+sed -i 's/"default_color": "red"/"default_color": "blue"/' settings.json

@@ -1,0 +1,1 @@
+python3 leaderboard.py > "$KEEL_EVAL_ANSWER"

@@ -1,0 +1,1 @@
+echo 'test_timeout_comes_from_settings fails because settings.json has the key "time_out", but request_timeout reads "timeout", so it falls back to the default 10 instead of 30.' > "$KEEL_EVAL_ANSWER"

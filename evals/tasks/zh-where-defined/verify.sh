@@ -1,0 +1,2 @@
+grep -qiF "money.py" "$KEEL_EVAL_ANSWER" || { echo "answer does not name shop/money.py"; exit 1; }
+changed=$(diff -rq -x __pycache__ -x .pytest_cache "$TASK_DIR/files" . 2>&1) || { echo "files were changed: $changed" | head -3; exit 1; }
