@@ -56,6 +56,10 @@ pub struct AgentConfig {
     pub compact_at: f64,
     /// About this share of the window is kept verbatim by a compaction (default 0.2).
     pub compact_keep: f64,
+    /// At the start of each turn, ask the model what the task wants (a change, an answer,
+    /// a check, layout) and log it ([`crate::intent`]); hooks and tools read it (default
+    /// off: the aids for small models act on it).
+    pub read_intent: bool,
 }
 
 impl Default for AgentConfig {
@@ -75,6 +79,7 @@ impl Default for AgentConfig {
             context_window: None,
             compact_at: 0.8,
             compact_keep: 0.2,
+            read_intent: false,
         }
     }
 }

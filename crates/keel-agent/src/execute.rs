@@ -373,6 +373,7 @@ pub(crate) async fn execute_calls(
                         call_id: Arc::from(item.call.id.as_str()),
                         state: Arc::clone(&run.ctx.tool_state),
                         task: Some(Arc::clone(&task)),
+                        intent: run.intent,
                         history,
                         progress: Some(progress_tx.clone()),
                     };
@@ -394,9 +395,16 @@ pub(crate) async fn execute_calls(
                     None => progress_open = false,
                 },
                 next = results.next() => {
-                    let Some((outcome, duration)) = next else { break };
+                    let Some((mut outcome, duration)) = next else { break };
                     let call = &calls[index];
                     let ran = !duration.is_zero();
+                    // A tool's own model requests are logged before its result.
+                    if let Ok(output) = &mut outcome {
+                        for mut aside in std::mem::take(&mut output.asides) {
+                            aside.call_id = Some(call.id.clone());
+                            run.log(EventKind::ModelAside(aside))?;
+                        }
+                    }
                     // Tokens a tool spent on model calls of its own count in the turn's usage.
                     if let Ok(ToolOutput { usage: Some(usage), .. }) = &outcome {
                         run.usage += *usage;

@@ -11,19 +11,18 @@ use std::collections::HashMap;
 use futures::future::BoxFuture;
 use keel_llm::Message;
 
-use crate::hooks::{Hooks, TurnStopping};
-use crate::task::{is_question, names_a_check};
+use crate::hooks::{Hooks, Nudge, TurnStopping};
 
 /// How the request begins when the final answer shows code but nothing was changed; the
 /// task follows, quoted.
 pub const DESCRIBED_NOT_DONE: &str = "You described a change instead of making it.";
 
-/// Sent when files were changed and the task names a check that was not run since.
+/// Sent when files were changed and the task asks for a check that was not run since.
 pub const NOT_VERIFIED: &str = "You have not run anything since your last change. Run the check the task asks \
 for (the script, the tests or the command) to confirm the change works, then answer with the result.";
 
-/// How the request begins when the turn's last tool call failed; the error and the task
-/// follow.
+/// How the request begins when the turn's last tool call failed before any change was
+/// made for a task that asks for one; the error and the task follow.
 pub const GAVE_UP: &str = "Your last tool call failed:";
 
 /// How the request begins when the final answer repeats an example answer from the
@@ -135,41 +134,65 @@ impl FinishCheck {
         activity
     }
 
-    /// What to ask before the turn ends, if anything.
-    pub fn nudge(&self, state: &TurnStopping<'_>) -> Option<String> {
+    /// What to ask before the turn ends, if anything, with the evidence it acts on. The
+    /// task's intent ([`crate::intent`]) decides what the task asks for; where it is
+    /// unknown, the rules that need it stay silent. No request says a task is undone when
+    /// a change was made, or pushes toward work the task did not ask for.
+    pub fn nudge(&self, state: &TurnStopping<'_>) -> Option<Nudge> {
         let activity = self.activity(state);
         if activity.asked.len() >= MAX_NUDGES {
             return None;
         }
         let asked = |kind| activity.asked.contains(&kind);
-        let task = state.task();
+        let (task, intent) = (state.task(), state.intent);
         if !asked(COPIED_EXAMPLE) && self.copies_an_example(state.final_text) {
-            return Some(format!(
-                "{COPIED_EXAMPLE} The task: \"{task}\". If it is not done, do it now with your tools; then answer with \
-                 what you found or did for this task."
+            return Some(Nudge::new(
+                format!(
+                    "{COPIED_EXAMPLE} The task: \"{task}\". If it is not done, do it now with your tools; then answer \
+                     with what you found or did for this task."
+                ),
+                "finish_check/copied_example: the final answer repeats an example answer of the instructions",
             ));
         }
         if let Some(error) = &activity.last_error
             && !asked(GAVE_UP)
+            && intent.asks_for_change()
+            && !activity.changed
         {
             let error: String = error.chars().take(MAX_ERROR_CHARS).collect();
-            return Some(format!(
-                "{GAVE_UP} {error} The task is not done: \"{task}\". Fix the call (the error says how) and make it \
-                 again now."
+            return Some(Nudge::new(
+                format!(
+                    "{GAVE_UP} {error} Nothing was changed for the task yet: \"{task}\". Fix the call (the error says \
+                     how) and make it again now."
+                ),
+                "finish_check/gave_up: the last call failed, no changing call succeeded this turn, and the task asks \
+                 for a change (turn/intent)",
             ));
         }
         if !activity.acted
             && !asked(DESCRIBED_NOT_DONE)
-            && !is_question(task)
+            && intent.asks_for_change()
             && has_code_block(state.final_text)
         {
-            return Some(format!(
-                "{DESCRIBED_NOT_DONE} The task: \"{task}\". If it asks for a change, call your tools now to make it \
-                 (do not describe it), then check the result. If it asks a question, answer it."
+            return Some(Nudge::new(
+                format!(
+                    "{DESCRIBED_NOT_DONE} The task: \"{task}\". Call your tools now to make the change (do not \
+                     describe it), then check the result."
+                ),
+                "finish_check/described_not_done: the final answer shows code, no call acted this turn, and the task \
+                 asks for a change (turn/intent)",
             ));
         }
-        if activity.changed && !activity.checked_since_change && !asked(NOT_VERIFIED) && names_a_check(task) {
-            return Some(NOT_VERIFIED.to_owned());
+        if activity.changed
+            && !activity.checked_since_change
+            && !asked(NOT_VERIFIED)
+            && intent.names_a_check()
+        {
+            return Some(Nudge::new(
+                NOT_VERIFIED,
+                "finish_check/not_verified: a change was made and nothing ran after it, and the task asks for a \
+                 check (turn/intent)",
+            ));
         }
         None
     }
@@ -212,7 +235,7 @@ fn has_code_block(text: &str) -> bool {
 }
 
 impl Hooks for FinishCheck {
-    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<String>> {
+    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<Nudge>> {
         let nudge = self.nudge(&state);
         Box::pin(async move { nudge })
     }
@@ -222,6 +245,15 @@ impl Hooks for FinishCheck {
 mod tests {
     use super::*;
     use keel_llm::{AssistantMessage, ContentBlock, ToolCall, ToolResultMessage, UserMessage};
+    use keel_session::{TaskIntent, Wants};
+
+    const CHANGE: TaskIntent =
+        TaskIntent { wants: Some(Wants::Change), check: Some(false), layout: Some(false) };
+    const CHANGE_CHECKED: TaskIntent =
+        TaskIntent { wants: Some(Wants::Change), check: Some(true), layout: Some(false) };
+    const ANSWER: TaskIntent =
+        TaskIntent { wants: Some(Wants::Answer), check: Some(false), layout: Some(false) };
+    const UNKNOWN: TaskIntent = TaskIntent { wants: None, check: None, layout: None };
 
     fn user(text: &str) -> Message {
         Message::User(UserMessage { content: text.into() })
@@ -243,12 +275,13 @@ mod tests {
         })
     }
 
-    /// The nudge, reduced to its kind.
-    fn nudge(messages: &[Message], final_text: &str) -> Option<&'static str> {
+    /// The nudge for a task of `intent`, reduced to its kind.
+    fn nudge_for(intent: TaskIntent, messages: &[Message], final_text: &str) -> Option<&'static str> {
         let tools = crate::registry::tests_support::registry();
         let ctx = crate::SessionContext::default();
-        let state = TurnStopping::new(1, final_text, messages, &tools, &ctx);
-        let text = FinishCheck::new().example_answers([EXAMPLE]).nudge(&state)?;
+        let mut state = TurnStopping::new(1, final_text, messages, &tools, &ctx);
+        state.intent = intent;
+        let text = FinishCheck::new().example_answers([EXAMPLE]).nudge(&state)?.text;
         Some(
             [DESCRIBED_NOT_DONE, NOT_VERIFIED, GAVE_UP, COPIED_EXAMPLE]
                 .into_iter()
@@ -257,19 +290,30 @@ mod tests {
         )
     }
 
+    fn state<'a>(
+        intent: TaskIntent,
+        final_text: &'a str,
+        messages: &'a [Message],
+        tools: &'a crate::ToolRegistry,
+        ctx: &'a crate::SessionContext,
+    ) -> TurnStopping<'a> {
+        let mut state = TurnStopping::new(1, final_text, messages, tools, ctx);
+        state.intent = intent;
+        state
+    }
+
     #[test]
     fn a_change_shown_but_not_made_is_asked_for_once() {
         let turn = [user("Fix the bug in a.py"), call("1", "read_file"), result("1", false)];
         let answer = "Change line 3 to:\n```python\nreturn a + b\n```";
-        assert_eq!(nudge(&turn, answer), Some(DESCRIBED_NOT_DONE));
-        let tools = crate::registry::tests_support::registry();
-        let ctx = crate::SessionContext::default();
-        let state = TurnStopping::new(1, answer, &turn, &tools, &ctx);
-        let text = FinishCheck::new().nudge(&state).unwrap();
-        assert!(text.contains("The task: \"Fix the bug in a.py\"."), "{text}");
+        assert_eq!(nudge_for(CHANGE, &turn, answer), Some(DESCRIBED_NOT_DONE));
+        let (tools, ctx) = (crate::registry::tests_support::registry(), crate::SessionContext::default());
+        let nudge = FinishCheck::new().nudge(&state(CHANGE, answer, &turn, &tools, &ctx)).unwrap();
+        assert!(nudge.text.contains("The task: \"Fix the bug in a.py\"."), "{}", nudge.text);
+        assert!(nudge.reason.starts_with("finish_check/described_not_done: "), "{}", nudge.reason);
         let mut asked = turn.to_vec();
-        asked.push(user(&text));
-        assert_eq!(nudge(&asked, answer), None);
+        asked.push(user(&nudge.text));
+        assert_eq!(nudge_for(CHANGE, &asked, answer), None);
         // A failed write is no change either (and is asked about first).
         let failed = [
             user("Fix it"),
@@ -278,69 +322,81 @@ mod tests {
             call("2", "read_file"),
             result("2", false),
         ];
-        assert_eq!(nudge(&failed, answer), Some(DESCRIBED_NOT_DONE));
+        assert_eq!(nudge_for(CHANGE, &failed, answer), Some(DESCRIBED_NOT_DONE));
         // Plain answers are left alone.
-        assert_eq!(nudge(&turn, "The bug is on line 3."), None);
-        assert_eq!(nudge(&turn, "Inline `code` only"), None);
+        assert_eq!(nudge_for(CHANGE, &turn, "The bug is on line 3."), None);
+        assert_eq!(nudge_for(CHANGE, &turn, "Inline `code` only"), None);
     }
 
     /// Regression: a question answered with a list of files in a code block was asked to
-    /// "make the change" (find-todos, llama-server run 1), which cost two steps.
+    /// "make the change" (find-todos, llama-server run 1). What the task wants is its
+    /// intent, in any language; unknown, nothing is asked.
     #[test]
     fn a_question_answered_in_a_code_block_is_left_alone() {
-        let turn = [
-            user("Which files in this project contain a TODO comment?"),
-            call("1", "grep"),
-            result("1", false),
-        ];
-        assert_eq!(nudge(&turn, "```\nlib/cache.py\nmain.py\n```"), None);
-        // A change request phrased as a question is not a question.
+        let turn = [user("哪个文件定义了 parse_header？"), call("1", "grep"), result("1", false)];
+        assert_eq!(nudge_for(ANSWER, &turn, "```\nlib/cache.py\nmain.py\n```"), None);
+        assert_eq!(nudge_for(UNKNOWN, &turn, "```\nlib/cache.py\n```"), None);
+        // A change request phrased as a question is a change request.
         let asked = [user("Can you fix the bug in a.py?"), call("1", "read_file"), result("1", false)];
-        assert_eq!(nudge(&asked, "Change line 3:\n```python\nreturn a + b\n```"), Some(DESCRIBED_NOT_DONE));
+        assert_eq!(
+            nudge_for(CHANGE, &asked, "Change line 3:\n```python\nreturn a + b\n```"),
+            Some(DESCRIBED_NOT_DONE)
+        );
     }
 
     #[test]
-    fn a_change_never_checked_is_asked_to_be_run_when_the_task_names_a_check() {
-        let changed = [
-            user("<environment>run nothing</environment>\n\nFix stats.py, then run the tests."),
-            call("1", "edit_file"),
-            result("1", false),
-        ];
-        assert_eq!(nudge(&changed, "Fixed."), Some(NOT_VERIFIED));
+    fn a_change_never_checked_is_asked_to_be_run_when_the_task_asks_for_a_check() {
+        let changed = [user("Fix stats.py, then run the tests."), call("1", "edit_file"), result("1", false)];
+        assert_eq!(nudge_for(CHANGE_CHECKED, &changed, "Fixed."), Some(NOT_VERIFIED));
         let mut checked = changed.to_vec();
         checked.extend([call("2", "shell"), result("2", false)]);
-        assert_eq!(nudge(&checked, "Fixed."), None);
+        assert_eq!(nudge_for(CHANGE_CHECKED, &checked, "Fixed."), None);
         // A change after the check needs another check.
         checked.extend([call("3", "write_file"), result("3", false)]);
-        assert_eq!(nudge(&checked, "Fixed."), Some(NOT_VERIFIED));
-        // No check named in the task (the environment block does not count).
-        let quiet = [
-            user("<environment>run tests</environment>\n\nRename notes.txt"),
-            call("1", "write_file"),
-            result("1", false),
-        ];
-        assert_eq!(nudge(&quiet, "Done."), None);
+        assert_eq!(nudge_for(CHANGE_CHECKED, &checked, "Fixed."), Some(NOT_VERIFIED));
+        // Regression (issue 29): a question that mentioned the tests drew "You have not run
+        // anything", and the model went on to git add, commit and push. No check asked for,
+        // or not known to be: nothing asked.
+        assert_eq!(nudge_for(CHANGE, &changed, "Done."), None);
+        assert_eq!(nudge_for(UNKNOWN, &changed, "Done."), None);
     }
 
     #[test]
-    fn a_failed_last_call_is_asked_to_be_fixed_once() {
+    fn a_failed_last_call_before_any_change_is_asked_to_be_fixed_once() {
         let turn = [user("Commit the changes"), call("1", "shell"), result("1", true)];
-        assert_eq!(nudge(&turn, "You need to stage the files first."), Some(GAVE_UP));
-        let tools = crate::registry::tests_support::registry();
-        let ctx = crate::SessionContext::default();
-        let state = TurnStopping::new(1, "x", &turn, &tools, &ctx);
-        let text = FinishCheck::new().nudge(&state).unwrap();
+        assert_eq!(nudge_for(CHANGE, &turn, "You need to stage the files first."), Some(GAVE_UP));
+        let (tools, ctx) = (crate::registry::tests_support::registry(), crate::SessionContext::default());
+        let nudge = FinishCheck::new().nudge(&state(CHANGE, "x", &turn, &tools, &ctx)).unwrap();
         assert_eq!(
-            text,
-            "Your last tool call failed: r The task is not done: \"Commit the changes\". Fix the call (the error says how) and make it again now."
+            nudge.text,
+            "Your last tool call failed: r Nothing was changed for the task yet: \"Commit the changes\". Fix the call (the error says how) and make it again now."
         );
         let mut asked = turn.to_vec();
-        asked.extend([user(&text), call("2", "shell"), result("2", true)]);
-        assert_eq!(nudge(&asked, "Still failing."), None);
+        asked.extend([user(&nudge.text), call("2", "shell"), result("2", true)]);
+        assert_eq!(nudge_for(CHANGE, &asked, "Still failing."), None);
         // At most two requests a turn.
         let mut busy = vec![user("Fix a.py"), user(&format!("{DESCRIBED_NOT_DONE} x")), user(NOT_VERIFIED)];
         busy.extend([call("1", "shell"), result("1", true)]);
-        assert_eq!(nudge(&busy, "gave up"), None);
+        assert_eq!(nudge_for(CHANGE, &busy, "gave up"), None);
+    }
+
+    /// Regression (issue 29): config.ini was changed in step 1, then a `git status` detour
+    /// failed (not a repository); "The task is not done … make it again now" sent the model
+    /// to `git init` and `git commit` for 600 s. A question whose command failed (pytest
+    /// exits 1 on "Why does the test fail?") is no failure of the task either.
+    #[test]
+    fn a_failed_detour_after_the_change_or_in_a_question_is_not_called_undone() {
+        let detour = [
+            user("Set the timeout in config.ini to 30"),
+            call("1", "edit_file"),
+            result("1", false),
+            call("2", "shell"),
+            result("2", true),
+        ];
+        assert_eq!(nudge_for(CHANGE, &detour, "Done: timeout is 30."), None);
+        let question = [user("Why does the test fail?"), call("1", "shell"), result("1", true)];
+        assert_eq!(nudge_for(ANSWER, &question, "The helper rounds down."), None);
+        assert_eq!(nudge_for(UNKNOWN, &question, "The helper rounds down."), None);
     }
 
     #[test]
@@ -369,17 +425,16 @@ mod tests {
             call("2", "answer"),
             result("2", false),
         ];
-        let tools = crate::registry::tests_support::registry();
-        let ctx = crate::SessionContext::default();
-        let mut state = TurnStopping::new(1, "r", &turn, &tools, &ctx);
+        let (tools, ctx) = (crate::registry::tests_support::registry(), crate::SessionContext::default());
+        let mut state = state(CHANGE, "r", &turn, &tools, &ctx);
         assert_eq!(
             FinishCheck::new().nudge(&state),
             None,
             "not concluded: the answer's result is the last call"
         );
         state.concluded = true;
-        let text = FinishCheck::new().nudge(&state).unwrap();
-        assert!(text.starts_with(GAVE_UP), "{text}");
+        let nudge = FinishCheck::new().nudge(&state).unwrap();
+        assert!(nudge.text.starts_with(GAVE_UP), "{}", nudge.text);
     }
 
     const EXAMPLE: &str = "app.py now prints Hi; I ran it to check.";
@@ -387,12 +442,18 @@ mod tests {
     #[test]
     fn an_answer_copied_from_the_instructions_example_is_asked_about_once() {
         let turn = [user("Remove the debug prints from app.py"), call("1", "edit_file"), result("1", false)];
-        assert_eq!(nudge(&turn, "app.py now prints Hi; I ran it to check."), Some(COPIED_EXAMPLE));
-        assert_eq!(nudge(&turn, "Done: App.py now prints \"Hi\" - I ran it to check!"), Some(COPIED_EXAMPLE));
+        assert_eq!(
+            nudge_for(UNKNOWN, &turn, "app.py now prints Hi; I ran it to check."),
+            Some(COPIED_EXAMPLE)
+        );
+        assert_eq!(
+            nudge_for(UNKNOWN, &turn, "Done: App.py now prints \"Hi\" - I ran it to check!"),
+            Some(COPIED_EXAMPLE)
+        );
         let tools = crate::registry::tests_support::registry();
         let ctx = crate::SessionContext::default();
         let state = TurnStopping::new(1, EXAMPLE, &turn, &tools, &ctx);
-        let text = FinishCheck::new().example_answers([EXAMPLE]).nudge(&state).unwrap();
+        let text = FinishCheck::new().example_answers([EXAMPLE]).nudge(&state).unwrap().text;
         assert_eq!(
             text,
             "That answer is the example from your instructions, not about this task. The task: \"Remove the debug \
@@ -401,15 +462,16 @@ mod tests {
         );
         let mut asked = turn.to_vec();
         asked.push(user(&text));
-        assert_eq!(nudge(&asked, EXAMPLE), None);
+        assert_eq!(nudge_for(UNKNOWN, &asked, EXAMPLE), None);
         // An answer of its own is left alone, and without examples nothing is a copy.
-        assert_eq!(nudge(&turn, "app.py no longer prints DEBUG lines."), None);
+        assert_eq!(nudge_for(CHANGE, &turn, "app.py no longer prints DEBUG lines."), None);
         assert_eq!(FinishCheck::new().nudge(&state), None);
     }
 
     #[test]
     fn a_shell_command_counts_as_acting() {
         let ran = [user("What does calc.py print?"), call("1", "shell"), result("1", false)];
-        assert_eq!(nudge(&ran, "It prints:\n```\n42\n```"), None);
+        assert_eq!(nudge_for(UNKNOWN, &ran, "It prints:\n```\n42\n```"), None);
+        assert_eq!(nudge_for(CHANGE, &ran, "It prints:\n```\n42\n```"), None);
     }
 }

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use keel_llm::{Message, ToolCall};
 
+use keel_session::TaskIntent;
+
 use crate::context::SessionContext;
 use crate::registry::ToolRegistry;
 
@@ -50,6 +52,24 @@ pub struct TurnStarted<'a> {
     /// The user's task: the turn's first message, without the environment block (as
     /// [`TurnStopping::task`]).
     pub task: &'a str,
+    /// What the task asks for, as read at the turn's start (unknown when not read).
+    pub intent: TaskIntent,
+}
+
+/// A request to go on with a turn that would end, and the evidence it acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nudge {
+    /// The user message the turn goes on with.
+    pub text: String,
+    /// Why it was sent, logged with it (`user/message` `reason`).
+    pub reason: String,
+}
+
+impl Nudge {
+    /// A request with the reason for it.
+    pub fn new(text: impl Into<String>, reason: impl Into<String>) -> Self {
+        Nudge { text: text.into(), reason: reason.into() }
+    }
 }
 
 /// The state of a turn that is about to end.
@@ -71,6 +91,8 @@ pub struct TurnStopping<'a> {
     /// The turn ends through a tool result that concluded it (such as `answer`): the
     /// last message is that result, holding the final answer.
     pub concluded: bool,
+    /// What the task asks for, as read at the turn's start (unknown when not read).
+    pub intent: TaskIntent,
 }
 
 impl<'a> TurnStopping<'a> {
@@ -82,7 +104,16 @@ impl<'a> TurnStopping<'a> {
         tools: &'a ToolRegistry,
         ctx: &'a SessionContext,
     ) -> Self {
-        TurnStopping { turn, steps: 0, final_text, messages, tools, ctx, concluded: false }
+        TurnStopping {
+            turn,
+            steps: 0,
+            final_text,
+            messages,
+            tools,
+            ctx,
+            concluded: false,
+            intent: TaskIntent::default(),
+        }
     }
 }
 
@@ -120,18 +151,19 @@ pub trait Hooks: Send + Sync {
         Box::pin(async {})
     }
 
-    /// Called when the turn would end. Returning input continues the turn with it as a
-    /// new user message.
-    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<String>> {
+    /// Called when the turn would end. Returning a nudge continues the turn with its
+    /// text as a new user message, logged with its reason.
+    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<Nudge>> {
         let _ = state;
         Box::pin(async { None })
     }
 
     /// The tools a turn offers, chosen once when it starts (after `turn_started`) from its
-    /// task: `None` keeps `tools`. The choice is logged with the next request's header, so
-    /// requests stay derived from the log; return the same answer for the same task.
-    fn turn_tools(&self, task: &str, tools: &ToolRegistry) -> Option<ToolRegistry> {
-        let _ = (task, tools);
+    /// task and intent: `None` keeps `tools`. The choice is logged with the next request's
+    /// header, so requests stay derived from the log; return the same answer for the same
+    /// task and intent.
+    fn turn_tools(&self, task: &str, intent: TaskIntent, tools: &ToolRegistry) -> Option<ToolRegistry> {
+        let _ = (task, intent, tools);
         None
     }
 }
@@ -195,7 +227,7 @@ impl Hooks for HookChain {
         })
     }
 
-    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<String>> {
+    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<Nudge>> {
         Box::pin(async move {
             for hooks in &self.hooks {
                 if let Some(input) = hooks.turn_stopping(state).await {
@@ -207,10 +239,10 @@ impl Hooks for HookChain {
     }
 
     /// Each hook narrows what the ones before it left.
-    fn turn_tools(&self, task: &str, tools: &ToolRegistry) -> Option<ToolRegistry> {
+    fn turn_tools(&self, task: &str, intent: TaskIntent, tools: &ToolRegistry) -> Option<ToolRegistry> {
         let mut narrowed: Option<ToolRegistry> = None;
         for hooks in &self.hooks {
-            if let Some(next) = hooks.turn_tools(task, narrowed.as_ref().unwrap_or(tools)) {
+            if let Some(next) = hooks.turn_tools(task, intent, narrowed.as_ref().unwrap_or(tools)) {
                 narrowed = Some(next);
             }
         }

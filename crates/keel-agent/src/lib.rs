@@ -43,6 +43,7 @@ mod execute;
 mod finish;
 mod hooks;
 mod inbox;
+pub mod intent;
 mod loops;
 mod narrow;
 mod registry;
@@ -50,7 +51,6 @@ mod restart;
 pub mod schema;
 mod sink;
 mod state;
-pub mod task;
 mod tool;
 mod turn;
 
@@ -59,7 +59,7 @@ pub use compact::ContextUsage;
 pub use context::SessionContext;
 pub use execute::ABORTED;
 pub use finish::FinishCheck;
-pub use hooks::{HookChain, HookDecision, Hooks, NoHooks, ToolCallRequest, TurnStarted, TurnStopping};
+pub use hooks::{HookChain, HookDecision, Hooks, NoHooks, Nudge, ToolCallRequest, TurnStarted, TurnStopping};
 pub use inbox::Inbox;
 pub use loops::LOOP_SUMMARY_REQUEST;
 pub use narrow::narrow;
@@ -71,4 +71,4 @@ pub use tool::{
 };
 pub use turn::{AgentError, STEP_LIMIT_SUMMARY_REQUEST};
 
-pub use keel_session::Session;
+pub use keel_session::{ModelAside, Session, TaskIntent, Wants};

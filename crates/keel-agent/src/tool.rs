@@ -25,17 +25,31 @@ pub struct ToolOutput {
     pub concludes_turn: bool,
     /// Tokens the tool spent on model calls of its own (counted in the turn's usage).
     pub usage: Option<keel_llm::Usage>,
+    /// The model requests the tool made, logged (`model/aside`) before its result.
+    pub asides: Vec<keel_session::ModelAside>,
 }
 
 impl ToolOutput {
     /// A successful result.
     pub fn text(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), is_error: false, concludes_turn: false, usage: None }
+        ToolOutput {
+            content: content.into(),
+            is_error: false,
+            concludes_turn: false,
+            usage: None,
+            asides: Vec::new(),
+        }
     }
 
     /// A failed result the model can act on.
     pub fn error(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), is_error: true, concludes_turn: false, usage: None }
+        ToolOutput {
+            content: content.into(),
+            is_error: true,
+            concludes_turn: false,
+            usage: None,
+            asides: Vec::new(),
+        }
     }
 
     /// Marks the result as ending the turn.
@@ -47,6 +61,12 @@ impl ToolOutput {
     /// Records the tokens the tool spent on a model call of its own.
     pub fn with_usage(mut self, usage: keel_llm::Usage) -> Self {
         self.usage = Some(usage);
+        self
+    }
+
+    /// Records the model requests the tool made (logged before its result).
+    pub fn with_asides(mut self, asides: Vec<keel_session::ModelAside>) -> Self {
+        self.asides.extend(asides);
         self
     }
 }
@@ -97,6 +117,9 @@ pub struct ToolContext {
     /// The text of the user message that started this turn (the task), when the call
     /// runs inside the loop.
     pub task: Option<Arc<str>>,
+    /// What the turn's task asks for, as read at its start (all unknown when it was not
+    /// read).
+    pub intent: keel_session::TaskIntent,
     /// The session's messages before this step's calls, for a tool that reads them
     /// ([`Tool::reads_history`]); `None` for every other tool.
     pub history: Option<Arc<[keel_llm::Message]>>,
@@ -113,6 +136,7 @@ impl ToolContext {
             call_id: Arc::from("call"),
             state: Arc::new(crate::state::ToolState::new()),
             task: None,
+            intent: keel_session::TaskIntent::default(),
             history: None,
             progress: None,
         }

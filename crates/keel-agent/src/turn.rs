@@ -75,6 +75,8 @@ pub(crate) struct TurnRun<'a> {
     /// The user's request that started the turn, alone (the environment block that may
     /// share its message left out): what tools see as [`crate::ToolContext::task`].
     pub task: std::sync::Arc<str>,
+    /// What the task asks for, as read at the turn's start ([`crate::intent`]).
+    pub intent: keel_session::TaskIntent,
 }
 
 enum Reply {
@@ -105,7 +107,17 @@ impl TurnRun<'_> {
     }
 
     fn user(&mut self, text: String, source: InputSource) -> Result<u64, SessionError> {
-        self.log(EventKind::UserMessage(UserInput { text, source }))
+        self.log(EventKind::UserMessage(UserInput { text, source, reason: None }))
+    }
+
+    /// Asks the model what the task wants and logs the exchange and the result.
+    async fn read_intent(&mut self, task: &str) -> Result<(), SessionError> {
+        let (intent, aside, usage) = crate::intent::read(self.model, task, self.cancel.child_token()).await;
+        self.usage += usage;
+        self.log(EventKind::ModelAside(aside))?;
+        self.log(EventKind::TurnIntent(intent))?;
+        self.intent = intent;
+        Ok(())
     }
 
     async fn stream_reply(&mut self, tool_choice: ToolChoice) -> Reply {
@@ -264,9 +276,14 @@ impl TurnRun<'_> {
             self.user(text, InputSource::Steer)?;
         }
         self.sync().await?;
-        let task = crate::hooks::task_of(&self.session.messages()[self.first_message..]);
-        self.agent.hooks.turn_started(TurnStarted { turn: self.turn, ctx: self.ctx, task }).await;
-        if let Some(tools) = self.agent.hooks.turn_tools(task, &self.tools) {
+        let task = crate::hooks::task_of(&self.session.messages()[self.first_message..]).to_owned();
+        if self.agent.config.read_intent && !task.is_empty() {
+            self.read_intent(&task).await?;
+            self.sync().await?;
+        }
+        let (task, intent) = (task.as_str(), self.intent);
+        self.agent.hooks.turn_started(TurnStarted { turn: self.turn, ctx: self.ctx, task, intent }).await;
+        if let Some(tools) = self.agent.hooks.turn_tools(task, intent, &self.tools) {
             tracing::debug!(turn = self.turn, tools = ?tools, "this turn offers fewer tools");
             self.header.tools = tools.definitions().to_vec();
             self.tools = Cow::Owned(tools);
@@ -321,9 +338,14 @@ impl TurnRun<'_> {
                     tools: &self.tools,
                     ctx: self.ctx,
                     concluded,
+                    intent: self.intent,
                 };
                 match self.agent.hooks.turn_stopping(state).await {
-                    Some(text) => self.user(text, InputSource::Hook)?,
+                    Some(nudge) => self.log(EventKind::UserMessage(UserInput {
+                        text: nudge.text,
+                        source: InputSource::Hook,
+                        reason: Some(nudge.reason),
+                    }))?,
                     None => return self.end(TurnEndReason::Completed, None).await,
                 };
             }
@@ -499,6 +521,7 @@ impl Agent {
             restarted: false,
             prompt: String::new(),
             task: std::sync::Arc::from(""),
+            intent: keel_session::TaskIntent::default(),
         };
         Ok(run.run(input.into()).await?)
     }

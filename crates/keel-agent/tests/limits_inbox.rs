@@ -160,14 +160,14 @@ async fn follow_up_starts_a_new_turn_after_the_current_one() {
 struct KeepGoingOnce(std::sync::Mutex<bool>);
 
 impl Hooks for KeepGoingOnce {
-    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<String>> {
+    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<keel_agent::Nudge>> {
         Box::pin(async move {
             let mut fired = self.0.lock().unwrap();
             if *fired || state.final_text.contains("tests pass") {
                 return None;
             }
             *fired = true;
-            Some("Run the tests before you stop.".to_owned())
+            Some(keel_agent::Nudge::new("Run the tests before you stop.", "test: tests not run"))
         })
     }
 }

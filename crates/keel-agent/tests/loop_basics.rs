@@ -293,24 +293,106 @@ async fn call_ids_reused_by_a_server_across_steps_are_made_unique_in_the_session
     assert_provider_valid(session.messages());
 }
 
+/// Issue 29: what a task wants is read by the model at the turn's start (one forced
+/// `classify` call), logged with its request (`model/aside`, replayable) and result
+/// (`turn/intent`); the finish check acts on it, and its nudge is logged with the reason.
 #[tokio::test]
-async fn the_finish_check_sees_the_task_after_the_environment_block() {
-    let model =
-        ScriptedModel::new([reply().text("Change it to:\n```python\nx = 2\n```"), reply().text("ok")]);
-    let agent = Agent::builder(model.clone()).tool(FakeRead).hooks(keel_agent::FinishCheck::new()).build();
+async fn the_intent_is_read_logged_and_acted_on() {
+    let model = ScriptedModel::new([
+        reply().call("classify", r#"{"wants": "change", "check": false, "layout": false}"#).usage(40, 9),
+        reply().text("Change it to:\n```python\nx = 2\n```"),
+        reply().text("ok"),
+    ]);
+    let config = keel_agent::AgentConfig { read_intent: true, ..keel_agent::AgentConfig::default() };
+    let agent = Agent::builder(model.clone())
+        .tool(FakeRead)
+        .config(config)
+        .hooks(keel_agent::FinishCheck::new())
+        .build();
     let mut session = keel_agent::Session::in_memory("/w");
     let ctx = SessionContext::new("/w").environment("<environment>\nfolder /w\n</environment>");
+    let sink = RecordingSink::new();
     let outcome = agent
-        .run_turn(&mut session, &ctx, "Set x to 2 in a.py", &NullSink, &CancellationToken::new())
+        .run_turn(&mut session, &ctx, "Set x to 2 in a.py", &sink, &CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(outcome.steps, 2);
-    let nudge = match &model.requests()[1].messages[2] {
+    assert!(outcome.usage.input_tokens >= 40, "the intent request counts in the turn: {:?}", outcome.usage);
+    let requests = model.requests();
+    // The first request reads the intent: the task alone, one tool, a call required.
+    let classify = &requests[0];
+    assert_eq!(classify.tool_choice, ToolChoice::Required);
+    assert_eq!(classify.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["classify"]);
+    assert_eq!(classify.temperature, Some(0.0));
+    // It replays from the log exactly.
+    let events: Vec<keel_session::Event> = sink
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            RecordedEvent::Logged(event) => Some(event),
+            _ => None,
+        })
+        .collect();
+    let aside = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ModelAside(aside) => Some(aside.clone()),
+            _ => None,
+        })
+        .expect("a model/aside event");
+    assert_eq!(
+        (aside.system.as_str(), &classify.messages[..], &aside.tools[..]),
+        (
+            classify.system.as_str(),
+            &[Message::User(UserMessage { content: aside.prompt.clone() })][..],
+            &classify.tools[..]
+        )
+    );
+    assert!(aside.prompt.contains("Set x to 2 in a.py") && !aside.prompt.contains("<environment>"));
+    assert_eq!(aside.reply.as_ref().map(|r| r.usage.input_tokens), Some(40));
+    let intent = events.iter().find_map(|e| match &e.kind {
+        EventKind::TurnIntent(intent) => Some(*intent),
+        _ => None,
+    });
+    assert_eq!(intent.and_then(|i| i.wants), Some(keel_session::Wants::Change));
+    // The conversation itself never sees the aside.
+    let nudge = match &requests[2].messages[2] {
         Message::User(user) => user.content.clone(),
         other => panic!("{other:?}"),
     };
+    assert_eq!(requests[1].messages.len(), 1);
     assert!(nudge.contains("The task: \"Set x to 2 in a.py\"."), "{nudge}");
     assert!(nudge.starts_with("You described a change instead of making it."), "{nudge}");
+    let reason = events.iter().find_map(|e| match &e.kind {
+        EventKind::UserMessage(input) => input.reason.clone(),
+        _ => None,
+    });
+    assert!(reason.is_some_and(|r| r.starts_with("finish_check/described_not_done")));
+    assert_eq!(
+        session.projection().usage().input_tokens,
+        outcome.usage.input_tokens,
+        "asides count in totals"
+    );
+}
+
+/// Without a reading of the intent, the rules that need it stay silent: the same answer
+/// ends the turn.
+#[tokio::test]
+async fn without_an_intent_the_finish_check_asks_nothing() {
+    let model = ScriptedModel::new([reply().text("Change it to:\n```python\nx = 2\n```")]);
+    let agent = Agent::builder(model.clone()).tool(FakeRead).hooks(keel_agent::FinishCheck::new()).build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let outcome = agent
+        .run_turn(
+            &mut session,
+            &SessionContext::new("/w"),
+            "Set x to 2",
+            &NullSink,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.steps, 1);
 }
 
 /// The tools of a turn are read once when it starts: a session may offer its own (e.g.

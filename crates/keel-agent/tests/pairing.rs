@@ -100,6 +100,7 @@ impl Recorder {
             self.log(EventKind::UserMessage(UserInput {
                 text: format!("task {}", self.turn),
                 source: Default::default(),
+                reason: None,
             }));
             self.open = true;
         }
@@ -253,6 +254,7 @@ fn history(ops: &[Op]) -> (tempfile::TempDir, Vec<Message>) {
                 recorder.log(EventKind::UserMessage(UserInput {
                     text: "more".into(),
                     source: Default::default(),
+                    reason: None,
                 }));
             }
             Op::Abort => recorder.abort(),

@@ -122,7 +122,7 @@ impl keel_agent::Hooks for Tasks {
     fn turn_stopping<'a>(
         &'a self,
         state: keel_agent::TurnStopping<'a>,
-    ) -> futures::future::BoxFuture<'a, Option<String>> {
+    ) -> futures::future::BoxFuture<'a, Option<keel_agent::Nudge>> {
         self.0.lock().unwrap().push(state.task().to_owned());
         Box::pin(async { None })
     }

@@ -15,7 +15,12 @@ use pretty_assertions::assert_eq;
 struct Hide(&'static str);
 
 impl Hooks for Hide {
-    fn turn_tools(&self, task: &str, tools: &ToolRegistry) -> Option<ToolRegistry> {
+    fn turn_tools(
+        &self,
+        task: &str,
+        _intent: keel_agent::TaskIntent,
+        tools: &ToolRegistry,
+    ) -> Option<ToolRegistry> {
         task.starts_with("ask:").then(|| tools.filtered(|t| t.definition().name != self.0))
     }
 }

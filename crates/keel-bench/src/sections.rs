@@ -110,6 +110,7 @@ fn write_session(store: &JsonlStore, events: usize) -> String {
             .append(EventKind::UserMessage(UserInput {
                 text: format!("task {turn}"),
                 source: Default::default(),
+                reason: None,
             }))
             .unwrap();
         for step in 1..=5 {

@@ -123,6 +123,9 @@ pub fn agent(
         context_window: settings.compaction.window,
         compact_at: settings.compaction.at,
         compact_keep: settings.compaction.keep,
+        // The aids for small models (the finish checks, the question guard, change_file's
+        // layout, grounded answers) act on what the task wants, read by the model.
+        read_intent: settings.finish_check || settings.tool_profile == profile::ToolProfile::Small,
         ..AgentConfig::default()
     };
     // The question guard refuses before the policy would ask the user about a change.

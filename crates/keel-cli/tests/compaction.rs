@@ -26,6 +26,9 @@ fn writing_server(server: &MockServer, n_ctx: Option<u64>) -> Arc<AtomicUsize> {
             };
         }
         let body = request.json();
+        if let Some(reply) = intent_reply(&body, "change") {
+            return reply;
+        }
         if body["tool_choice"] == "none" {
             summaries_seen.fetch_add(1, Ordering::SeqCst);
             return ChatStream::new()

@@ -27,6 +27,29 @@ fn props(template: &str) -> MockResponse {
     )
 }
 
+/// The reply to keel's reading of the task's intent (issue 29), when `request` is it.
+fn intent(request: &keel_testkit::HttpRequest, wants: &str) -> Option<MockResponse> {
+    let body = request.json();
+    let grammar = body["grammar"].as_str().unwrap_or_default();
+    grammar.contains("classify").then(|| {
+        let call = format!(
+            "<tool_call>\n{{\"name\": \"classify\", \"arguments\": {{\"wants\": \"{wants}\", \"check\": false, \"layout\": false}}}}\n</tool_call>"
+        );
+        MockResponse::json(200, &json!({"content": call, "stop_type": "eos"}))
+    })
+}
+
+/// The requests of the conversation: not the intent's.
+fn conversation(server: &MockServer) -> Vec<keel_testkit::HttpRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.path == "/completion" && !r.json()["grammar"].as_str().unwrap_or_default().contains("classify")
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
     let env = Env::new();
@@ -36,6 +59,7 @@ async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
     let seen = Arc::clone(&steps);
     server.set_handler(move |request| match (request.method.as_str(), request.path.as_str()) {
         ("GET", "/props") => props(&template),
+        ("POST", "/completion") if intent(request, "answer").is_some() => intent(request, "answer").unwrap(),
         ("POST", "/completion") => {
             let content = match seen.fetch_add(1, Ordering::SeqCst) {
                 0 => {
@@ -62,8 +86,11 @@ async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(text(&out.stdout).contains("It prints `product=42`."), "{}", text(&out.stdout));
-    let posts: Vec<_> = server.requests().into_iter().filter(|r| r.path == "/completion").collect();
+    let posts = conversation(&server);
     assert_eq!(posts.len(), 3);
+    let all: Vec<_> = server.requests().into_iter().filter(|r| r.path == "/completion").collect();
+    assert_eq!(all.len(), 4, "the intent is read once, first");
+    assert!(all[0].json()["prompt"].as_str().unwrap().contains("What does echo print?"));
     for post in &posts[..2] {
         let body = post.json();
         // Every step must call a tool: the grammar names the answer tool too.
@@ -107,6 +134,7 @@ async fn a_call_cut_off_by_the_output_limit_is_answered_not_taken_as_the_answer(
     );
     server.set_handler(move |request| match (request.method.as_str(), request.path.as_str()) {
         ("GET", "/props") => props(&template),
+        ("POST", "/completion") if intent(request, "change").is_some() => intent(request, "change").unwrap(),
         ("POST", "/completion") => match seen.fetch_add(1, Ordering::SeqCst) {
             0 => MockResponse::json(200, &json!({"content": looping, "stop_type": "limit"})),
             _ => MockResponse::json(
@@ -125,7 +153,7 @@ async fn a_call_cut_off_by_the_output_limit_is_answered_not_taken_as_the_answer(
     let stdout = text(&out.stdout);
     assert!(stdout.contains("Hello."), "{stdout}");
     assert!(!stdout.contains("The script was fixed."), "the cut-off call is not the answer: {stdout}");
-    let posts: Vec<_> = server.requests().into_iter().filter(|r| r.path == "/completion").collect();
+    let posts = conversation(&server);
     let second = posts[1].json();
     let prompt = second["prompt"].as_str().unwrap();
     assert!(

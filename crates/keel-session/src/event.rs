@@ -15,7 +15,10 @@ use crate::error::SessionError;
 ///   `cache_write_tokens`. Every addition is optional, so a version 1 log loads as it is
 ///   and derives the same messages; a keel that reads only version 1 refuses a version 2
 ///   log by its header instead of failing on a line it does not know.
-pub const FORMAT_VERSION: u32 = 2;
+/// - 3: `model/aside` (a model request made beside the conversation: a tool's own, or the
+///   turn's intent) and `turn/intent`; user input may carry a `reason` (why a hook or
+///   keel added it). A version 2 log loads as it is.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// One entry of the session log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +77,14 @@ pub enum EventKind {
     /// A compaction ends: the older part is replaced by the summary (or nothing changed).
     #[serde(rename = "compaction/end")]
     CompactionEnd(crate::context::CompactionEnd),
+    /// A model request made beside the conversation (by a tool, or for the turn's
+    /// intent), with its reply: not part of the conversation, logged so it can be read
+    /// and replayed.
+    #[serde(rename = "model/aside")]
+    ModelAside(crate::aside::ModelAside),
+    /// What the turn's task asks for, as read at its start.
+    #[serde(rename = "turn/intent")]
+    TurnIntent(crate::aside::TaskIntent),
 }
 
 impl EventKind {
@@ -93,6 +104,8 @@ impl EventKind {
             EventKind::ContextPruned(_) => "context/pruned",
             EventKind::CompactionStart(_) => "compaction/start",
             EventKind::CompactionEnd(_) => "compaction/end",
+            EventKind::ModelAside(_) => "model/aside",
+            EventKind::TurnIntent(_) => "turn/intent",
         }
     }
 }
@@ -217,6 +230,9 @@ pub struct UserInput {
     /// How the input arrived.
     #[serde(default, skip_serializing_if = "InputSource::is_prompt")]
     pub source: InputSource,
+    /// Why keel or a hook added it (the evidence a nudge acted on); `None` for the user's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// How a user message entered the session.
@@ -338,6 +354,8 @@ impl Event {
             "context/pruned" => EventKind::ContextPruned(decode(data)?),
             "compaction/start" => EventKind::CompactionStart(decode(data)?),
             "compaction/end" => EventKind::CompactionEnd(decode(data)?),
+            "model/aside" => EventKind::ModelAside(decode(data)?),
+            "turn/intent" => EventKind::TurnIntent(decode(data)?),
             other => {
                 return Err(SessionError::corrupt_msg(format!(
                     "unknown event type `{other}` (written by a newer keel?)"
@@ -399,8 +417,41 @@ mod tests {
             usage: Usage { input_tokens: 1, ..Usage::default() },
         }));
         round_trip(EventKind::StepStart(StepStart { step: 2 }));
+        round_trip(EventKind::ModelAside(crate::ModelAside {
+            purpose: "intent".into(),
+            call_id: Some("c".into()),
+            system: "s".into(),
+            prompt: "哪个文件？".into(),
+            tools: vec![ToolDefinition {
+                name: "classify".into(),
+                description: "d".into(),
+                parameters: RawValue::from_string(r#"{"type":"object"}"#.into()).unwrap(),
+            }],
+            tool_choice: keel_llm::ToolChoice::Required,
+            temperature: serde_json::Number::from_f64(0.2),
+            reply: Some(AssistantMessage {
+                content: vec![ContentBlock::Text { text: "x".into() }],
+                usage: Usage { input_tokens: 3, ..Usage::default() },
+                ..AssistantMessage::default()
+            }),
+            error: Some("e".into()),
+        }));
+        round_trip(EventKind::TurnIntent(crate::TaskIntent {
+            wants: Some(crate::Wants::Both),
+            check: Some(true),
+            layout: None,
+        }));
+        round_trip(EventKind::UserMessage(UserInput {
+            text: "go on".into(),
+            source: InputSource::Hook,
+            reason: Some("finish_check/not_verified".into()),
+        }));
         round_trip(EventKind::StepEnd(StepEnd { step: 2, interrupted: true }));
-        round_trip(EventKind::UserMessage(UserInput { text: "hi".into(), source: InputSource::Steer }));
+        round_trip(EventKind::UserMessage(UserInput {
+            text: "hi".into(),
+            source: InputSource::Steer,
+            reason: None,
+        }));
         round_trip(EventKind::AssistantMessage(AssistantMessage {
             content: vec![ContentBlock::Text { text: "x".into() }],
             finish_reason: FinishReason::Stop,

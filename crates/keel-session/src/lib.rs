@@ -8,6 +8,7 @@
 //! - [`Session::repair`]: deterministic closing of an interrupted turn.
 //! - [`SessionStore`] with [`JsonlStore`]: create, open, list, fork.
 
+mod aside;
 pub mod context;
 mod error;
 mod event;
@@ -20,6 +21,7 @@ mod store;
 pub mod time;
 mod validate;
 
+pub use aside::{ModelAside, TaskIntent, Wants};
 pub use context::{
     CompactionEnd, CompactionOutcome, CompactionReason, CompactionStart, Pruned, PrunedResult,
 };

@@ -40,6 +40,8 @@ pub struct OpenTurn {
     pub open_step: Option<u32>,
     /// The last step number started in this turn.
     pub last_step: u32,
+    /// What its task asks for, once logged (`turn/intent`).
+    pub intent: Option<crate::aside::TaskIntent>,
 }
 
 /// Everything derived from a log, kept up to date one event at a time.
@@ -152,7 +154,8 @@ impl Projection {
             EventKind::RequestHeader(header) => self.request_header = Some(header),
             EventKind::TurnStart(start) => {
                 self.turns = self.turns.max(start.turn);
-                self.open_turn = Some(OpenTurn { turn: start.turn, open_step: None, last_step: 0 });
+                self.open_turn =
+                    Some(OpenTurn { turn: start.turn, open_step: None, last_step: 0, intent: None });
             }
             EventKind::TurnEnd(end) => {
                 self.open_turn = None;
@@ -228,6 +231,16 @@ impl Projection {
                 }
             }
             EventKind::CompactionStart(_) => self.open_compaction = Some(seq),
+            EventKind::ModelAside(aside) => {
+                if let Some(reply) = &aside.reply {
+                    self.usage += reply.usage;
+                }
+            }
+            EventKind::TurnIntent(intent) => {
+                if let Some(turn) = &mut self.open_turn {
+                    turn.intent = Some(intent);
+                }
+            }
             EventKind::CompactionEnd(end) => {
                 self.open_compaction = None;
                 self.usage += end.usage;

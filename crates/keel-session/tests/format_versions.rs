@@ -99,7 +99,7 @@ fn a_version_1_log_loads_and_derives_the_same_messages() {
 }
 
 #[test]
-fn a_version_1_log_takes_version_2_events_and_loads_again() {
+fn a_version_1_log_takes_version_2_and_3_events_and_loads_again() {
     let (_dir, store) = store_with_v1_log();
     let mut session = store.open(V1_ID).unwrap();
     let reply = AssistantMessage {
@@ -114,7 +114,27 @@ fn a_version_1_log_takes_version_2_events_and_loads_again() {
     };
     for kind in [
         EventKind::TurnStart(TurnStart { turn: 3 }),
-        EventKind::UserMessage(UserInput { text: "Again.".into(), source: Default::default() }),
+        EventKind::UserMessage(UserInput { text: "Again.".into(), source: Default::default(), reason: None }),
+        // Version 3: the intent and its request, beside the conversation.
+        EventKind::ModelAside(keel_session::ModelAside {
+            purpose: "intent".into(),
+            call_id: None,
+            system: "Classify.".into(),
+            prompt: "Again.".into(),
+            tools: Vec::new(),
+            tool_choice: keel_llm::ToolChoice::Required,
+            temperature: None,
+            reply: Some(AssistantMessage {
+                usage: Usage { input_tokens: 7, ..Usage::default() },
+                ..AssistantMessage::default()
+            }),
+            error: None,
+        }),
+        EventKind::TurnIntent(keel_session::TaskIntent {
+            wants: Some(keel_session::Wants::Answer),
+            check: Some(false),
+            layout: Some(false),
+        }),
         EventKind::StepStart(StepStart { step: 1 }),
         EventKind::AssistantMessage(reply.clone()),
         EventKind::StepEnd(StepEnd { step: 1, interrupted: false }),
@@ -136,12 +156,12 @@ fn a_version_1_log_takes_version_2_events_and_loads_again() {
 }
 
 #[test]
-fn new_sessions_are_written_as_version_2() {
+fn new_sessions_are_written_as_version_3() {
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let session = store.create("/w").unwrap();
-    assert_eq!(FORMAT_VERSION, 2);
+    assert_eq!(FORMAT_VERSION, 3);
     let first_line = std::fs::read_to_string(store.path_of(session.id())).unwrap();
     let header: serde_json::Value = serde_json::from_str(first_line.lines().next().unwrap()).unwrap();
-    assert_eq!(header["data"]["version"], 2);
+    assert_eq!(header["data"]["version"], 3);
 }

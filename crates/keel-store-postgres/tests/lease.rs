@@ -228,6 +228,7 @@ fn a_stale_writer_fails_instead_of_forking_history() {
             EventKind::UserMessage(keel_session::UserInput {
                 text: "mine".into(),
                 source: Default::default(),
+                reason: None,
             })
         });
         if appended.is_err() {

@@ -47,6 +47,14 @@ pub struct ReplyBuilder {
     origin: Option<ModelInfo>,
 }
 
+/// The model's reply to keel's reading of a task's intent (`keel_agent::intent`): a call
+/// of `classify` saying the task wants `wants` (`change`, `answer` or `both`), with
+/// `check` and `layout`.
+pub fn intent(wants: &str, check: bool, layout: bool) -> ReplyBuilder {
+    let arguments = serde_json::json!({"wants": wants, "check": check, "layout": layout}).to_string();
+    reply().call("classify", &arguments)
+}
+
 /// Starts a scripted reply.
 pub fn reply() -> ReplyBuilder {
     ReplyBuilder {

@@ -57,7 +57,7 @@ macro_rules! store_conformance {
 }
 
 fn user(text: &str) -> EventKind {
-    EventKind::UserMessage(UserInput { text: text.into(), source: Default::default() })
+    EventKind::UserMessage(UserInput { text: text.into(), source: Default::default(), reason: None })
 }
 
 fn assistant(content: Vec<ContentBlock>, finish_reason: FinishReason) -> EventKind {

@@ -3,15 +3,11 @@
 //! Asked for a file's whole new content, the 1.5B model makes the change and also drops
 //! or adds blank lines elsewhere (two blank lines between Python functions became one,
 //! a test file it was told not to change lost one). Those are not the change: unless
-//! the task is about layout, runs of blank lines it removed are kept and runs it added
+//! the task is about layout (its intent, [`keel_agent::intent`]), runs of blank lines it removed are kept and runs it added
 //! alone are dropped, so the diff shows only what was meant. The same goes for line
 //! endings: the model writes `\n`, so a file that used `\r\n` gets them back.
 
 use similar::DiffOp;
-
-/// Words that make a task about layout, where blank lines are the change.
-const LAYOUT_WORDS: [&str; 9] =
-    ["blank", "empty", "whitespace", "spacing", "format", "reformat", "indent", "indentation", "newline"];
 
 /// Which parts of a file's layout a change asks for (and so may change).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,25 +19,13 @@ pub(crate) struct LayoutAsked {
 }
 
 impl LayoutAsked {
-    /// What the texts (the task, the model's words) ask for.
-    pub(crate) fn of<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
-        texts.into_iter().fold(LayoutAsked::default(), |asked, text| LayoutAsked {
-            blank_lines: asked.blank_lines || about_layout(text),
-            line_endings: asked.line_endings || about_line_endings(text),
-        })
+    /// What the task's intent says (read by the model, in any language): a task about
+    /// layout may change blank lines and line endings; any other, or one not known to
+    /// be, keeps them.
+    pub(crate) fn of(intent: keel_agent::TaskIntent) -> Self {
+        let layout = intent.about_layout();
+        LayoutAsked { blank_lines: layout, line_endings: layout }
     }
-}
-
-/// True when `text` asks about layout (blank lines, whitespace, formatting).
-fn about_layout(text: &str) -> bool {
-    text.split(|c: char| !c.is_alphanumeric())
-        .any(|word| LAYOUT_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)))
-}
-
-/// True when `text` asks about line endings, where they are the change.
-fn about_line_endings(text: &str) -> bool {
-    let text = text.to_ascii_lowercase();
-    ["crlf", "line ending", "dos2unix", "unix2dos", "\\r\\n"].iter().any(|w| text.contains(w))
 }
 
 /// A text as its non-blank lines, each with the blank lines before it, and the blank
@@ -153,17 +137,17 @@ mod tests {
         assert_eq!(keep_old_line_endings("a\nb\n", "a\r\nc\r\n"), "a\r\nc\r\n");
     }
 
+    /// Issue 29: "删除多余的空行" (remove the extra blank lines) through change_file had its
+    /// blank lines put back, twice: the task is about layout in any language, as its
+    /// intent says, not as English words do.
     #[test]
-    fn layout_tasks_are_told_by_their_words() {
+    fn layout_is_what_the_intent_says() {
+        let intent = |layout| keel_agent::TaskIntent { layout, ..keel_agent::TaskIntent::default() };
         assert_eq!(
-            LayoutAsked::of(["Convert notes.txt to Unix line endings", "fix the spacing"]),
+            LayoutAsked::of(intent(Some(true))),
             LayoutAsked { blank_lines: true, line_endings: true }
         );
-        assert!(about_line_endings("Convert notes.txt to Unix line endings"));
-        assert!(about_line_endings("use CRLF"));
-        assert!(!about_line_endings("Fix the indentation"));
-        assert!(about_layout("Remove the empty lines from notes.txt"));
-        assert!(about_layout("Fix the indentation"));
-        assert!(!about_layout("Add a function reverse_words"));
+        assert_eq!(LayoutAsked::of(intent(Some(false))), LayoutAsked::default());
+        assert_eq!(LayoutAsked::of(intent(None)), LayoutAsked::default(), "unknown keeps the layout");
     }
 }

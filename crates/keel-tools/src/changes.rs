@@ -1,6 +1,6 @@
-//! "Nothing changed": a turn-stopping rule. A task that asks for a change (it says fix,
-//! add, rename, …, and is not a question) is not done while no file in the project has
-//! changed; small models often end such a turn by saying they made a change they never
+//! "Nothing changed": a turn-stopping rule. A task that asks for a change (its intent, read
+//! by the model at the turn's start, [`keel_agent::intent`]) is not done while no file in
+//! the project has changed; small models often end such a turn by saying they made a change they never
 //! made. [`ChangeCheck`] takes a snapshot of the project's files (a hash of each small
 //! file's content, size and modification time of bigger ones; git's index, HEAD and
 //! reflog included) when the turn starts, compares when it would end, and asks once to
@@ -12,9 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use futures::future::BoxFuture;
-/// Where it was first defined; the one rule lives in [`keel_agent::task`].
-pub use keel_agent::task::asks_for_change;
-use keel_agent::{Hooks, TurnStarted, TurnStopping};
+use keel_agent::{Hooks, Nudge, TurnStarted, TurnStopping};
 use keel_llm::Message;
 
 /// How the request begins; the task follows.
@@ -94,9 +92,9 @@ fn snapshot(workspace: &Path) -> Option<Snapshot> {
 
 impl ChangeCheck {
     /// What to ask, if anything: the task asks for a change and no file changed.
-    fn nudge(state: &TurnStopping<'_>) -> Option<String> {
+    fn nudge(state: &TurnStopping<'_>) -> Option<Nudge> {
         let task = state.task();
-        if !asks_for_change(task) {
+        if !state.intent.asks_for_change() {
             return None;
         }
         let asked = state
@@ -111,8 +109,12 @@ impl ChangeCheck {
         if !state.ctx.tool_state.with(|start: &mut Start| start.unchanged(state.turn, &now)) {
             return None;
         }
-        Some(format!(
-            "{NOTHING_CHANGED} \"{task}\". Make the change now with your tools (a file tool or the shell), then check it."
+        Some(Nudge::new(
+            format!(
+                "{NOTHING_CHANGED} \"{task}\". Make the change now with your tools (a file tool or the shell), then check it."
+            ),
+            "change_check/nothing_changed: no file of the project differs from the turn's start, and the task asks \
+             for a change (turn/intent)",
         ))
     }
 }
@@ -124,7 +126,7 @@ impl Hooks for ChangeCheck {
         Box::pin(async {})
     }
 
-    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<String>> {
+    fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<Nudge>> {
         let nudge = Self::nudge(&state);
         Box::pin(async move { nudge })
     }

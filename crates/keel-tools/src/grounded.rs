@@ -97,16 +97,22 @@ fn prompt(evidence: &[(String, String)], task: &str) -> String {
     prompt
 }
 
-/// Asks the model; `None` when the request fails or the reply is empty.
-async fn ask(model: &dyn ModelClient, prompt: String, ctx: &ToolContext) -> (Option<String>, Usage) {
-    match crate::plain::ask(model, prompt, TEMPERATURE, ctx.cancel.child_token()).await {
+/// Asks the model; `None` when the request fails or the reply is empty. The exchange
+/// comes back for the log either way.
+async fn ask(
+    model: &dyn ModelClient,
+    prompt: String,
+    ctx: &ToolContext,
+) -> (Option<String>, Usage, keel_agent::ModelAside) {
+    let asked = crate::plain::ask(model, "answer", prompt, TEMPERATURE, ctx.cancel.child_token()).await;
+    match asked.result {
         Ok((text, usage)) => {
             let text = text.trim().to_owned();
-            ((!text.is_empty()).then_some(text), usage)
+            ((!text.is_empty()).then_some(text), usage, asked.aside)
         }
         Err(e) => {
             tracing::warn!("the plain answer request failed: {e}");
-            (None, Usage::default())
+            (None, Usage::default(), asked.aside)
         }
     }
 }
@@ -138,7 +144,7 @@ impl Tool for GroundedAnswer {
         };
         // Only a question's answer is written from the outputs; any other task's answer
         // says what was done, and the model's draft does that.
-        if !keel_agent::task::is_question(task) {
+        if !ctx.intent.is_question() {
             return Ok(draft);
         }
         let shown = evidence(history, task);
@@ -146,8 +152,10 @@ impl Tool for GroundedAnswer {
             return Ok(draft);
         }
         match ask(self.model.as_ref(), prompt(&shown, task), &ctx).await {
-            (Some(text), usage) => Ok(ToolOutput::text(text).concluding().with_usage(usage)),
-            (None, usage) => Ok(draft.with_usage(usage)),
+            (Some(text), usage, aside) => {
+                Ok(ToolOutput::text(text).concluding().with_usage(usage).with_asides(vec![aside]))
+            }
+            (None, usage, aside) => Ok(draft.with_usage(usage).with_asides(vec![aside])),
         }
     }
 }

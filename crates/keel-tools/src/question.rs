@@ -1,6 +1,7 @@
 //! "A question gets an answer": a permission rule for small models. When the user asks a
-//! question ("Which file defines parse_header?", "What does calc.py print?") and names
-//! no change, no file should change; small models asked a question sometimes create or
+//! question ("Which file defines parse_header?", "哪个文件定义了 parse_header？") and wants no
+//! change (the task's intent, read by the model at the turn's start,
+//! [`keel_agent::intent`]), no file should change; small models asked a question sometimes create or
 //! edit files instead (a stub `parse_header.py`, a "TODO" written into notes.md). While
 //! the turn's task is a question, [`QuestionGuard`] refuses calls of tools that are not
 //! read-only, except the ones named as checks (by default `shell`, which may run the
@@ -11,10 +12,7 @@
 //! `parse_header` three times before answering).
 
 use futures::future::BoxFuture;
-use keel_agent::{HookDecision, Hooks, ToolCallRequest, ToolRegistry, TurnStarted};
-
-/// Where it was first defined; the one rule lives in [`keel_agent::task`].
-pub use keel_agent::task::is_question;
+use keel_agent::{HookDecision, Hooks, TaskIntent, ToolCallRequest, ToolRegistry, TurnStarted};
 
 /// How the refusal begins; the task follows.
 pub const QUESTION_NOT_CHANGE: &str = "Not done: the task is a question, so no file should change.";
@@ -68,7 +66,7 @@ impl QuestionGuard {
 impl Hooks for QuestionGuard {
     fn turn_started<'a>(&'a self, state: TurnStarted<'a>) -> BoxFuture<'a, ()> {
         let task = state.task.trim();
-        let question = is_question(task).then(|| task.chars().take(300).collect::<String>());
+        let question = state.intent.is_question().then(|| task.chars().take(300).collect::<String>());
         state.ctx.tool_state.with(|q: &mut Question| q.0 = question);
         Box::pin(async {})
     }
@@ -78,8 +76,8 @@ impl Hooks for QuestionGuard {
         Box::pin(async move { decision })
     }
 
-    fn turn_tools(&self, task: &str, tools: &ToolRegistry) -> Option<ToolRegistry> {
-        if !is_question(task) {
+    fn turn_tools(&self, _task: &str, intent: TaskIntent, tools: &ToolRegistry) -> Option<ToolRegistry> {
+        if !intent.is_question() {
             return None;
         }
         let offered = tools.filtered(|tool| {

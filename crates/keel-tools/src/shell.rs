@@ -468,7 +468,7 @@ fn render(capture: Capture, watched: Watched) -> ToolOutput {
         text.push_str(&format!("[exit code: {code_text}]"));
     }
     let failed = code != Some(0) || matches!(stop, Some(Stop::Timeout(_) | Stop::Aborted));
-    ToolOutput { content: text, is_error: failed, concludes_turn: false, usage: None }
+    if failed { ToolOutput::error(text) } else { ToolOutput::text(text) }
 }
 
 fn sanitize(id: &str) -> String {

@@ -16,11 +16,28 @@ async fn change(
     task: &str,
     args: serde_json::Value,
 ) -> keel_agent::ToolOutput {
+    change_with(ws, model, task, keel_agent::TaskIntent::default(), args).await
+}
+
+/// [`change`] for a task whose intent (read by the model at the turn's start) is known.
+async fn change_with(
+    ws: &std::path::Path,
+    model: &ScriptedModel,
+    task: &str,
+    intent: keel_agent::TaskIntent,
+    args: serde_json::Value,
+) -> keel_agent::ToolOutput {
     let config = ToolsConfig { keep_parsing: true, ..ToolsConfig::default() };
     let tool = typed(ChangeFile::new(Arc::new(config), Arc::new(model.clone())));
     let prepared = tool.prepare(&args.to_string()).unwrap();
-    prepared(ToolContext::new(ws).task(task)).await.unwrap()
+    let mut ctx = ToolContext::new(ws).task(task);
+    ctx.intent = intent;
+    prepared(ctx).await.unwrap()
 }
+
+/// The intent of a task about layout (blank lines, line endings).
+const LAYOUT: keel_agent::TaskIntent =
+    keel_agent::TaskIntent { wants: Some(keel_agent::Wants::Change), check: Some(false), layout: Some(true) };
 
 fn editor_prompt(model: &ScriptedModel) -> String {
     let requests = model.requests();
@@ -297,8 +314,10 @@ async fn blank_lines_the_editor_reflowed_are_put_back_unless_the_task_is_about_t
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "def a():\n    pass\n\n\ndef b():\n    return 2\n");
     // Asked to remove empty lines, removing them is the change.
     let model = ScriptedModel::new([reply().text("```\ndef a():\n    pass\ndef b():\n    return 2\n```")]);
-    let task = "Remove the empty lines from m.py";
-    let out = change(ws.path(), &model, task, serde_json::json!({"path": "m.py", "change": "x"})).await;
+    let task = "删除 m.py 里的空行";
+    let out =
+        change_with(ws.path(), &model, task, LAYOUT, serde_json::json!({"path": "m.py", "change": "x"}))
+            .await;
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "def a():\n    pass\ndef b():\n    return 2\n");
 }
@@ -321,8 +340,14 @@ async fn a_crlf_file_keeps_its_line_endings_and_the_diff_shows_only_the_change()
     // Asked to convert the line endings, the new ones stay.
     let model = ScriptedModel::new([reply().text("```ini\n[server]\nhost = a\nport = 8080\n```")]);
     let task = "Convert config.ini to Unix line endings";
-    let out =
-        change(ws.path(), &model, task, serde_json::json!({"path": "config.ini", "change": "LF"})).await;
+    let out = change_with(
+        ws.path(),
+        &model,
+        task,
+        LAYOUT,
+        serde_json::json!({"path": "config.ini", "change": "LF"}),
+    )
+    .await;
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "[server]\nhost = a\nport = 8080\n");
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use keel_agent::{Agent, NullSink, Session, SessionContext};
 use keel_llm::{CancellationToken, Message};
-use keel_testkit::{ScriptedModel, reply};
+use keel_testkit::{ScriptedModel, intent, reply};
 use keel_tools::changes::{ChangeCheck, NOTHING_CHANGED};
 use keel_tools::{ToolsConfig, builtin};
 
@@ -25,15 +25,18 @@ async fn a_change_task_that_changed_nothing_is_asked_once_to_make_the_change() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "port = 3000\n").unwrap();
     let model = ScriptedModel::new([
+        intent("change", false, false),
         reply().text("I changed the port to 8080."),
         reply().call("write_file", r#"{"path": "b.txt", "content": "new"}"#),
         reply().text("Done now."),
         // A second turn that claims success again is asked again (once per turn).
+        intent("change", false, false),
         reply().text("Changed."),
         reply().text("Really."),
     ]);
     let tools = builtin(Arc::new(ToolsConfig::default()));
-    let agent = Agent::builder(model.clone()).tools(tools).hooks(ChangeCheck).build();
+    let config = keel_agent::AgentConfig { read_intent: true, ..keel_agent::AgentConfig::default() };
+    let agent = Agent::builder(model.clone()).tools(tools).config(config).hooks(ChangeCheck).build();
     let mut session = Session::in_memory(&ws.path().display().to_string());
     let ctx = SessionContext::new(ws.path());
     let outcome = agent
@@ -59,9 +62,12 @@ async fn a_change_task_that_changed_nothing_is_asked_once_to_make_the_change() {
 #[tokio::test]
 async fn questions_are_left_alone() {
     let ws = tempfile::tempdir().unwrap();
-    let model = ScriptedModel::new([reply().text("main")]);
+    // A question, in any language, as the model reads it.
+    let model = ScriptedModel::new([intent("answer", false, false), reply().text("main")]);
+    let config = keel_agent::AgentConfig { read_intent: true, ..keel_agent::AgentConfig::default() };
     let agent = Agent::builder(model.clone())
         .tools(builtin(Arc::new(ToolsConfig::default())))
+        .config(config)
         .hooks(ChangeCheck)
         .build();
     let mut session = Session::in_memory(&ws.path().display().to_string());
@@ -69,7 +75,7 @@ async fn questions_are_left_alone() {
         .run_turn(
             &mut session,
             &SessionContext::new(ws.path()),
-            "Which branch is checked out? Fix it if needed?",
+            "现在是哪个分支？",
             &NullSink,
             &CancellationToken::new(),
         )

@@ -3,34 +3,47 @@
 
 use std::sync::Arc;
 
-use keel_agent::{Agent, AgentConfig, NullSink, Session, SessionContext};
+use keel_agent::{Agent, AgentConfig, RecordedEvent, RecordingSink, Session, SessionContext};
 use keel_llm::{CancellationToken, Message, ToolChoice};
-use keel_testkit::{ScriptedModel, reply};
+use keel_testkit::{ScriptedModel, intent, reply};
 use keel_tools::grounded::GroundedAnswer;
 use keel_tools::{ToolsConfig, builtin};
 
 async fn run(
     task: &str,
+    wants: &str,
     script: Vec<keel_testkit::ReplyBuilder>,
-) -> (keel_agent::TurnOutcome, ScriptedModel) {
+) -> (keel_agent::TurnOutcome, ScriptedModel, Vec<keel_session::Event>) {
     let ws = tempfile::tempdir().unwrap();
+    let mut script = script;
+    script.insert(0, intent(wants, false, false).usage(0, 0));
     let model = ScriptedModel::new(script);
     let mut tools = builtin(Arc::new(ToolsConfig::default()));
     tools.register(GroundedAnswer::new(Arc::new(model.clone())));
-    let config = AgentConfig { always_call: true, ..AgentConfig::default() };
+    let config = AgentConfig { always_call: true, read_intent: true, ..AgentConfig::default() };
     let agent = Agent::builder(model.clone()).config(config).tools(tools).build();
     let mut session = Session::in_memory(&ws.path().display().to_string());
+    let sink = RecordingSink::new();
     let outcome = agent
-        .run_turn(&mut session, &SessionContext::new(ws.path()), task, &NullSink, &CancellationToken::new())
+        .run_turn(&mut session, &SessionContext::new(ws.path()), task, &sink, &CancellationToken::new())
         .await
         .unwrap();
-    (outcome, model)
+    let events = sink
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            RecordedEvent::Logged(event) => Some(event),
+            _ => None,
+        })
+        .collect();
+    (outcome, model, events)
 }
 
 #[tokio::test]
 async fn a_question_is_answered_by_a_plain_request_from_the_outputs() {
-    let (outcome, model) = run(
+    let (outcome, model, events) = run(
         "What does `echo product=42` print?",
+        "answer",
         vec![
             reply().call("shell", r#"{"command": "echo product=42"}"#).usage(1, 1),
             reply().call("answer", r#"{"text": "The product is 42."}"#).usage(100, 10),
@@ -48,12 +61,25 @@ async fn a_question_is_answered_by_a_plain_request_from_the_outputs() {
         user.content,
         "Output of `echo product=42`:\n```\nproduct=42\n[exit code: 0]\n```\n\nWhat does `echo product=42` print? Answer from the output above, briefly; quote it exactly."
     );
+    // The tool's own request is logged (issue 29): whole, with its reply, under its call.
+    let asides: Vec<keel_session::ModelAside> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            keel_session::EventKind::ModelAside(aside) if aside.purpose == "answer" => Some(aside.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asides.len(), 1);
+    assert_eq!(asides[0].prompt, user.content);
+    assert!(asides[0].call_id.is_some());
+    assert_eq!(asides[0].reply.as_ref().map(|r| r.text()), Some("It prints `product=42`.".to_owned()));
 }
 
 #[tokio::test]
 async fn a_change_task_or_a_failed_request_keeps_the_models_own_answer() {
-    let (outcome, model) = run(
+    let (outcome, model, _) = run(
         "Create notes.txt saying hi",
+        "change",
         vec![
             reply().call("shell", r#"{"command": "echo hi > notes.txt"}"#),
             reply().call("answer", r#"{"text": "Created notes.txt."}"#),
@@ -61,12 +87,13 @@ async fn a_change_task_or_a_failed_request_keeps_the_models_own_answer() {
     )
     .await;
     assert_eq!(outcome.final_text, "Created notes.txt.");
-    assert_eq!(model.requests().len(), 2, "no plain request for a change task");
+    assert_eq!(model.requests().len(), 3, "the intent, two steps, no plain request for a change task");
 
     // A change request phrased as a question is not a question: its answer says what
     // was done (it was answered from the outputs when only sure changes kept the draft).
-    let (outcome, model) = run(
+    let (outcome, model, _) = run(
         "Can you fix the greeting in hello.txt?",
+        "change",
         vec![
             reply().call("shell", r#"{"command": "echo hello > hello.txt"}"#),
             reply().call("answer", r#"{"text": "Fixed the greeting."}"#),
@@ -74,10 +101,11 @@ async fn a_change_task_or_a_failed_request_keeps_the_models_own_answer() {
     )
     .await;
     assert_eq!(outcome.final_text, "Fixed the greeting.");
-    assert_eq!(model.requests().len(), 2, "no plain request for a change asked as a question");
+    assert_eq!(model.requests().len(), 3, "no plain request for a change asked as a question");
 
-    let (outcome, _) = run(
+    let (outcome, _, _) = run(
         "Which branch is this?",
+        "answer",
         vec![
             reply().call("shell", r#"{"command": "echo main"}"#),
             reply().call("answer", r#"{"text": "main"}"#),

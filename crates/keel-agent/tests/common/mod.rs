@@ -208,9 +208,9 @@ impl keel_agent::Hooks for OnceMore {
     fn turn_stopping<'a>(
         &'a self,
         _state: keel_agent::TurnStopping<'a>,
-    ) -> futures::future::BoxFuture<'a, Option<String>> {
+    ) -> futures::future::BoxFuture<'a, Option<keel_agent::Nudge>> {
         let first = !self.0.swap(true, std::sync::atomic::Ordering::SeqCst);
         let text = self.1;
-        Box::pin(async move { first.then(|| text.to_owned()) })
+        Box::pin(async move { first.then(|| keel_agent::Nudge::new(text, "test: once more")) })
     }
 }

@@ -119,3 +119,18 @@ pub fn pid_namespaces() -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// The reply to keel's reading of a task's intent (issue 29) over Chat Completions, when
+/// `body` is that request (its one tool is `classify`): the task wants `wants`.
+#[allow(dead_code)]
+pub fn intent_reply(body: &serde_json::Value, wants: &str) -> Option<keel_testkit::MockResponse> {
+    let tools = body["tools"].as_array()?;
+    let only_classify = tools.len() == 1 && tools[0]["function"]["name"] == "classify";
+    only_classify.then(|| {
+        let args = serde_json::json!({"wants": wants, "check": false, "layout": false}).to_string();
+        keel_testkit::ChatStream::new()
+            .tool_call("intent", "classify", &args, 1)
+            .finish("tool_calls")
+            .response()
+    })
+}

@@ -8,7 +8,7 @@ use keel_session::{
 };
 
 pub fn user(text: &str) -> EventKind {
-    EventKind::UserMessage(UserInput { text: text.into(), source: Default::default() })
+    EventKind::UserMessage(UserInput { text: text.into(), source: Default::default(), reason: None })
 }
 
 pub fn assistant_text(text: &str) -> EventKind {

@@ -114,35 +114,42 @@ impl Tool for ChangeFile {
             let prompt = editor_prompt(ctx.task.as_deref(), &job.args, &job.inputs);
             // Unless the task is about layout, blank lines the editor reflowed and the
             // file's line endings are put back.
-            let layout = LayoutAsked::of([job.args.change.as_str(), ctx.task.as_deref().unwrap_or("")]);
+            let layout = LayoutAsked::of(ctx.intent);
             let checks = crate::syntax::Checks::of(&config);
             let mut usage = Usage::default();
             let mut refusal = Unchanged::Same;
+            let mut asides = Vec::new();
             for temperature in EDITOR_TEMPERATURES {
-                let (reply, spent) = crate::plain::ask(
+                let asked = crate::plain::ask(
                     model.as_ref(),
+                    "change_file",
                     prompt.clone(),
                     temperature,
                     ctx.cancel.child_token(),
                 )
-                .await
-                .map_err(|e| {
-                    ToolError::new(
-                        "model_error",
-                        format!(
+                .await;
+                asides.push(asked.aside);
+                let (reply, spent) = match asked.result {
+                    Ok(replied) => replied,
+                    Err(e) => {
+                        return Ok(ToolOutput::error(format!(
                             "The file was not changed: the model request for its new content failed ({e})."
-                        ),
-                    )
-                })?;
+                        ))
+                        .with_usage(usage)
+                        .with_asides(asides));
+                    }
+                };
                 usage += spent;
                 let vetting = Arc::clone(&job);
                 let vetted = blocking(move || vetting.vet(&reply, checks, layout)).await?;
                 match vetted {
-                    Ok((new, note)) => return Ok(job.write(new, note, &ctx).await?.with_usage(usage)),
+                    Ok((new, note)) => {
+                        return Ok(job.write(new, note, &ctx).await?.with_usage(usage).with_asides(asides));
+                    }
                     Err(why) => refusal = why,
                 }
             }
-            Ok(job.unchanged(refusal, &ctx.state).with_usage(usage))
+            Ok(job.unchanged(refusal, &ctx.state).with_usage(usage).with_asides(asides))
         }
     }
 }

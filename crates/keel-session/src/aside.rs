@@ -1,0 +1,94 @@
+//! Model requests beside the conversation (`model/aside`) and the turn's intent
+//! (`turn/intent`): "model-visible means logged" holds for every request keel makes,
+//! not only the loop's.
+
+use serde::{Deserialize, Serialize};
+
+use keel_llm::{AssistantMessage, ToolChoice, ToolDefinition};
+
+/// Data of `model/aside`: one request made beside the conversation and its reply. The
+/// request is whole (system prompt, the one user message, tools, tool choice,
+/// temperature), so it can be sent again from the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelAside {
+    /// What it was for (`intent`, `change_file`, `answer`, …).
+    pub purpose: String,
+    /// The tool call it was made for, when a tool made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The system prompt.
+    pub system: String,
+    /// The one user message.
+    pub prompt: String,
+    /// The tools offered (usually none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolDefinition>,
+    /// Whether tools could, had to or could not be called.
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
+    /// The sampling temperature asked for, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<serde_json::Number>,
+    /// The reply, with its usage; `None` when the request failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<AssistantMessage>,
+    /// Why it failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a task asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Wants {
+    /// Files changed (or created, or a command that changes something).
+    Change,
+    /// Only an answer: nothing should change.
+    Answer,
+    /// A change and an answer.
+    Both,
+}
+
+impl Wants {
+    /// Whether the task asks for a change (alone or with an answer).
+    pub fn change(self) -> bool {
+        matches!(self, Wants::Change | Wants::Both)
+    }
+}
+
+/// Data of `turn/intent`: what the turn's task asks for, each part `None` when it could
+/// not be told (rules that act on certainty then leave the turn alone).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TaskIntent {
+    /// A change, an answer, or both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wants: Option<Wants>,
+    /// The task asks to run something to check the work (tests, the script).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<bool>,
+    /// The task is about layout: blank lines, whitespace, indentation or line endings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<bool>,
+}
+
+impl TaskIntent {
+    /// Sure the task wants files changed.
+    pub fn asks_for_change(&self) -> bool {
+        self.wants.is_some_and(Wants::change)
+    }
+
+    /// Sure the task wants only an answer.
+    pub fn is_question(&self) -> bool {
+        self.wants == Some(Wants::Answer)
+    }
+
+    /// Sure the task asks for a check to be run.
+    pub fn names_a_check(&self) -> bool {
+        self.check == Some(true)
+    }
+
+    /// Sure the task is about layout.
+    pub fn about_layout(&self) -> bool {
+        self.layout == Some(true)
+    }
+}
