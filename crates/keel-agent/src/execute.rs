@@ -301,7 +301,9 @@ pub(crate) async fn execute_calls(
                 ));
                 continue;
             }
-            let request = ToolCallRequest { call: &item.call, read_only, step, ctx: run.ctx };
+            let effect = run.tools.effect_of(&item.call);
+            let request =
+                ToolCallRequest { call: &item.call, read_only, effect: &effect, step, ctx: run.ctx };
             let decision = tokio::select! {
                 biased;
                 _ = run.cancel.cancelled() => None,
@@ -344,6 +346,7 @@ pub(crate) async fn execute_calls(
                     call_id: item.call.id.clone(),
                     name: item.call.name.clone(),
                     arguments: item.call.arguments.clone(),
+                    effect: run.tools.get(&item.call.name).map(|tool| tool.effect(&item.call.arguments)),
                 }))?,
                 Plan::Fail(_) => message_seq,
             };

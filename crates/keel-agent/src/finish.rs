@@ -33,19 +33,13 @@ pub const COPIED_EXAMPLE: &str = "That answer is the example from your instructi
 /// Most requests in one turn.
 const MAX_NUDGES: usize = 2;
 
-/// The rule, as [`Hooks`]. Tools that are not read-only count as changes, except the
-/// `check_tools` (by default `shell`), which count as running a check.
-#[derive(Debug, Clone)]
+/// The rule, as [`Hooks`]. What each call did is what its tool declares
+/// ([`crate::Tool::effect`]): a call that runs a command counts as running a check, any
+/// other call that is not read-only as a change.
+#[derive(Debug, Clone, Default)]
 pub struct FinishCheck {
-    check_tools: Vec<String>,
     /// Example answers of the instructions, normalized ([`normalized`]).
     example_answers: Vec<String>,
-}
-
-impl Default for FinishCheck {
-    fn default() -> Self {
-        FinishCheck { check_tools: vec!["shell".to_owned()], example_answers: Vec::new() }
-    }
 }
 
 /// What the turn did, read from its messages.
@@ -64,15 +58,9 @@ struct Activity {
 }
 
 impl FinishCheck {
-    /// The rule with `shell` as the tool that runs checks.
+    /// The rule.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// Names the tools whose calls count as running a check.
-    pub fn check_tools(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.check_tools = names.into_iter().map(Into::into).collect();
-        self
     }
 
     /// Names answers that the instructions show as examples: a final answer that repeats
@@ -113,12 +101,16 @@ impl FinishCheck {
                 }
                 Message::Assistant(reply) => {
                     for call in reply.tool_calls() {
-                        let read_only = state.tools.get(&call.name).is_none_or(|t| t.is_read_only());
+                        // A tool not on offer did nothing.
+                        let effect = match state.tools.get(&call.name) {
+                            Some(_) => state.tools.effect_of(call),
+                            None => keel_session::Effect::Reads { path: None },
+                        };
                         let succeeded = failed.get(call.id.as_str()) == Some(&false);
-                        if self.check_tools.contains(&call.name) {
+                        if effect == keel_session::Effect::Runs {
                             activity.checked_since_change = true;
                             activity.acted |= succeeded;
-                        } else if !read_only && succeeded {
+                        } else if !effect.read_only() && succeeded {
                             activity.changed = true;
                             activity.acted = true;
                             activity.checked_since_change = false;

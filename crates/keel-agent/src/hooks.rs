@@ -35,6 +35,8 @@ pub struct ToolCallRequest<'a> {
     pub call: &'a ToolCall,
     /// Whether the tool declares itself read-only.
     pub read_only: bool,
+    /// What the call does, as its tool declares it ([`crate::Tool::effect`]).
+    pub effect: &'a keel_session::Effect,
     /// The step number within the turn.
     pub step: u32,
     /// The session's context (workspace, tool state).

@@ -67,8 +67,9 @@ pub use registry::{ToolRegistry, ToolRegistryError, ToolRegistryErrorKind};
 pub use sink::{AgentEvent, NullSink, RecordedEvent, RecordingSink, Sink};
 pub use state::ToolState;
 pub use tool::{
-    DynTool, PreparedCall, Tool, ToolContext, ToolError, ToolOutput, json_kind, parse_arguments, typed,
+    DynTool, PreparedCall, Tool, ToolContext, ToolError, ToolOutput, json_kind, parse_arguments,
+    path_argument, typed,
 };
 pub use turn::{AgentError, STEP_LIMIT_SUMMARY_REQUEST};
 
-pub use keel_session::{ModelAside, Session, TaskIntent, Wants};
+pub use keel_session::{Effect, ModelAside, Session, TaskIntent, Wants};

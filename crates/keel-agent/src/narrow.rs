@@ -50,6 +50,10 @@ impl DynTool for Narrowed {
         self.inner.is_read_only()
     }
 
+    fn effect(&self, arguments: &str) -> keel_session::Effect {
+        self.inner.effect(arguments)
+    }
+
     fn is_concurrency_safe(&self) -> bool {
         self.inner.is_concurrency_safe()
     }

@@ -75,6 +75,12 @@ impl ToolRegistry {
         self.tools.iter().find(|t| t.definition().name == name)
     }
 
+    /// What `call` does, as its tool declares it ([`crate::Tool::effect`]); a call of a
+    /// tool not here is [`Effect::Other`](keel_session::Effect::Other).
+    pub fn effect_of(&self, call: &keel_llm::ToolCall) -> keel_session::Effect {
+        self.get(&call.name).map_or(keel_session::Effect::Other, |tool| tool.effect(&call.arguments))
+    }
+
     /// The definitions sent to the model.
     pub fn definitions(&self) -> &[ToolDefinition] {
         &self.definitions
@@ -158,6 +164,16 @@ pub(crate) mod tests_support {
         fn is_read_only(&self) -> bool {
             self.read_only
         }
+        fn effect(&self, arguments: &str) -> keel_session::Effect {
+            let value = serde_json::from_str(arguments).unwrap_or(serde_json::Value::Null);
+            let path = crate::tool::path_argument(&value);
+            match (self.definition.name.as_str(), path) {
+                ("read_file", path) => keel_session::Effect::Reads { path },
+                ("write_file" | "edit_file", Some(path)) => keel_session::Effect::Writes { path },
+                ("shell", _) => keel_session::Effect::Runs,
+                _ => keel_session::Effect::Other,
+            }
+        }
         fn is_concurrency_safe(&self) -> bool {
             self.read_only
         }
@@ -166,7 +182,8 @@ pub(crate) mod tests_support {
         }
     }
 
-    /// read_file (read-only), write_file, edit_file and shell, none runnable.
+    /// read_file (read-only), write_file, edit_file and shell, none runnable, with the
+    /// effects of the real ones.
     pub(crate) fn registry() -> ToolRegistry {
         let mut registry = ToolRegistry::new();
         for (name, read_only) in

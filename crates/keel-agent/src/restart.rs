@@ -83,6 +83,7 @@ pub(crate) fn fresh_start_message(
     earlier: &[Message],
     turn: &[Message],
     stuck: Stuck,
+    tools: &crate::ToolRegistry,
 ) -> String {
     let (block, task) = split_environment(prompt);
     let mut environment = block.map(str::to_owned);
@@ -113,13 +114,13 @@ pub(crate) fn fresh_start_message(
     }
     text.push_str(task);
     text.push_str("\n\n");
-    text.push_str(&note(turn, stuck));
+    text.push_str(&note(turn, stuck, tools));
     text
 }
 
 /// The note after the task: why this is a second attempt and what the first changed.
-fn note(turn: &[Message], stuck: Stuck) -> String {
-    let (_, changed) = plan::files_touched(turn);
+fn note(turn: &[Message], stuck: Stuck, tools: &crate::ToolRegistry) -> String {
+    let (_, changed) = plan::files_touched(turn, tools);
     let files = match changed.len() {
         0 => "It wrote and edited no file. Look at a file's current content before you change it.".to_owned(),
         n => {
@@ -176,7 +177,13 @@ mod tests {
             result("2"),
         ];
         assert_eq!(
-            fresh_start_message(&format!("{ENV}\n\nAdd a function to a.py."), &[], &turn, Stuck::Looping),
+            fresh_start_message(
+                &format!("{ENV}\n\nAdd a function to a.py."),
+                &[],
+                &turn,
+                Stuck::Looping,
+                &crate::registry::tests_support::registry()
+            ),
             format!(
                 "{ENV}\n\nAdd a function to a.py.\n\n(A first attempt at this request stopped without finishing: it \
 made the same calls over and over. This is a fresh start. It wrote or edited `a.py`; they are as it left them, \
@@ -196,7 +203,13 @@ so look at them first: the request may be done already.)"
         ];
         let turn = vec![user("Now rename it.")];
         assert_eq!(
-            fresh_start_message("Now rename it.", &earlier, &turn, Stuck::OutOfSteps(50)),
+            fresh_start_message(
+                "Now rename it.",
+                &earlier,
+                &turn,
+                Stuck::OutOfSteps(50),
+                &crate::registry::tests_support::registry()
+            ),
             format!(
                 "{ENV}\n\nEarlier requests in this conversation (already answered):\n- What is in a.py?\n\nThe \
 current request:\nNow rename it.\n\n(A first attempt at this request stopped without finishing: it used all 50 \
@@ -210,7 +223,13 @@ it.)"
     fn the_request_is_found_again_in_a_fresh_start() {
         let earlier = [user(&format!("{ENV}\n\nWhat is in a.py?"))];
         for (earlier, turn) in [(&earlier[..], user("Now rename it.")), (&[][..], user("Now rename it."))] {
-            let text = fresh_start_message("Now rename it.", earlier, &[turn], Stuck::Looping);
+            let text = fresh_start_message(
+                "Now rename it.",
+                earlier,
+                &[turn],
+                Stuck::Looping,
+                &crate::registry::tests_support::registry(),
+            );
             let (_, after_environment) = split_environment(&text);
             assert_eq!(request_of(after_environment), "Now rename it.");
         }
@@ -221,7 +240,13 @@ it.)"
     fn long_earlier_requests_are_cut_and_only_the_latest_kept() {
         let mut earlier: Vec<Message> = (0..8).map(|i| user(&format!("request {i}"))).collect();
         earlier.push(user(&"y".repeat(EARLIER_REQUEST_CHARS + 10)));
-        let text = fresh_start_message("go", &earlier, &[user("go")], Stuck::Looping);
+        let text = fresh_start_message(
+            "go",
+            &earlier,
+            &[user("go")],
+            Stuck::Looping,
+            &crate::registry::tests_support::registry(),
+        );
         assert!(!text.contains("request 3"), "{text}");
         assert!(text.contains("- request 4\n"), "{text}");
         assert!(text.contains(&format!("- {} …[cut]\n", "y".repeat(EARLIER_REQUEST_CHARS))), "{text}");

@@ -193,6 +193,19 @@ pub trait Tool: Send + Sync + 'static {
         false
     }
 
+    /// What a call with `arguments` (the model's, parsed as JSON; `Null` when they do not
+    /// parse) does: reads, writes a file, runs a command, concludes the turn. The loop logs
+    /// it with the call, and the rules that care read it instead of the tool's name. The
+    /// default says only what [`Tool::is_read_only`] says.
+    fn effect(&self, arguments: &serde_json::Value) -> keel_session::Effect {
+        let _ = arguments;
+        if self.is_read_only() {
+            keel_session::Effect::Reads { path: None }
+        } else {
+            keel_session::Effect::Other
+        }
+    }
+
     /// Runs the tool.
     fn call(
         &self,
@@ -230,6 +243,21 @@ pub trait DynTool: Send + Sync {
     /// Validates the raw arguments and returns the call ready to run, or an
     /// `invalid_arguments` error explaining the problem.
     fn prepare(&self, arguments: &str) -> Result<PreparedCall, ToolError>;
+
+    /// See [`Tool::effect`]; `arguments` is the model's raw string.
+    fn effect(&self, arguments: &str) -> keel_session::Effect {
+        let _ = arguments;
+        if self.is_read_only() {
+            keel_session::Effect::Reads { path: None }
+        } else {
+            keel_session::Effect::Other
+        }
+    }
+}
+
+/// The `path` argument of a call, for [`Tool::effect`].
+pub fn path_argument(arguments: &serde_json::Value) -> Option<String> {
+    arguments.get("path").and_then(serde_json::Value::as_str).map(str::to_owned)
 }
 
 /// Wraps a typed [`Tool`] as a [`DynTool`], generating its definition once.
@@ -278,6 +306,11 @@ impl<T: Tool> DynTool for TypedTool<T> {
 
     fn reads_history(&self) -> bool {
         self.tool.reads_history()
+    }
+
+    fn effect(&self, arguments: &str) -> keel_session::Effect {
+        let value = serde_json::from_str(arguments).unwrap_or(serde_json::Value::Null);
+        self.tool.effect(&value)
     }
 
     fn prepare(&self, arguments: &str) -> Result<PreparedCall, ToolError> {

@@ -363,7 +363,7 @@ impl TurnRun<'_> {
         Compactor {
             model: self.model,
             system: self.system,
-            tools: self.tools.definitions(),
+            tools: &self.tools,
             session: self.session,
             sink: self.sink,
             cancel: self.cancel,
@@ -412,8 +412,8 @@ impl TurnRun<'_> {
             _ => 0,
         };
         let (earlier, turn) = messages.split_at(first);
-        let summary = crate::restart::fresh_start_message(&self.prompt, earlier, turn, stuck);
-        let (files_read, files_changed) = crate::compact::plan::files_touched(turn);
+        let summary = crate::restart::fresh_start_message(&self.prompt, earlier, turn, stuck, &self.tools);
+        let (files_read, files_changed) = crate::compact::plan::files_touched(turn, &self.tools);
         let definitions = self.tools.definitions();
         let tokens_before = crate::compact::context_tokens(self.session, self.system, definitions);
         let tokens_after =

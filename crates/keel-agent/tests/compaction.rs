@@ -34,6 +34,9 @@ impl Tool for BigRead {
     fn description(&self) -> &str {
         "Reads a file."
     }
+    fn effect(&self, arguments: &serde_json::Value) -> keel_agent::Effect {
+        keel_agent::Effect::Reads { path: keel_agent::path_argument(arguments) }
+    }
     fn is_read_only(&self) -> bool {
         true
     }
@@ -59,6 +62,12 @@ impl Tool for Write {
     }
     fn description(&self) -> &str {
         "Writes a file."
+    }
+    fn effect(&self, arguments: &serde_json::Value) -> keel_agent::Effect {
+        match keel_agent::path_argument(arguments) {
+            Some(path) => keel_agent::Effect::Writes { path },
+            None => keel_agent::Effect::Other,
+        }
     }
     async fn call(&self, args: WriteArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::text(format!("wrote {} ({} bytes)", args.path, args.content.len())))

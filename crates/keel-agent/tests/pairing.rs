@@ -165,6 +165,7 @@ impl Recorder {
                     call_id: id.clone(),
                     name: "read_file".into(),
                     arguments: "{}".into(),
+                    effect: None,
                 }))
             } else {
                 message_seq

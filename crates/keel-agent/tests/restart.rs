@@ -100,10 +100,16 @@ struct FakeWrite;
 impl keel_agent::Tool for FakeWrite {
     type Args = WriteArgs;
     fn name(&self) -> &str {
-        "write_file"
+        "save_note"
     }
     fn description(&self) -> &str {
         "Writes a file."
+    }
+    fn effect(&self, arguments: &serde_json::Value) -> keel_agent::Effect {
+        match keel_agent::path_argument(arguments) {
+            Some(path) => keel_agent::Effect::Writes { path },
+            None => keel_agent::Effect::Other,
+        }
     }
     async fn call(
         &self,
@@ -175,11 +181,14 @@ async fn a_turn_out_of_steps_starts_again_with_half_its_steps_and_only_once() {
     assert_provider_valid(session.messages());
 }
 
+/// Issue 29: the note knew write_file and edit_file by name, so after change_file it said
+/// "It wrote and edited no file". A tool of any name that declares it writes a file is
+/// named (`save_note` here).
 #[tokio::test]
 async fn the_note_names_the_files_the_first_attempt_changed() {
     let model = ScriptedModel::new([
         reply().call("finish", "{}"),
-        reply().call("write_file", r#"{"path": "b.txt", "content": "x"}"#),
+        reply().call("save_note", r#"{"path": "b.txt", "content": "x"}"#),
         reply().text("done"),
     ]);
     let config = AgentConfig { fresh_start: true, max_steps: 2, ..AgentConfig::default() };

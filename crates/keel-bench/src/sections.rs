@@ -122,6 +122,7 @@ fn write_session(store: &JsonlStore, events: usize) -> String {
                     call_id: format!("call_{i}"),
                     name: "read_file".into(),
                     arguments: format!(r#"{{"path":"src/module_{i}.rs"}}"#),
+                    effect: None,
                 }))
                 .unwrap();
             session

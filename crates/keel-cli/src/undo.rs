@@ -44,15 +44,21 @@ pub fn last_turns(events: &[Event], n: usize) -> Option<LastTurns> {
     }
     let first = starts[starts.len() - n];
     let mut turns = LastTurns { before: events[first].seq.saturating_sub(1), changes: Vec::new(), shells: 0 };
+    // What each call did is what its tool declared, logged with the call.
+    let mut effects = std::collections::HashMap::new();
     for event in &events[first..] {
-        if let EventKind::ToolResult(result) = &event.kind {
-            match result.name.as_str() {
-                "write_file" | "edit_file" | "change_file" if !result.is_error => {
+        match &event.kind {
+            EventKind::ToolCall(call) => {
+                effects.insert(call.call_id.as_str(), call.effect.clone());
+            }
+            EventKind::ToolResult(result) => match effects.get(result.call_id.as_str()) {
+                Some(Some(keel_session::Effect::Writes { .. })) if !result.is_error => {
                     turns.changes.push(result.call_id.clone())
                 }
-                "shell" => turns.shells += 1,
+                Some(Some(keel_session::Effect::Runs)) => turns.shells += 1,
                 _ => {}
-            }
+            },
+            _ => {}
         }
     }
     Some(turns)

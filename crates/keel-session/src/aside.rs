@@ -92,3 +92,36 @@ impl TaskIntent {
         self.layout == Some(true)
     }
 }
+
+/// What a tool call does, as its tool declares it: read by the rules that would otherwise
+/// match tool names (compaction's file list, the fresh-start note, undo, the finish
+/// checks, the question guard), so a new tool (or an MCP tool with annotations) is
+/// handled without touching them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Effect {
+    /// Reads only; `path` when it reads one file.
+    Reads {
+        /// The file read, as the call named it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+    },
+    /// Writes the file at `path` (its content: undo can put it back).
+    Writes {
+        /// The file written, as the call named it.
+        path: String,
+    },
+    /// Runs a command: may change anything, and counts as running a check.
+    Runs,
+    /// Delivers the turn's answer.
+    Concludes,
+    /// Changes something else, or says nothing of what it does.
+    Other,
+}
+
+impl Effect {
+    /// Whether the call changes nothing.
+    pub fn read_only(&self) -> bool {
+        matches!(self, Effect::Reads { .. } | Effect::Concludes)
+    }
+}

@@ -270,6 +270,9 @@ pub struct ToolCallStarted {
     pub name: String,
     /// The raw argument string.
     pub arguments: String,
+    /// What the call does, as its tool declares it (absent in logs before version 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<crate::aside::Effect>,
 }
 
 /// Data of `tool/result`.
@@ -461,6 +464,7 @@ mod tests {
             call_id: "c".into(),
             name: "n".into(),
             arguments: "{".into(),
+            effect: None,
         }));
         round_trip(EventKind::ToolResult(ToolResultData {
             call_id: "c".into(),

@@ -21,7 +21,7 @@ mod store;
 pub mod time;
 mod validate;
 
-pub use aside::{ModelAside, TaskIntent, Wants};
+pub use aside::{Effect, ModelAside, TaskIntent, Wants};
 pub use context::{
     CompactionEnd, CompactionOutcome, CompactionReason, CompactionStart, Pruned, PrunedResult,
 };

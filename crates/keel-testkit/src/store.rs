@@ -83,6 +83,7 @@ pub fn record_turn(session: &mut Session, prompt: &str) {
             call_id: call_id.clone(),
             name: "read_file".into(),
             arguments: r#"{"path":"a.txt"}"#.into(),
+            effect: None,
         }))
         .unwrap();
     session
@@ -129,6 +130,7 @@ pub fn record_crashed_turn(session: &mut Session, prompt: &str) -> u64 {
             call_id: "x1".into(),
             name: "shell".into(),
             arguments: r#"{"command":"make"}"#.into(),
+            effect: None,
         }))
         .unwrap()
 }

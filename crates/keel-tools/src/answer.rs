@@ -33,6 +33,10 @@ impl Tool for Answer {
         DESCRIPTION
     }
 
+    fn effect(&self, _arguments: &serde_json::Value) -> keel_agent::Effect {
+        keel_agent::Effect::Concludes
+    }
+
     fn is_read_only(&self) -> bool {
         true
     }

@@ -454,6 +454,13 @@ impl Tool for EditFile {
         "Replace exact text in a file; old_text must match exactly once (or set replace_all)."
     }
 
+    fn effect(&self, arguments: &serde_json::Value) -> keel_agent::Effect {
+        match keel_agent::path_argument(arguments) {
+            Some(path) => keel_agent::Effect::Writes { path },
+            None => keel_agent::Effect::Other,
+        }
+    }
+
     fn call(
         &self,
         args: EditArgs,

@@ -128,6 +128,10 @@ impl Tool for GroundedAnswer {
         crate::answer::DESCRIPTION
     }
 
+    fn effect(&self, _arguments: &serde_json::Value) -> keel_agent::Effect {
+        keel_agent::Effect::Concludes
+    }
+
     fn is_read_only(&self) -> bool {
         true
     }

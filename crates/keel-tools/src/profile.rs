@@ -132,4 +132,23 @@ mod tests {
         assert!(registry.get("shell").is_some_and(|t| !t.is_read_only()));
         assert!(registry.get("read_file").is_some_and(|t| t.is_read_only()));
     }
+
+    /// Issue 29: what a call does is declared by its tool (narrowed or not), so the rules
+    /// that read it (compaction's file list, undo, the finish checks) need no names.
+    #[test]
+    fn every_tool_declares_what_its_calls_do() {
+        use keel_agent::Effect;
+        let registry = tools(ToolProfile::Small, Arc::new(ToolsConfig::default()));
+        let effect = |name: &str, args: &str| registry.get(name).map(|t| t.effect(args));
+        assert_eq!(effect("shell", r#"{"command": "ls"}"#), Some(Effect::Runs));
+        assert_eq!(
+            effect("read_file", r#"{"path": "a.py"}"#),
+            Some(Effect::Reads { path: Some("a.py".into()) })
+        );
+        for writer in ["write_file", "edit_file"] {
+            assert_eq!(effect(writer, r#"{"path": "b.py"}"#), Some(Effect::Writes { path: "b.py".into() }));
+            assert_eq!(effect(writer, "not json"), Some(Effect::Other));
+        }
+        assert_eq!(effect("grep", r#"{"pattern": "x"}"#), Some(Effect::Reads { path: None }));
+    }
 }

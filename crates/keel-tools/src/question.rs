@@ -4,8 +4,8 @@
 //! [`keel_agent::intent`]), no file should change; small models asked a question sometimes create or
 //! edit files instead (a stub `parse_header.py`, a "TODO" written into notes.md). While
 //! the turn's task is a question, [`QuestionGuard`] refuses calls of tools that are not
-//! read-only, except the ones named as checks (by default `shell`, which may run the
-//! program the question is about), with a reason that says what to do instead. It also
+//! read-only, except those that run a command (their declared effect; the shell may run
+//! the program the question is about), with a reason that says what to do instead. It also
 //! offers only those tools for the turn ([`Hooks::turn_tools`]): a model constrained to
 //! the tools on offer (the embedded engine's grammar) then cannot even try a change, and
 //! one that is not spends no steps on refused calls (the 1.5B model wrote a stub
@@ -22,32 +22,18 @@ pub const QUESTION_NOT_CHANGE: &str = "Not done: the task is a question, so no f
 struct Question(Option<String>);
 
 /// The rule, as [`Hooks`]; chain it after the permission policy.
-#[derive(Debug, Clone)]
-pub struct QuestionGuard {
-    allowed: Vec<String>,
-}
-
-impl Default for QuestionGuard {
-    fn default() -> Self {
-        QuestionGuard { allowed: vec!["shell".to_owned()] }
-    }
-}
+#[derive(Debug, Clone, Default)]
+pub struct QuestionGuard;
 
 impl QuestionGuard {
-    /// The rule, with `shell` allowed during questions.
+    /// The rule: reading and running commands allowed during questions.
     pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Names the tools that may run during a question although they are not read-only.
-    pub fn allowed(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.allowed = names.into_iter().map(Into::into).collect();
-        self
+        Self
     }
 
     /// The decision for one call.
     fn decide(&self, request: &ToolCallRequest<'_>) -> HookDecision {
-        if request.read_only || self.allowed.contains(&request.call.name) {
+        if request.read_only || request.effect.read_only() || *request.effect == keel_agent::Effect::Runs {
             return HookDecision::Allow;
         }
         let question = request.ctx.tool_state.with(|q: &mut Question| q.0.clone());
@@ -80,9 +66,8 @@ impl Hooks for QuestionGuard {
         if !intent.is_question() {
             return None;
         }
-        let offered = tools.filtered(|tool| {
-            tool.is_read_only() || self.allowed.iter().any(|name| *name == tool.definition().name)
-        });
+        let offered =
+            tools.filtered(|tool| tool.is_read_only() || tool.effect("{}") == keel_agent::Effect::Runs);
         (offered.len() < tools.len()).then_some(offered)
     }
 }

@@ -306,6 +306,10 @@ impl Tool for ReadFile {
         }
     }
 
+    fn effect(&self, arguments: &serde_json::Value) -> keel_agent::Effect {
+        keel_agent::Effect::Reads { path: keel_agent::path_argument(arguments) }
+    }
+
     fn is_read_only(&self) -> bool {
         true
     }

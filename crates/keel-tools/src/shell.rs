@@ -166,6 +166,10 @@ impl Tool for Shell {
         "Run a bash command in the workspace (stdin closed, stderr merged into stdout). Output ends with [exit code: N] (or (no output; exit code N)); long output is cut in the middle and saved whole to a file it names."
     }
 
+    fn effect(&self, _arguments: &serde_json::Value) -> keel_agent::Effect {
+        keel_agent::Effect::Runs
+    }
+
     fn call(
         &self,
         args: ShellArgs,

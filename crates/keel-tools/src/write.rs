@@ -124,6 +124,13 @@ impl Tool for WriteFile {
         "Create a file, or replace a file's whole content. For small changes to an existing file use edit_file."
     }
 
+    fn effect(&self, arguments: &serde_json::Value) -> keel_agent::Effect {
+        match keel_agent::path_argument(arguments) {
+            Some(path) => keel_agent::Effect::Writes { path },
+            None => keel_agent::Effect::Other,
+        }
+    }
+
     fn call(
         &self,
         args: WriteArgs,

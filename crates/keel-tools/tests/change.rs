@@ -379,3 +379,13 @@ async fn a_shell_command_as_the_change_is_refused_before_the_editor_is_asked() {
         "def mean(v):\n    return sum(v) / len(v)\n"
     );
 }
+
+#[test]
+fn change_file_declares_that_it_writes_its_path() {
+    let model = ScriptedModel::new([]);
+    let tool = typed(ChangeFile::new(Arc::new(ToolsConfig::default()), Arc::new(model)));
+    assert_eq!(
+        tool.effect(r#"{"path": "a.py", "change": "x"}"#),
+        keel_agent::Effect::Writes { path: "a.py".into() }
+    );
+}

@@ -64,7 +64,7 @@ impl Limits {
 pub(crate) struct Compactor<'a> {
     pub model: &'a dyn ModelClient,
     pub system: &'a str,
-    pub tools: &'a [ToolDefinition],
+    pub tools: &'a crate::ToolRegistry,
     pub session: &'a mut Session,
     pub sink: &'a dyn Sink,
     pub cancel: &'a CancellationToken,
@@ -99,8 +99,8 @@ impl Compactor<'_> {
     /// messages (from the last report; 1 without one), within 0.5–1.5.
     fn calibration(&self) -> f64 {
         let Some((reported, covered)) = self.session.projection().reported_context() else { return 1.0 };
-        let estimated =
-            overhead(self.system, self.tools) + plan::messages_tokens(&self.session.messages()[..covered]);
+        let estimated = overhead(self.system, self.tools.definitions())
+            + plan::messages_tokens(&self.session.messages()[..covered]);
         if estimated == 0 || reported == 0 {
             return 1.0;
         }
@@ -108,7 +108,7 @@ impl Compactor<'_> {
     }
 
     fn used(&self) -> u64 {
-        context_tokens(self.session, self.system, self.tools)
+        context_tokens(self.session, self.system, self.tools.definitions())
     }
 
     /// Prunes, then compacts, when the context is past the thresholds. Right after a
@@ -165,14 +165,23 @@ impl Compactor<'_> {
             tokens_before,
             instruction: instruction.clone(),
         }))?;
-        let overhead = overhead(self.system, self.tools);
+        let overhead = overhead(self.system, self.tools.definitions());
         let estimated = overhead + plan::messages_tokens(&older) + plan::text_tokens(&instruction);
         let request_tokens = (estimated as f64 * self.calibration()) as u64;
         let summary = if request_tokens + self.limits.reply_room() > self.limits.window {
             Err("the older part is too long to summarize within the window".to_owned())
         } else {
             let id = self.session.id().to_owned();
-            request_summary(self.model, self.system, self.tools, &id, self.cancel, &older, &instruction).await
+            request_summary(
+                self.model,
+                self.system,
+                self.tools.definitions(),
+                &id,
+                self.cancel,
+                &older,
+                &instruction,
+            )
+            .await
         };
         if self.cancel.is_cancelled() {
             let end = aborted(tokens_before, summary.as_ref().map(|s| s.1).unwrap_or_default());
@@ -180,13 +189,13 @@ impl Compactor<'_> {
             return Ok(Some(end));
         }
         let user_budget = self.limits.keep_tokens() / 2;
-        let dropped = |why: &str| plan::summary_message(&older, user_budget, Err(why));
+        let dropped = |why: &str| plan::summary_message(&older, user_budget, Err(why), self.tools);
         let (outcome, text, usage) = match summary {
             Ok((summary, usage)) if summary.trim().is_empty() => {
                 (CompactionOutcome::Dropped, dropped("the summary was empty"), usage)
             }
             Ok((summary, usage)) => {
-                let text = plan::summary_message(&older, user_budget, Ok(&summary));
+                let text = plan::summary_message(&older, user_budget, Ok(&summary), self.tools);
                 let after = overhead + plan::text_tokens(&text) + kept_tokens;
                 if plan::text_tokens(&text) < plan::messages_tokens(&older)
                     && after <= self.limits.threshold() * 9 / 10
@@ -198,7 +207,7 @@ impl Compactor<'_> {
             }
             Err(why) => (CompactionOutcome::Dropped, dropped(&why), Usage::default()),
         };
-        let (files_read, files_changed) = plan::files_touched(&older);
+        let (files_read, files_changed) = plan::files_touched(&older, self.tools);
         let end = CompactionEnd {
             outcome,
             tokens_after: overhead + plan::text_tokens(&text) + kept_tokens,
@@ -287,9 +296,10 @@ impl crate::Agent {
     ) -> Result<Option<CompactionEnd>, crate::AgentError> {
         session.repair_observed(|event| sink.emit(&AgentEvent::Logged(event)))?;
         let (model, system) = self.resolve(ctx);
-        let tools = self.tools_for(ctx).definitions();
-        let limits =
-            self.limits(ctx).unwrap_or_else(|| guessed_limits(context_tokens(session, system, tools)));
+        let tools = self.tools_for(ctx);
+        let limits = self
+            .limits(ctx)
+            .unwrap_or_else(|| guessed_limits(context_tokens(session, system, tools.definitions())));
         let mut compactor = Compactor { model: &**model, system, tools, session, sink, cancel, limits };
         Ok(compactor.compact(CompactionReason::Manual, focus).await?)
     }

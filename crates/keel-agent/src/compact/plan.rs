@@ -155,9 +155,9 @@ pub fn cut_index(messages: &[Message], keep: u64) -> Option<usize> {
     best
 }
 
-/// Files the calls in `messages` read and changed (by the `path` argument of the file
-/// tools); a call whose result is an error touched nothing.
-pub fn files_touched(messages: &[Message]) -> (Vec<String>, Vec<String>) {
+/// Files the calls in `messages` read and changed, by what each call's tool declares
+/// ([`crate::Tool::effect`]); a call whose result is an error touched nothing.
+pub fn files_touched(messages: &[Message], tools: &crate::ToolRegistry) -> (Vec<String>, Vec<String>) {
     let failed: std::collections::HashSet<&str> = messages
         .iter()
         .filter_map(|m| match m {
@@ -168,11 +168,9 @@ pub fn files_touched(messages: &[Message]) -> (Vec<String>, Vec<String>) {
     let mut read = BTreeSet::new();
     let mut changed = BTreeSet::new();
     for call in calls_by_id(messages).values().filter(|call| !failed.contains(call.id.as_str())) {
-        let Ok(args) = serde_json::from_str::<serde_json::Value>(&call.arguments) else { continue };
-        let Some(path) = args.get("path").and_then(|p| p.as_str()) else { continue };
-        match call.name.as_str() {
-            "read_file" => read.insert(path.to_owned()),
-            "write_file" | "edit_file" => changed.insert(path.to_owned()),
+        match tools.effect_of(call) {
+            keel_session::Effect::Reads { path: Some(path) } => read.insert(path),
+            keel_session::Effect::Writes { path } => changed.insert(path),
             _ => false,
         };
     }
@@ -273,7 +271,12 @@ pub fn summary_request(older: &[Message], instruction: &str) -> Vec<Message> {
 /// The message that replaces the older part: the marker, the user's messages verbatim
 /// (within `user_budget` tokens) and the model's summary or, when there is none, a note
 /// of what was dropped.
-pub fn summary_message(older: &[Message], user_budget: u64, summary: Result<&str, &str>) -> String {
+pub fn summary_message(
+    older: &[Message],
+    user_budget: u64,
+    summary: Result<&str, &str>,
+    tools: &crate::ToolRegistry,
+) -> String {
     let users = carried_user_messages(older, user_budget);
     let mut text = format!(
         "{SUMMARY_MARKER}\n\nThe user's messages so far, verbatim:\n{USER_OPEN}\n{users}\n{USER_CLOSE}\n\n"
@@ -284,7 +287,7 @@ pub fn summary_message(older: &[Message], user_budget: u64, summary: Result<&str
             text.push_str(summary.trim());
         }
         Err(why) => {
-            let (read, changed) = files_touched(older);
+            let (read, changed) = files_touched(older, tools);
             let list = |files: &[String]| if files.is_empty() { "none".to_owned() } else { files.join(", ") };
             text.push_str(&format!(
                 "The earlier steps were dropped to fit the context window ({why}). Files read: {}. Files changed: {}. \

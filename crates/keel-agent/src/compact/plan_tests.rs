@@ -96,14 +96,18 @@ fn files_read_and_changed_come_from_the_file_tools_calls() {
             is_error: true,
         }),
     ];
-    assert_eq!(files_touched(&messages), (vec!["a.rs".to_owned()], vec!["b.rs".to_owned()]));
+    assert_eq!(
+        files_touched(&messages, &crate::registry::tests_support::registry()),
+        (vec!["a.rs".to_owned()], vec!["b.rs".to_owned()])
+    );
 }
 
 #[test]
 fn a_summary_carries_the_users_messages_verbatim_even_across_compactions() {
     let older =
         vec![user("Fix the bug in parser.rs"), call("a", "read_file", "{}"), result("a", "read_file", "x")];
-    let first = summary_message(&older, 1000, Ok("## Task\nfix it"));
+    let first =
+        summary_message(&older, 1000, Ok("## Task\nfix it"), &crate::registry::tests_support::registry());
     assert!(first.starts_with(SUMMARY_MARKER));
     assert!(first.contains("<user-messages>\nFix the bug in parser.rs\n</user-messages>"), "{first}");
     assert!(
@@ -117,7 +121,12 @@ fn a_summary_carries_the_users_messages_verbatim_even_across_compactions() {
         call("b", "shell", "{}"),
         result("b", "shell", "ok"),
     ];
-    let second = summary_message(&later, 1000, Err("the summary was empty"));
+    let second = summary_message(
+        &later,
+        1000,
+        Err("the summary was empty"),
+        &crate::registry::tests_support::registry(),
+    );
     assert!(
         second.contains("<user-messages>\nFix the bug in parser.rs\n\nAlso add a test\n</user-messages>"),
         "{second}"
@@ -139,10 +148,10 @@ fn the_users_messages_are_cut_to_the_budget_keeping_the_task_and_the_latest() {
         result("b", "shell", "x"),
         user("LATEST"),
     ];
-    let text = summary_message(&older, 50, Ok("s"));
+    let text = summary_message(&older, 50, Ok("s"), &crate::registry::tests_support::registry());
     assert!(text.contains("TASK\n\n[1 later message(s) left out to fit]\n\nLATEST"), "{text}");
     let huge = vec![user(&"t".repeat(10_000))];
-    let text = summary_message(&huge, 100, Ok("s"));
+    let text = summary_message(&huge, 100, Ok("s"), &crate::registry::tests_support::registry());
     assert!(text.contains(" …[cut to fit]"), "{text}");
     assert!(text_tokens(&text) < 200, "{}", text_tokens(&text));
 }

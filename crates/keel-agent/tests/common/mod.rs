@@ -31,6 +31,9 @@ impl Tool for FakeRead {
     fn is_read_only(&self) -> bool {
         true
     }
+    fn effect(&self, arguments: &serde_json::Value) -> keel_agent::Effect {
+        keel_agent::Effect::Reads { path: keel_agent::path_argument(arguments) }
+    }
     async fn call(&self, args: PathArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         if args.path == "missing.txt" {
             return Err(ToolError::new("not_found", "missing.txt does not exist. Did you mean notes.txt?"));

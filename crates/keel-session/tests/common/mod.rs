@@ -33,7 +33,12 @@ pub fn assistant_calls(calls: &[(&str, &str)]) -> EventKind {
 }
 
 pub fn call(id: &str, name: &str) -> EventKind {
-    EventKind::ToolCall(ToolCallStarted { call_id: id.into(), name: name.into(), arguments: "{}".into() })
+    EventKind::ToolCall(ToolCallStarted {
+        call_id: id.into(),
+        name: name.into(),
+        arguments: "{}".into(),
+        effect: None,
+    })
 }
 
 pub fn result(id: &str, name: &str, source_seq: u64) -> EventKind {

@@ -90,6 +90,13 @@ impl Tool for ChangeFile {
         "Change a file, or create it: say in words what to change."
     }
 
+    fn effect(&self, arguments: &serde_json::Value) -> keel_agent::Effect {
+        match keel_agent::path_argument(arguments) {
+            Some(path) => keel_agent::Effect::Writes { path },
+            None => keel_agent::Effect::Other,
+        }
+    }
+
     fn call(
         &self,
         args: ChangeArgs,
