@@ -41,6 +41,11 @@ pub struct Cli {
     #[arg(long, env = "KEEL_PROFILE", hide_env_values = true)]
     pub profile: Option<String>,
 
+    /// The harness profile: small (fewer tools and arguments, and the aids for small
+    /// models) or full; default: from the model's size, as its name states it.
+    #[arg(long, env = "KEEL_TOOL_PROFILE", hide_env_values = true)]
+    pub tool_profile: Option<String>,
+
     /// Steps allowed per turn (default 50).
     #[arg(long, env = "KEEL_MAX_STEPS", hide_env_values = true)]
     pub max_steps: Option<u32>,

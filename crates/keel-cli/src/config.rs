@@ -430,6 +430,7 @@ fn flag_layer(cli: &Cli) -> Result<Layer, ConfigError> {
         base_url: cli.base_url.clone(),
         model: cli.model.clone(),
         max_steps: cli.max_steps,
+        tool_profile: cli.tool_profile.clone(),
         permission: cli.permission.clone(),
         seed: cli.seed,
         temperature: cli.temperature,
@@ -530,15 +531,17 @@ pub(crate) fn settings_from(
         None if interactive => PermissionMode::Ask,
         None => PermissionMode::Auto,
     };
-    // Small local models get the small profile and the finish check.
+    // The profile follows the model: its size as its name states it; a model whose name
+    // says nothing gets the small profile on a local server, the full one elsewhere.
+    // Small models get the finish checks too.
     let local = Preset::find(&client.provider).is_some_and(|p| p.local);
+    let sized = crate::model_size::billions_from_name(&client.model).map(crate::model_size::profile_for);
     let tool_profile = match &layer.tool_profile {
         Some(text) => ToolProfile::parse(text)
             .ok_or_else(|| ConfigError(format!("tool_profile must be small or full (got `{text}`)")))?,
-        None if local => ToolProfile::Small,
-        None => ToolProfile::Full,
+        None => sized.unwrap_or(if local { ToolProfile::Small } else { ToolProfile::Full }),
     };
-    let finish_check = layer.finish_check.unwrap_or(local);
+    let finish_check = layer.finish_check.unwrap_or(tool_profile == ToolProfile::Small);
     // llama-server driven like the embedded engine: its calls are constrained, so every
     // step may require one, as with --local.
     let templated = templated_server(&client, &layer);
@@ -731,6 +734,32 @@ mod tests {
         assert!(matches!(&print.model, ModelSettings::Remote(c) if c.model == "default"));
         let interactive = settings_from(layer, BTreeMap::new(), None, true).unwrap();
         assert_eq!(interactive.permission, PermissionMode::Ask);
+    }
+
+    /// Issue 29: the preset's name decided the profile; a 70B model behind vLLM got every
+    /// aid and the same 1.5B model behind `--base-url` none.
+    #[test]
+    fn the_profile_follows_the_models_size_not_the_preset() {
+        let profile = |provider: &str, model: &str, set: Option<&str>| {
+            let layer = Layer {
+                provider: Some(provider.into()),
+                base_url: Some("http://127.0.0.1:9/v1".into()),
+                model: Some(model.into()),
+                tool_profile: set.map(str::to_owned),
+                ..Layer::default()
+            };
+            let settings = settings_from(layer, BTreeMap::new(), None, false).unwrap();
+            (settings.tool_profile, settings.finish_check)
+        };
+        assert_eq!(profile("vllm", "meta-llama/Llama-3.1-70B-Instruct", None), (ToolProfile::Full, false));
+        assert_eq!(profile("custom", "qwen2.5-coder-1.5b-instruct", None), (ToolProfile::Small, true));
+        assert_eq!(
+            profile("llamacpp", "default", None),
+            (ToolProfile::Small, true),
+            "unknown size on a local server"
+        );
+        assert_eq!(profile("custom", "my-model", None), (ToolProfile::Full, false));
+        assert_eq!(profile("custom", "qwen2.5-coder-1.5b", Some("full")), (ToolProfile::Full, false));
     }
 
     #[test]

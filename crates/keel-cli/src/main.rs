@@ -9,6 +9,7 @@ mod input;
 mod interactive;
 mod local;
 mod mcp;
+mod model_size;
 mod paths;
 mod permissions;
 mod piped;
