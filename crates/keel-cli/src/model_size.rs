@@ -9,10 +9,11 @@ use keel_tools::profile::ToolProfile;
 const SMALL_BELOW_BILLIONS: f64 = 10.0;
 
 /// Billions of parameters a model's name states: the number before a `b` that ends a
-/// name part (`1.5b`, `7B`, `70b`; `8x7b` counts 56). `None` when no part says.
+/// name part, the last such part (`1.5b`, `7B`, `70b`; `8x7b` counts 56). `None` when
+/// no part says.
 pub fn billions_from_name(name: &str) -> Option<f64> {
     let name = name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase();
-    name.split(|c: char| matches!(c, '-' | '_' | ':' | ' ' | '@'))
+    name.rsplit(['-', '_', ':', ' ', '@'])
         .filter_map(|part| {
             let number = part.strip_suffix('b')?;
             match number.split_once('x') {
@@ -20,8 +21,7 @@ pub fn billions_from_name(name: &str) -> Option<f64> {
                 None => number.parse::<f64>().ok(),
             }
         })
-        .filter(|b| b.is_finite() && *b > 0.0)
-        .last()
+        .find(|b| b.is_finite() && *b > 0.0)
 }
 
 /// The profile for a model of `billions` parameters.
