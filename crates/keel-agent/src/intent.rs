@@ -1,14 +1,18 @@
-//! What a task asks for, read by the model itself: a change, an answer or both, whether
-//! it names a check to run, whether it is about layout.
+//! What a task asks for, read by the model itself: whether doing it changes the project,
+//! whether it asks to be told something (so a change, an answer or both), whether it
+//! names a check to run, whether it is about layout.
 //!
-//! keel asks the model once at the start of a turn, beside the conversation, to call one
-//! tool, `classify`, whose arguments are enums and booleans: on the routes keel samples
-//! itself the call is grammar-constrained, elsewhere the API's required tool choice
-//! holds it to the shape. The task may be in any language and any phrasing; no list of
-//! words decides. The request and its reply are logged (`model/aside`), the result too
-//! (`turn/intent`), so the rules that act on it can be read and replayed from the log.
-//! A reply that does not say leaves each part unknown, and the rules that need certainty
-//! then leave the turn alone.
+//! keel asks the model at the start of a turn, beside the conversation, to call one tool,
+//! `classify`, whose arguments are booleans (a small model asked to pick one of "change",
+//! "answer" and "both" read "Can you fix it?" as a question). On the routes keel samples
+//! itself the call is grammar-constrained at temperature 0; elsewhere the API's required
+//! tool choice holds it to the shape. A 1.5B model's reading moves with the order the
+//! questions come in, so keel asks twice, in two orders, and keeps only what both
+//! readings say: a part they disagree on is unknown. The task may be in any language and
+//! any phrasing; no list of words decides. Both requests and their replies are logged
+//! (`model/aside`), the result too (`turn/intent`), so the rules that act on it can be
+//! read and replayed from the log. Every rule that needs a part leaves the turn alone
+//! while that part is unknown.
 
 use futures::StreamExt;
 use keel_llm::{
@@ -28,12 +32,45 @@ pub const TOOL: &str = "classify";
 /// Most characters of the task put in the request.
 const MAX_TASK_CHARS: usize = 4_000;
 
-/// The `classify` tool (`None` only if its schema text were not JSON: a unit test
-/// holds it to be).
-fn definition() -> Option<ToolDefinition> {
-    // Written as text, so it needs no fallible conversion.
-    const PARAMETERS: &str = r#"{"type":"object","properties":{"wants":{"type":"string","enum":["change","answer","both"],"description":"change: the request asks to change the project (edit, create, delete, rename, fix, commit, install, run something that changes files); answer: it asks only for information and nothing should change; both: a change and an answer"},"check":{"type":"boolean","description":"true when the request asks to run tests, a script or a command to check the result"},"layout":{"type":"boolean","description":"true when the request is about blank lines, spaces, indentation or line endings"}},"required":["wants","check","layout"]}"#;
-    let parameters = serde_json::value::RawValue::from_string(PARAMETERS.to_owned()).ok()?;
+/// The questions, each a boolean property of the `classify` call: (name, description).
+const QUESTIONS: [(&str, &str); 4] = [
+    (
+        "change",
+        "true when doing what the request asks changes the project: a file edited, created, deleted or renamed, a commit, an install (also when it is asked politely, as a question)",
+    ),
+    ("question", "true when the request asks for information the user wants to be told in the reply"),
+    ("check", "true when the request asks to run tests, a script or a command to check the result"),
+    (
+        "layout",
+        "true when the request asks to add, remove or change blank (empty) lines, spaces, indentation or line endings",
+    ),
+];
+
+/// The orders the questions are asked in, one request each.
+const ORDERS: [[usize; 4]; 2] = [[0, 1, 2, 3], [1, 0, 2, 3]];
+
+/// The `classify` tool with its questions in `order` (`None` only if its schema were not
+/// JSON: a unit test holds it to be).
+fn definition(order: [usize; 4]) -> Option<ToolDefinition> {
+    let properties: Vec<String> = order
+        .iter()
+        .map(|&i| {
+            let (name, description) = QUESTIONS[i];
+            format!(
+                "{}:{{\"type\":\"boolean\",\"description\":{}}}",
+                Value::from(name),
+                Value::from(description)
+            )
+        })
+        .collect();
+    let required: Vec<Value> = order.iter().map(|&i| Value::from(QUESTIONS[i].0)).collect();
+    // Written as text: a JSON object keeps the order its properties were written in.
+    let parameters = format!(
+        "{{\"type\":\"object\",\"properties\":{{{}}},\"required\":{}}}",
+        properties.join(","),
+        Value::from(required)
+    );
+    let parameters = serde_json::value::RawValue::from_string(parameters).ok()?;
     Some(ToolDefinition {
         name: TOOL.to_owned(),
         description: "Classify the request.".to_owned(),
@@ -41,15 +78,16 @@ fn definition() -> Option<ToolDefinition> {
     })
 }
 
-/// The request as logged: everything needed to send it again.
-pub fn request_record(task: &str) -> ModelAside {
+/// The request with the questions in `order`, as logged: everything needed to send it
+/// again.
+pub fn request_record(task: &str, order: [usize; 4]) -> ModelAside {
     let task: String = task.chars().take(MAX_TASK_CHARS).collect();
     ModelAside {
         purpose: "intent".to_owned(),
         call_id: None,
         system: SYSTEM.to_owned(),
         prompt: format!("The request:\n<<<\n{task}\n>>>\n\nClassify it."),
-        tools: definition().into_iter().collect(),
+        tools: definition(order).into_iter().collect(),
         tool_choice: ToolChoice::Required,
         temperature: serde_json::Number::from_f64(0.0),
         reply: None,
@@ -57,14 +95,47 @@ pub fn request_record(task: &str) -> ModelAside {
     }
 }
 
-/// Asks `model` what `task` wants. Returns the intent (unknown parts where the reply
-/// does not say), the exchange to log, and its usage.
+/// Asks `model` what `task` wants, once per order of the questions, and keeps what the
+/// readings agree on. Returns the intent (unknown where they disagree or do not say), the
+/// exchanges to log, and their usage.
 pub async fn read(
     model: &dyn ModelClient,
     task: &str,
     cancel: CancellationToken,
+) -> (TaskIntent, Vec<ModelAside>, Usage) {
+    let mut readings = Vec::new();
+    let mut records = Vec::new();
+    let mut usage = Usage::default();
+    for order in ORDERS {
+        let (intent, record, spent) = read_once(model, task, order, cancel.clone()).await;
+        readings.push(intent);
+        records.push(record);
+        usage += spent;
+    }
+    (agreed(&readings), records, usage)
+}
+
+/// What every reading says alike; a part they differ on (or one leaves out) is unknown.
+pub fn agreed(readings: &[TaskIntent]) -> TaskIntent {
+    fn same<T: PartialEq + Copy>(parts: impl Iterator<Item = Option<T>>) -> Option<T> {
+        let mut parts = parts;
+        let first = parts.next()??;
+        parts.all(|part| part == Some(first)).then_some(first)
+    }
+    TaskIntent {
+        wants: same(readings.iter().map(|r| r.wants)),
+        check: same(readings.iter().map(|r| r.check)),
+        layout: same(readings.iter().map(|r| r.layout)),
+    }
+}
+
+async fn read_once(
+    model: &dyn ModelClient,
+    task: &str,
+    order: [usize; 4],
+    cancel: CancellationToken,
 ) -> (TaskIntent, ModelAside, Usage) {
-    let mut record = request_record(task);
+    let mut record = request_record(task, order);
     let (system, tools) = (record.system.clone(), record.tools.clone());
     let messages = [Message::User(UserMessage { content: record.prompt.clone() })];
     let request =
@@ -107,11 +178,14 @@ pub fn parse_reply(reply: &keel_llm::AssistantMessage) -> TaskIntent {
     }
 }
 
+/// The two answers, `change` and `question`, decide what the task wants; neither said
+/// leaves it unknown (so does a reply that leaves either out).
 fn from_arguments(value: &Value) -> TaskIntent {
-    let wants = match value.get("wants").and_then(Value::as_str) {
-        Some("change") => Some(Wants::Change),
-        Some("answer") => Some(Wants::Answer),
-        Some("both") => Some(Wants::Both),
+    let flag = |name: &str| value.get(name).and_then(Value::as_bool);
+    let wants = match (flag("change"), flag("question")) {
+        (Some(true), Some(false)) => Some(Wants::Change),
+        (Some(false), Some(true)) => Some(Wants::Answer),
+        (Some(true), Some(true)) => Some(Wants::Both),
         _ => None,
     };
     TaskIntent {
@@ -135,30 +209,51 @@ mod tests {
 
     #[test]
     fn the_classify_call_is_read_and_anything_else_is_unknown() {
+        let read = |args: &str| parse_reply(&called(args));
         assert_eq!(
-            parse_reply(&called(r#"{"wants": "answer", "check": false, "layout": false}"#)),
+            read(r#"{"change": false, "question": true, "check": false, "layout": false}"#),
             TaskIntent { wants: Some(Wants::Answer), check: Some(false), layout: Some(false) }
         );
-        assert_eq!(
-            parse_reply(&called(r#"{"wants": "both", "check": true}"#)),
-            TaskIntent { wants: Some(Wants::Both), check: Some(true), layout: None }
-        );
+        assert_eq!(read(r#"{"change": true, "question": false, "check": true}"#).wants, Some(Wants::Change));
+        assert_eq!(read(r#"{"change": true, "question": true}"#).wants, Some(Wants::Both));
+        assert_eq!(read(r#"{"change": false, "question": false}"#).wants, None, "neither: unknown");
+        assert_eq!(read(r#"{"change": true}"#).wants, None, "half an answer: unknown");
         let text = AssistantMessage {
-            content: vec![ContentBlock::Text { text: "Sure: {\"wants\": \"change\"}".into() }],
+            content: vec![ContentBlock::Text {
+                text: "Sure: {\"change\": true, \"question\": false}".into(),
+            }],
             ..AssistantMessage::default()
         };
         assert_eq!(parse_reply(&text).wants, Some(Wants::Change));
-        assert_eq!(parse_reply(&called(r#"{"wants": "maybe"}"#)), TaskIntent::default());
-        assert_eq!(parse_reply(&called("not json")), TaskIntent::default());
+        assert_eq!(read(r#"{"change": "maybe"}"#), TaskIntent::default());
+        assert_eq!(read("not json"), TaskIntent::default());
         assert_eq!(parse_reply(&AssistantMessage::default()), TaskIntent::default());
     }
 
     #[test]
     fn the_request_holds_the_task_and_the_one_tool() {
-        let record = request_record("哪个文件定义了 parse_header？");
+        let record = request_record("哪个文件定义了 parse_header？", ORDERS[1]);
         assert!(record.prompt.contains("哪个文件定义了 parse_header？"), "{}", record.prompt);
         assert_eq!(record.tools.len(), 1);
         assert_eq!(record.tool_choice, ToolChoice::Required);
         assert_eq!(record.purpose, "intent");
+        let schema: Value = serde_json::from_str(record.tools[0].parameters.get()).unwrap();
+        assert_eq!(schema["required"], serde_json::json!(["question", "change", "check", "layout"]));
+        let text = record.tools[0].parameters.get();
+        assert!(text.find("\"question\"") < text.find("\"change\""), "asked in its order: {text}");
+    }
+
+    /// A 1.5B model read "Kannst du … setzen?" as a change with one order of the
+    /// questions and as a question with the other: what they disagree on is unknown.
+    #[test]
+    fn only_what_the_readings_agree_on_is_kept() {
+        let read = |wants, check| TaskIntent { wants, check, layout: Some(false) };
+        let agreed =
+            agreed(&[read(Some(Wants::Change), Some(false)), read(Some(Wants::Answer), Some(false))]);
+        assert_eq!(agreed, TaskIntent { wants: None, check: Some(false), layout: Some(false) });
+        let same = read(Some(Wants::Answer), Some(true));
+        assert_eq!(super::agreed(&[same, same]), same);
+        assert_eq!(super::agreed(&[read(None, None), read(None, None)]).wants, None);
+        assert_eq!(super::agreed(&[]), TaskIntent::default());
     }
 }

@@ -112,9 +112,11 @@ impl TurnRun<'_> {
 
     /// Asks the model what the task wants and logs the exchange and the result.
     async fn read_intent(&mut self, task: &str) -> Result<(), SessionError> {
-        let (intent, aside, usage) = crate::intent::read(self.model, task, self.cancel.child_token()).await;
+        let (intent, asides, usage) = crate::intent::read(self.model, task, self.cancel.child_token()).await;
         self.usage += usage;
-        self.log(EventKind::ModelAside(aside))?;
+        for aside in asides {
+            self.log(EventKind::ModelAside(aside))?;
+        }
         self.log(EventKind::TurnIntent(intent))?;
         self.intent = intent;
         Ok(())

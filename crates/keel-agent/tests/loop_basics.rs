@@ -299,7 +299,12 @@ async fn call_ids_reused_by_a_server_across_steps_are_made_unique_in_the_session
 #[tokio::test]
 async fn the_intent_is_read_logged_and_acted_on() {
     let model = ScriptedModel::new([
-        reply().call("classify", r#"{"wants": "change", "check": false, "layout": false}"#).usage(40, 9),
+        reply()
+            .call("classify", r#"{"change": true, "question": false, "check": false, "layout": false}"#)
+            .usage(40, 9),
+        reply()
+            .call("classify", r#"{"question": false, "change": true, "check": false, "layout": false}"#)
+            .usage(40, 9),
         reply().text("Change it to:\n```python\nx = 2\n```"),
         reply().text("ok"),
     ]);
@@ -317,7 +322,7 @@ async fn the_intent_is_read_logged_and_acted_on() {
         .await
         .unwrap();
     assert_eq!(outcome.steps, 2);
-    assert!(outcome.usage.input_tokens >= 40, "the intent request counts in the turn: {:?}", outcome.usage);
+    assert!(outcome.usage.input_tokens >= 80, "the intent requests count in the turn: {:?}", outcome.usage);
     let requests = model.requests();
     // The first request reads the intent: the task alone, one tool, a call required.
     let classify = &requests[0];
@@ -356,11 +361,11 @@ async fn the_intent_is_read_logged_and_acted_on() {
     });
     assert_eq!(intent.and_then(|i| i.wants), Some(keel_session::Wants::Change));
     // The conversation itself never sees the aside.
-    let nudge = match &requests[2].messages[2] {
+    let nudge = match &requests[3].messages[2] {
         Message::User(user) => user.content.clone(),
         other => panic!("{other:?}"),
     };
-    assert_eq!(requests[1].messages.len(), 1);
+    assert_eq!(requests[2].messages.len(), 1);
     assert!(nudge.contains("The task: \"Set x to 2 in a.py\"."), "{nudge}");
     assert!(nudge.starts_with("You described a change instead of making it."), "{nudge}");
     let reason = events.iter().find_map(|e| match &e.kind {

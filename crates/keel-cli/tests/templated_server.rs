@@ -32,9 +32,9 @@ fn intent(request: &keel_testkit::HttpRequest, wants: &str) -> Option<MockRespon
     let body = request.json();
     let grammar = body["grammar"].as_str().unwrap_or_default();
     grammar.contains("classify").then(|| {
-        let call = format!(
-            "<tool_call>\n{{\"name\": \"classify\", \"arguments\": {{\"wants\": \"{wants}\", \"check\": false, \"layout\": false}}}}\n</tool_call>"
-        );
+        let arguments = keel_testkit::intent_arguments(wants, false, false);
+        let call =
+            format!("<tool_call>\n{{\"name\": \"classify\", \"arguments\": {arguments}}}\n</tool_call>");
         MockResponse::json(200, &json!({"content": call, "stop_type": "eos"}))
     })
 }
@@ -89,8 +89,10 @@ async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
     let posts = conversation(&server);
     assert_eq!(posts.len(), 3);
     let all: Vec<_> = server.requests().into_iter().filter(|r| r.path == "/completion").collect();
-    assert_eq!(all.len(), 4, "the intent is read once, first");
-    assert!(all[0].json()["prompt"].as_str().unwrap().contains("What does echo print?"));
+    assert_eq!(all.len(), 5, "the intent is read first, in two orders");
+    for reading in &all[..2] {
+        assert!(reading.json()["prompt"].as_str().unwrap().contains("What does echo print?"));
+    }
     for post in &posts[..2] {
         let body = post.json();
         // Every step must call a tool: the grammar names the answer tool too.

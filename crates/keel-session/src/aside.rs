@@ -72,9 +72,11 @@ pub struct TaskIntent {
 }
 
 impl TaskIntent {
-    /// Sure the task wants files changed.
+    /// Sure the task wants files changed, and only that (a task that wants a change
+    /// and an answer may have been read so by a model unsure which: the rules that push
+    /// toward a change leave it alone).
     pub fn asks_for_change(&self) -> bool {
-        self.wants.is_some_and(Wants::change)
+        self.wants == Some(Wants::Change)
     }
 
     /// Sure the task wants only an answer.

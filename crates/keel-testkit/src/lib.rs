@@ -18,4 +18,4 @@ pub use anthropic::AnthropicStream;
 pub use chat::ChatStream;
 pub use http::{HttpRequest, MockResponse, MockServer};
 pub use responses::ResponsesStream;
-pub use scripted::{RecordedRequest, ReplyBuilder, ScriptedModel, intent, reply};
+pub use scripted::{RecordedRequest, ReplyBuilder, ScriptedModel, intent, intent_arguments, reply};

@@ -51,8 +51,14 @@ pub struct ReplyBuilder {
 /// of `classify` saying the task wants `wants` (`change`, `answer` or `both`), with
 /// `check` and `layout`.
 pub fn intent(wants: &str, check: bool, layout: bool) -> ReplyBuilder {
-    let arguments = serde_json::json!({"wants": wants, "check": check, "layout": layout}).to_string();
-    reply().call("classify", &arguments)
+    reply().call("classify", &intent_arguments(wants, check, layout))
+}
+
+/// The arguments of a `classify` call saying the task wants `wants` (`change`, `answer`
+/// or `both`).
+pub fn intent_arguments(wants: &str, check: bool, layout: bool) -> String {
+    let (change, question) = (wants != "answer", wants != "change");
+    serde_json::json!({"change": change, "question": question, "check": check, "layout": layout}).to_string()
 }
 
 /// Starts a scripted reply.

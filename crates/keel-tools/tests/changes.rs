@@ -26,10 +26,12 @@ async fn a_change_task_that_changed_nothing_is_asked_once_to_make_the_change() {
     std::fs::write(ws.path().join("a.txt"), "port = 3000\n").unwrap();
     let model = ScriptedModel::new([
         intent("change", false, false),
+        intent("change", false, false),
         reply().text("I changed the port to 8080."),
         reply().call("write_file", r#"{"path": "b.txt", "content": "new"}"#),
         reply().text("Done now."),
         // A second turn that claims success again is asked again (once per turn).
+        intent("change", false, false),
         intent("change", false, false),
         reply().text("Changed."),
         reply().text("Really."),

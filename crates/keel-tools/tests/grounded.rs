@@ -16,6 +16,8 @@ async fn run(
 ) -> (keel_agent::TurnOutcome, ScriptedModel, Vec<keel_session::Event>) {
     let ws = tempfile::tempdir().unwrap();
     let mut script = script;
+    // The intent is read twice (two orders of its questions).
+    script.insert(0, intent(wants, false, false).usage(0, 0));
     script.insert(0, intent(wants, false, false).usage(0, 0));
     let model = ScriptedModel::new(script);
     let mut tools = builtin(Arc::new(ToolsConfig::default()));
@@ -87,7 +89,7 @@ async fn a_change_task_or_a_failed_request_keeps_the_models_own_answer() {
     )
     .await;
     assert_eq!(outcome.final_text, "Created notes.txt.");
-    assert_eq!(model.requests().len(), 3, "the intent, two steps, no plain request for a change task");
+    assert_eq!(model.requests().len(), 4, "the intent twice, two steps, no plain request for a change task");
 
     // A change request phrased as a question is not a question: its answer says what
     // was done (it was answered from the outputs when only sure changes kept the draft).
@@ -101,7 +103,7 @@ async fn a_change_task_or_a_failed_request_keeps_the_models_own_answer() {
     )
     .await;
     assert_eq!(outcome.final_text, "Fixed the greeting.");
-    assert_eq!(model.requests().len(), 3, "no plain request for a change asked as a question");
+    assert_eq!(model.requests().len(), 4, "no plain request for a change asked as a question");
 
     let (outcome, _, _) = run(
         "Which branch is this?",

@@ -31,11 +31,13 @@ async fn a_question_cannot_change_files_but_the_next_change_request_can() {
     std::fs::write(ws.path().join("codec.py"), "def parse_header(h):\n    return h\n").unwrap();
     let model = ScriptedModel::new([
         intent("answer", false, false),
+        intent("answer", false, false),
         reply().call("write_file", r#"{"path": "parse_header.py", "content": "def parse_header(): pass"}"#),
         reply().call("read_file", r#"{"path": "codec.py"}"#),
         reply().call("shell", r#"{"command": "grep -l parse_header *.py"}"#),
         reply().text("codec.py"),
         // The next turn asks for a change: writing is offered and allowed again.
+        intent("change", false, false),
         intent("change", false, false),
         reply().call("write_file", r#"{"path": "notes.txt", "content": "codec.py"}"#),
         reply().text("Written."),
@@ -61,7 +63,7 @@ async fn a_question_cannot_change_files_but_the_next_change_request_can() {
     // The question's requests offer only reading tools and shell; a change tool the model
     // names anyway is not one of them.
     let offered = |n: usize| model.requests()[n].tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
-    assert_eq!(offered(1), ["shell", "read_file", "list_files", "grep", "glob"]);
+    assert_eq!(offered(2), ["shell", "read_file", "list_files", "grep", "glob"]);
     let refusal = session.messages().iter().find_map(|m| match m {
         Message::ToolResult(r) if r.is_error => Some(r.content.clone()),
         _ => None,
@@ -77,7 +79,7 @@ async fn a_question_cannot_change_files_but_the_next_change_request_can() {
         .unwrap();
     assert_eq!(outcome.final_text, "Written.");
     assert_eq!(std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(), "codec.py");
-    assert_eq!(offered(6), ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "glob"]);
+    assert_eq!(offered(8), ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "glob"]);
 }
 
 #[tokio::test]
@@ -86,6 +88,7 @@ async fn a_question_that_sees_every_tool_still_cannot_change_files() {
     // that ignores the list might call them): the guard still refuses with its reason.
     let ws = tempfile::tempdir().unwrap();
     let model = ScriptedModel::new([
+        intent("answer", false, false),
         intent("answer", false, false),
         reply().call("write_file", r#"{"path": "parse_header.py", "content": "def parse_header(): pass"}"#),
         reply().text("codec.py"),
@@ -136,6 +139,7 @@ impl keel_agent::Hooks for Unnarrowed {
 async fn the_task_is_read_after_the_environment_block() {
     let ws = tempfile::tempdir().unwrap();
     let model = ScriptedModel::new([
+        intent("answer", false, false),
         intent("answer", false, false),
         reply().call("write_file", r#"{"path": "a.txt", "content": "x"}"#),
         reply().text("No file changed."),

@@ -127,7 +127,7 @@ pub fn intent_reply(body: &serde_json::Value, wants: &str) -> Option<keel_testki
     let tools = body["tools"].as_array()?;
     let only_classify = tools.len() == 1 && tools[0]["function"]["name"] == "classify";
     only_classify.then(|| {
-        let args = serde_json::json!({"wants": wants, "check": false, "layout": false}).to_string();
+        let args = keel_testkit::intent_arguments(wants, false, false);
         keel_testkit::ChatStream::new()
             .tool_call("intent", "classify", &args, 1)
             .finish("tool_calls")

@@ -323,8 +323,13 @@ impl<'m> Engine<'m> {
     fn generate(&mut self, job: &JobSpec, tokens: &[Token], channel: &mut dyn Channel) -> (Reply<'m>, Ended) {
         let vocab = self.model.vocab();
         let budget = job.max_tokens as usize;
-        let (mut temperature, mut call_temperature, mut seed) =
-            (job.temperature.unwrap_or(self.start.temperature), self.start.call_temperature, self.start.seed);
+        // A request's own temperature holds inside its calls too (keel's reading of a
+        // task's intent is a call at 0: the same task always reads the same).
+        let (mut temperature, mut call_temperature, mut seed) = (
+            job.temperature.unwrap_or(self.start.temperature),
+            job.temperature.unwrap_or(self.start.call_temperature),
+            self.start.seed,
+        );
         let mut reply = Reply {
             text: String::new(),
             held: String::new(),
