@@ -41,7 +41,14 @@ pub(crate) enum StepControl {
 pub const ABORTED: &str = "Operation aborted";
 
 enum Plan {
-    Run { prepared: PreparedCall, concurrent: bool, read_only: bool, reads_history: bool },
+    /// `effect`: what the call does, as its tool declares it (read once, from its arguments).
+    Run {
+        prepared: PreparedCall,
+        concurrent: bool,
+        read_only: bool,
+        reads_history: bool,
+        effect: keel_session::Effect,
+    },
     Fail(ToolError),
 }
 
@@ -86,6 +93,7 @@ fn plan(run: &TurnRun<'_>, call: ToolCall, length_cut: bool) -> Item {
                 concurrent: tool.is_concurrency_safe(),
                 read_only: tool.is_read_only(),
                 reads_history: tool.reads_history(),
+                effect: tool.effect(&call.arguments),
             },
             Err(mut error) => {
                 if length_cut {
@@ -291,7 +299,7 @@ pub(crate) async fn execute_calls(
 
         // Ask the hooks, in order, before anything in the batch starts.
         for item in &mut batch {
-            let Plan::Run { read_only, .. } = item.plan else {
+            let Plan::Run { read_only, ref effect, .. } = item.plan else {
                 continue;
             };
             if stop.is_some() {
@@ -301,9 +309,7 @@ pub(crate) async fn execute_calls(
                 ));
                 continue;
             }
-            let effect = run.tools.effect_of(&item.call);
-            let request =
-                ToolCallRequest { call: &item.call, read_only, effect: &effect, step, ctx: run.ctx };
+            let request = ToolCallRequest { call: &item.call, read_only, effect, step, ctx: run.ctx };
             let decision = tokio::select! {
                 biased;
                 _ = run.cancel.cancelled() => None,
@@ -341,12 +347,12 @@ pub(crate) async fn execute_calls(
         // that will not start cite their assistant message instead.
         let mut sources = Vec::with_capacity(batch.len());
         for item in &batch {
-            let seq = match item.plan {
-                Plan::Run { .. } => run.log(EventKind::ToolCall(ToolCallStarted {
+            let seq = match &item.plan {
+                Plan::Run { effect, .. } => run.log(EventKind::ToolCall(ToolCallStarted {
                     call_id: item.call.id.clone(),
                     name: item.call.name.clone(),
                     arguments: item.call.arguments.clone(),
-                    effect: run.tools.get(&item.call.name).map(|tool| tool.effect(&item.call.arguments)),
+                    effect: Some(effect.clone()),
                 }))?,
                 Plan::Fail(_) => message_seq,
             };

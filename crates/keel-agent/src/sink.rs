@@ -113,6 +113,16 @@ impl RecordingSink {
             Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
+    /// The log events recorded so far (what was appended, in order).
+    pub fn logged(&self) -> Vec<keel_session::Event> {
+        self.events()
+            .into_iter()
+            .filter_map(|event| match event {
+                RecordedEvent::Logged(event) => Some(event),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 impl Sink for RecordingSink {

@@ -330,14 +330,7 @@ async fn the_intent_is_read_logged_and_acted_on() {
     assert_eq!(classify.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["classify"]);
     assert_eq!(classify.temperature, Some(0.0));
     // It replays from the log exactly.
-    let events: Vec<keel_session::Event> = sink
-        .events()
-        .into_iter()
-        .filter_map(|e| match e {
-            RecordedEvent::Logged(event) => Some(event),
-            _ => None,
-        })
-        .collect();
+    let events = sink.logged();
     let aside = events
         .iter()
         .find_map(|e| match &e.kind {

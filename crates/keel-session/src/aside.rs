@@ -49,13 +49,6 @@ pub enum Wants {
     Both,
 }
 
-impl Wants {
-    /// Whether the task asks for a change (alone or with an answer).
-    pub fn change(self) -> bool {
-        matches!(self, Wants::Change | Wants::Both)
-    }
-}
-
 /// Data of `turn/intent`: what the turn's task asks for, each part `None` when it could
 /// not be told (rules that act on certainty then leave the turn alone).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

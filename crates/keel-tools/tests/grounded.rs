@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use keel_agent::{Agent, AgentConfig, RecordedEvent, RecordingSink, Session, SessionContext};
+use keel_agent::{Agent, AgentConfig, RecordingSink, Session, SessionContext};
 use keel_llm::{CancellationToken, Message, ToolChoice};
 use keel_testkit::{ScriptedModel, intent, reply};
 use keel_tools::grounded::GroundedAnswer;
@@ -30,14 +30,7 @@ async fn run(
         .run_turn(&mut session, &SessionContext::new(ws.path()), task, &sink, &CancellationToken::new())
         .await
         .unwrap();
-    let events = sink
-        .events()
-        .into_iter()
-        .filter_map(|e| match e {
-            RecordedEvent::Logged(event) => Some(event),
-            _ => None,
-        })
-        .collect();
+    let events = sink.logged();
     (outcome, model, events)
 }
 

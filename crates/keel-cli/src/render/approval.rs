@@ -7,26 +7,11 @@ use keel_tools::AskRequest;
 use keel_tools::workspace::Roots;
 use serde_json::Value;
 
-/// `text` with control characters (other than newline) and terminal escapes visible:
-/// tab as `\t`, ESC as `\e`, others as `\xNN`, and bidirectional-override characters as
-/// `\u{…}`.
+/// `text` with control characters (other than newline, tab included) and terminal
+/// escapes visible: tab as `\t`, ESC as `\e`, others as `\xNN`, and bidirectional-override
+/// characters as `\u{…}` ([`super::safe`], stricter: what is approved is shown exactly).
 pub fn visible(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\n' => out.push('\n'),
-            '\t' => out.push_str("\\t"),
-            '\u{1b}' => out.push_str("\\e"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            // Characters that reorder or hide text on a terminal.
-            '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}' => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out
+    super::safe::plain(text).replace('\t', "\\t")
 }
 
 /// Lines of the question's diff at most.
