@@ -285,7 +285,7 @@ pub(crate) async fn execute_calls(
     for mut batch in batches(items, pool) {
         let mut history: Option<Arc<[keel_llm::Message]>> = None;
         if stop.is_none() && run.cancel.is_cancelled() {
-            stop = Some((TurnEndReason::Aborted, "aborted by the user".to_owned()));
+            stop = Some((TurnEndReason::Aborted, run.ctx.inbox.take_abort_reason()));
         }
         if let Some((reason, detail)) = &stop {
             let why = match reason {
@@ -325,7 +325,7 @@ pub(crate) async fn execute_calls(
                     stop = Some((TurnEndReason::Blocked, reason));
                 }
                 None => {
-                    stop = Some((TurnEndReason::Aborted, "aborted by the user".to_owned()));
+                    stop = Some((TurnEndReason::Aborted, run.ctx.inbox.take_abort_reason()));
                     item.plan =
                         Plan::Fail(ToolError::new("not_started", "not started: the user aborted the turn"));
                 }
@@ -334,7 +334,9 @@ pub(crate) async fn execute_calls(
 
         // An abort that arrived while the hooks decided: nothing in the batch starts.
         if run.cancel.is_cancelled() {
-            stop = Some((TurnEndReason::Aborted, "aborted by the user".to_owned()));
+            if !matches!(stop, Some((TurnEndReason::Aborted, _))) {
+                stop = Some((TurnEndReason::Aborted, run.ctx.inbox.take_abort_reason()));
+            }
             for item in &mut batch {
                 if let Plan::Run { .. } = item.plan {
                     item.plan =

@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex};
 struct Queues {
     steering: VecDeque<String>,
     follow_up: VecDeque<String>,
+    /// Why the running turn is being aborted, when not by the user.
+    abort_reason: Option<String>,
 }
 
 /// A cloneable handle for queueing input from another task or thread.
@@ -51,6 +53,18 @@ impl Inbox {
     /// Takes the next follow-up input.
     pub fn take_follow_up(&self) -> Option<String> {
         self.with(|q| q.follow_up.pop_front())
+    }
+
+    /// Says why the turn about to be aborted stops (e.g. "the server is shutting down"),
+    /// for its `turn/end`; without it the turn ends "aborted by the user".
+    pub fn set_abort_reason(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        self.with(|q| q.abort_reason = Some(reason));
+    }
+
+    /// The reason a turn ends when aborted, and forgets a set one (it holds for one turn).
+    pub fn take_abort_reason(&self) -> String {
+        self.with(|q| q.abort_reason.take()).unwrap_or_else(|| "aborted by the user".to_owned())
     }
 
     /// True when nothing is queued.

@@ -180,7 +180,10 @@ impl TurnRun<'_> {
             Reply::Aborted(partial) => {
                 self.log(EventKind::AssistantMessage(partial))?;
                 self.log(EventKind::StepEnd(StepEnd { step, interrupted: true }))?;
-                return Ok(StepControl::End(TurnEndReason::Aborted, Some("aborted by the user".into())));
+                return Ok(StepControl::End(
+                    TurnEndReason::Aborted,
+                    Some(self.ctx.inbox.take_abort_reason()),
+                ));
             }
             Reply::Failed(partial, error) => {
                 let overflow = error.kind == keel_llm::ModelErrorKind::ContextOverflow && partial.is_empty();
@@ -292,7 +295,7 @@ impl TurnRun<'_> {
         }
         loop {
             if self.cancel.is_cancelled() {
-                return self.end(TurnEndReason::Aborted, Some("aborted by the user".into())).await;
+                return self.end(TurnEndReason::Aborted, Some(self.ctx.inbox.take_abort_reason())).await;
             }
             // With always_call, every step; with tool_first, a step that answers user input
             // (the prompt, steering, a hook's request) must act before it may talk.

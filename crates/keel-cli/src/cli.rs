@@ -224,13 +224,18 @@ pub struct ServeArgs {
     /// (default: keel's sessions folder).
     #[arg(long, value_name = "URL|DIR", env = "KEEL_STORE", hide_env_values = true)]
     pub store: Option<String>,
-    /// Turns running at once over all sessions; beyond, requests get 503.
-    #[arg(long, value_name = "N", default_value_t = 16)]
-    pub max_turns: usize,
-    /// Close a session after this many seconds without a turn, a question or a client,
-    /// so another keel (or node) can run it; it reopens on the next request.
+    /// Turns running at once over all sessions (default: 128 per CPU core); more wait in
+    /// line, first come first served.
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<usize>,
+    /// Forget a session's agent after this many seconds without a turn, a question or a
+    /// client (its lock is let go when each turn ends); it is rebuilt on the next request.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub idle_close: u64,
+    /// On SIGTERM or Ctrl-C, let running turns finish for this many seconds, then abort
+    /// them ("the server is shutting down"); no turn starts meanwhile.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub drain: u64,
 }
 
 /// `keel mcp …`.

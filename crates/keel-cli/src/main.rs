@@ -62,6 +62,21 @@ fn init_logging(cli: &cli::Cli) {
             .with_env_filter(EnvFilter::new(filter))
             .with_writer(std::io::stderr)
             .try_init();
+    } else if matches!(cli.command, Some(cli::Command::Serve(_))) {
+        // A server logs by default: a line per request and per turn, on stderr; JSON
+        // lines when stderr is not a terminal (a service manager, a log collector).
+        use std::io::IsTerminal;
+        let filter = EnvFilter::new("warn,keel_server=info,keel_cli=info,keel_store_postgres=info");
+        if std::io::stderr().is_terminal() {
+            let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+        } else {
+            let _ = tracing_subscriber::fmt()
+                .json()
+                .with_env_filter(filter)
+                .with_ansi(false)
+                .with_writer(std::io::stderr)
+                .try_init();
+        }
     }
 }
 

@@ -35,6 +35,9 @@ const IDLE: Duration = Duration::from_secs(60);
 const ABORT_WAIT: Duration = Duration::from_secs(30);
 /// Reconnections to a stream cut off without progress in between before giving up.
 const RESUMES: u32 = 5;
+/// How long a cut stream waits for a server that is away (restarting: refused
+/// connections, 502/503/504) before giving up.
+const RECONNECT: Duration = Duration::from_secs(60);
 
 /// A failure, said in one line.
 type Failed = String;
@@ -341,6 +344,46 @@ async fn open_stream(remote: &Remote, id: &str, after: Option<u64>) -> Result<re
     remote.send(request).await
 }
 
+/// Reopens the stream after a cut, waiting with backoff while the server is away (a
+/// restart: refused connections, 502/503/504) for up to [`RECONNECT`].
+async fn reopen_stream(
+    remote: &Remote,
+    id: &str,
+    after: Option<u64>,
+    terminal: Option<&Terminal>,
+) -> Result<reqwest::Response, Failed> {
+    let started = Instant::now();
+    let mut wait = Duration::from_millis(200);
+    let mut told = false;
+    loop {
+        let mut request = remote
+            .http
+            .get(remote.url(&format!("/sessions/{id}/events")))
+            .header("accept", "text/event-stream")
+            .bearer_auth(&remote.token);
+        if let Some(after) = after {
+            request = request.header("last-event-id", after.to_string());
+        }
+        let away = match request.send().await {
+            Ok(response) if response.status().is_success() => return Ok(response),
+            Ok(response) => matches!(response.status().as_u16(), 502..=504),
+            Err(e) => e.is_connect() || e.is_timeout(),
+        };
+        if !away || started.elapsed() >= RECONNECT {
+            // Once more through the usual path, for its error message.
+            return open_stream(remote, id, after).await;
+        }
+        if let Some(terminal) = terminal
+            && !told
+        {
+            terminal.line("keel: the server is away (restarting?); reconnecting…");
+            told = true;
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(2));
+    }
+}
+
 /// Reads the stream until the turn ends; Ctrl-C (`cancel`) aborts it on the server. A
 /// stream that ends or breaks before the turn does (the server cuts off a client that
 /// fell too far behind) is reopened after the last logged event seen: logged events
@@ -393,7 +436,7 @@ async fn follow(
             Ok(chunk) => chunk,
             Err(cut) => {
                 tokio::time::sleep(resumes.again(turn.last_seq, cut)?).await;
-                stream = open_stream(remote, id, turn.last_seq).await?;
+                stream = reopen_stream(remote, id, turn.last_seq, json.is_none().then_some(terminal)).await?;
                 parser = SseParser::with_max_event_bytes(EVENT_BYTES);
                 continue;
             }
@@ -460,6 +503,10 @@ async fn handle(
             }
             let answer = json!({"id": value["data"]["id"], "answer": "deny"});
             remote.post(&format!("/sessions/{id}/permission"), &answer).await?;
+        }
+        "turn/queued" if json.is_none() => {
+            let place = value["data"]["place"].as_u64().unwrap_or_default();
+            terminal.line(&format!("keel: the server is busy; this turn waits in line (place {place})"));
         }
         "delta/text" if json.is_none() => {
             terminal.emit(&AgentEvent::Model(&ModelEvent::TextDelta(text())));

@@ -186,8 +186,28 @@ fn store(args: &ServeArgs) -> anyhow::Result<(Arc<dyn SessionStore>, String)> {
     }
 }
 
+/// Raises the soft limit on open files to the hard one: a running session holds a few
+/// descriptors (its model connection, its log file, its tools' pipes), and the usual soft
+/// limit of 1024 runs out near 250 sessions. Returns the limit in force.
+fn raise_open_files_limit() -> Option<u64> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let wanted = Rlimit { current: limit.maximum, maximum: limit.maximum };
+    if limit.current == limit.maximum {
+        return limit.current;
+    }
+    match setrlimit(Resource::Nofile, wanted) {
+        Ok(()) => getrlimit(Resource::Nofile).current,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not raise the open-files limit");
+            limit.current
+        }
+    }
+}
+
 /// Runs the server until Ctrl-C or SIGTERM.
 pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
+    let open_files = raise_open_files_limit();
     let (token, fresh) = token()?;
     let roots: Vec<PathBuf> = if args.roots.is_empty() {
         vec![std::env::current_dir().context("cannot read the current folder")?]
@@ -203,8 +223,11 @@ pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
     .await
     .context("opening the store")??;
     let mut config = ServerConfig::new(token.clone(), roots.clone());
-    config.max_turns = args.max_turns.max(1);
+    if let Some(max_turns) = args.max_turns {
+        config.max_turns = max_turns.max(1);
+    }
     config.idle_close = std::time::Duration::from_secs(args.idle_close.max(1));
+    config.drain_timeout = std::time::Duration::from_secs(args.drain);
     let factory = Arc::new(Factory { base: cli.clone(), local: tokio::sync::OnceCell::new() });
     let server = Server::new(config, store, factory).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let listener = tokio::net::TcpListener::bind(&args.listen)
@@ -212,6 +235,9 @@ pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let address = listener.local_addr()?;
     errln!("keel serve: listening on http://{address}/v1 (sessions: {store_label})");
+    if let Some(limit) = open_files {
+        errln!("keel serve: open files up to {limit} (~4 per running session)");
+    }
     errln!(
         "keel serve: workspaces under {}",
         roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
@@ -232,7 +258,7 @@ pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
     let _signals = signals::during_turn(&stop);
     let shutdown = async move {
         stop.cancelled().await;
-        errln!("keel serve: stopping (running turns are aborted, sessions closed)");
+        errln!("keel serve: stopping: no new turns; running turns may finish (again to stop at once)");
     };
     server.serve(listener, shutdown).await.context("serving")?;
     Ok(exit::OK)

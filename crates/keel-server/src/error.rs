@@ -39,6 +39,15 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, code, message)
     }
 
+    /// 503 with `Retry-After`: the server lacks a resource that returns (open files, the
+    /// database); logged, since an operator should know.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        let mut error = Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message);
+        tracing::warn!(error = %error.message, "a request was refused for want of a resource");
+        error.retry_after = Some(1);
+        error
+    }
+
     /// 500: something on the server failed.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
@@ -51,9 +60,25 @@ impl From<SessionError> for ApiError {
             SessionErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             SessionErrorKind::Locked => (StatusCode::CONFLICT, "session_locked"),
             SessionErrorKind::Invalid => (StatusCode::BAD_REQUEST, "bad_request"),
+            SessionErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "store"),
         };
-        ApiError::new(status, code, e.to_string())
+        let unavailable = e.kind == SessionErrorKind::Unavailable;
+        // The client gets the store's message without the server's file paths; the log
+        // keeps them.
+        let message = match e.kind {
+            SessionErrorKind::NotFound => "no such session".to_owned(),
+            _ => e.message.clone(),
+        };
+        if status.is_server_error() {
+            tracing::warn!(error = %e, "a store error");
+        }
+        let mut error = ApiError::new(status, code, message);
+        if unavailable {
+            tracing::warn!(error = %error.message, "the store is unavailable");
+            error.retry_after = Some(1);
+        }
+        error
     }
 }
 
@@ -70,5 +95,14 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+/// Whether this process cannot open another file now (`EMFILE`/`ENFILE`): an error met
+/// meanwhile is the server's shortage, not the client's fault.
+pub(crate) fn out_of_descriptors() -> bool {
+    match std::fs::File::open("/dev/null") {
+        Ok(_) => false,
+        Err(e) => matches!(e.raw_os_error(), Some(23 | 24)),
     }
 }

@@ -15,6 +15,8 @@ mod factory;
 mod follow;
 mod hub;
 mod live;
+mod manager;
+pub mod ops;
 mod routes;
 mod sse;
 pub mod wire;
@@ -33,7 +35,8 @@ use keel_session::SessionStore;
 pub use error::ApiError;
 pub use factory::{AgentFactory, Prepared, SessionSpec};
 pub use hub::{Frame, Hub};
-pub use live::{Limits, Live, Manager};
+pub use live::Live;
+pub use manager::{Limits, Manager, Signal};
 
 /// How the server runs.
 #[derive(Debug, Clone)]
@@ -42,8 +45,11 @@ pub struct ServerConfig {
     pub token: String,
     /// Workspaces must be inside one of these folders (canonicalized on start).
     pub roots: Vec<PathBuf>,
-    /// Turns running at once over all sessions (default 16); beyond, 503 + Retry-After.
+    /// Turns running at once over all sessions (default: 128 per CPU core); more wait in
+    /// line.
     pub max_turns: usize,
+    /// Turns that may wait in line (default 4096); beyond, 503 + Retry-After.
+    pub max_queued: usize,
     /// Largest request body in bytes (default 1 MiB).
     pub body_limit: usize,
     /// A comment line on every event stream this often (default 10 s).
@@ -64,6 +70,9 @@ pub struct ServerConfig {
     /// Frames an event stream may fall behind the live session before it is cut off; it
     /// resumes with `Last-Event-ID` (default 4096).
     pub sse_buffer: usize,
+    /// On shutdown, how long running turns may go on before they are aborted as "the
+    /// server is shutting down" (default 30 s). No turn starts meanwhile.
+    pub drain_timeout: Duration,
 }
 
 impl ServerConfig {
@@ -72,7 +81,8 @@ impl ServerConfig {
         ServerConfig {
             token: token.into(),
             roots,
-            max_turns: 16,
+            max_turns: default_max_turns(),
+            max_queued: 4096,
             body_limit: 1024 * 1024,
             heartbeat: Duration::from_secs(10),
             ask_timeout: Duration::from_secs(300),
@@ -81,6 +91,7 @@ impl ServerConfig {
             body_timeout: Duration::from_secs(30),
             write_stall: Duration::from_secs(60),
             sse_buffer: hub::DEFAULT_BUFFER,
+            drain_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -97,13 +108,18 @@ pub struct AppState {
     notices: follow::Notices,
 }
 
+/// Commands for turns this node runs, sent by other nodes through the store.
+type Signals = tokio::sync::mpsc::UnboundedReceiver<(String, String)>;
+
 /// The server: its router and its sessions.
 pub struct Server {
     state: Arc<AppState>,
     body_limit: usize,
     body_timeout: Duration,
     idle_close: Duration,
+    drain_timeout: Duration,
     conn: conn::ConnLimits,
+    signals: Option<Signals>,
 }
 
 impl Server {
@@ -127,10 +143,17 @@ impl Server {
         let limits = Limits {
             roots,
             max_turns: config.max_turns,
+            max_queued: config.max_queued,
             ask_timeout: config.ask_timeout,
             sse_buffer: config.sse_buffer,
         };
         let notices = follow::Notices::watch(store.as_ref());
+        let (signal_tx, signal_rx) = tokio::sync::mpsc::unbounded_channel();
+        let signals = store
+            .watch_signals(Arc::new(move |id: &str, message: &str| {
+                let _ = signal_tx.send((id.to_owned(), message.to_owned()));
+            }))
+            .then_some(signal_rx);
         let manager = Manager::new(store, factory, limits);
         let state = Arc::new(AppState {
             manager,
@@ -146,7 +169,9 @@ impl Server {
             body_limit: config.body_limit,
             body_timeout: config.body_timeout,
             idle_close: config.idle_close,
+            drain_timeout: config.drain_timeout,
             conn,
+            signals,
         })
     }
 
@@ -170,16 +195,22 @@ impl Server {
         Router::new()
             .nest("/v1", v1)
             .route("/openapi.json", get(openapi))
+            .route("/healthz", get(ops::healthz))
+            .route("/readyz", get(ops::readyz))
+            .route("/metrics", get(ops::metrics))
             .fallback(not_found)
+            .layer(axum::middleware::from_fn_with_state(Arc::clone(&self.state), ops::log_requests))
             .layer(DefaultBodyLimit::max(self.body_limit))
             .layer(axum::Extension(routes::BodyTimeout(self.body_timeout)))
             .with_state(Arc::clone(&self.state))
     }
 
-    /// Serves on `listener` until `shutdown` resolves, then aborts running turns and
-    /// closes every session.
+    /// Serves on `listener` until `shutdown` resolves; then no turn starts, running ones
+    /// may finish within the drain timeout and are then aborted, event streams end (their
+    /// clients resume elsewhere or after a restart, by `Last-Event-ID`), and the server
+    /// returns.
     pub async fn serve(
-        self,
+        mut self,
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
@@ -194,17 +225,38 @@ impl Server {
                 state.manager.close_idle(idle).await;
             }
         });
-        let stopping = self.state.stopping.clone();
+        let forwarder = self.signals.take().map(|mut signals| {
+            let state = Arc::clone(&self.state);
+            tokio::spawn(async move {
+                while let Some((id, message)) = signals.recv().await {
+                    state.manager.on_signal(&id, &message);
+                }
+            })
+        });
+        let state = Arc::clone(&self.state);
+        let drain = self.drain_timeout;
         let shutdown = async move {
             shutdown.await;
-            // Event streams never end by themselves; graceful shutdown waits for them.
-            stopping.cancel();
+            tracing::info!(grace_s = drain.as_secs_f64(), "stopping: running turns may finish");
+            // Clients still connected see the turns end, then their streams end (they
+            // never end by themselves; graceful shutdown waits for them).
+            state.manager.drain(drain).await;
+            state.stopping.cancel();
         };
         let result = conn::serve(listener, router, self.conn, shutdown).await;
         sweeper.abort();
+        if let Some(forwarder) = forwarder {
+            forwarder.abort();
+        }
         self.state.manager.shutdown().await;
         result
     }
+}
+
+/// Turns at once by default: a turn mostly waits for its model, and keel's own work per
+/// step is well under a millisecond, so many per core.
+pub fn default_max_turns() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from) * 128
 }
 
 /// Equal in time whatever the input, so the token cannot be guessed byte by byte.

@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use crate::AppState;
 use crate::error::ApiError;
 use crate::factory::SessionSpec;
-use crate::live::{Live, blocking};
+use crate::live::Live;
+use crate::manager::{Signal, blocking};
 
 /// How long a request body may take to arrive (a request extension the router sets).
 #[derive(Debug, Clone, Copy)]
@@ -59,7 +60,7 @@ fn summary_json(summary: &SessionSummary, live: Option<&Live>) -> Value {
         "parent": summary.parent.as_ref().map(|p| json!({"id": p.id, "seq": p.seq})),
         "events": summary.events,
         "open": live.is_some(),
-        "running": live.is_some_and(Live::running),
+        "running": live.is_some_and(Live::running) || summary.turn_open,
         "question": live.and_then(Live::question).map(|(id, tool, arguments)| json!({"id": id, "tool": tool, "arguments": arguments})),
     })
 }
@@ -122,9 +123,10 @@ pub async fn message(
     JsonBody(body): JsonBody<TextBody>,
 ) -> Result<Response, ApiError> {
     let text = text_of(body)?;
-    let live = app.manager.open(&id).await?;
-    app.manager.start_turn(&live, text)?;
-    Ok((StatusCode::ACCEPTED, axum::Json(json!({"id": live.id, "running": true}))).into_response())
+    let live = app.manager.live(&id).await?;
+    let place = app.manager.start_turn(&live, text).await?;
+    Ok((StatusCode::ACCEPTED, axum::Json(json!({"id": live.id, "running": true, "queued": place})))
+        .into_response())
 }
 
 /// `POST /v1/sessions/{id}/steer`.
@@ -134,15 +136,13 @@ pub async fn steer(
     JsonBody(body): JsonBody<TextBody>,
 ) -> Result<Response, ApiError> {
     let text = text_of(body)?;
-    let live = app.manager.get(&id).ok_or_else(|| ApiError::conflict("no_turn", "no turn is running"))?;
-    live.steer(text)?;
+    app.manager.signal(&id, Signal::Steer(text)).await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
 
 /// `POST /v1/sessions/{id}/abort`.
 pub async fn abort(State(app): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let live = app.manager.get(&id).ok_or_else(|| ApiError::conflict("no_turn", "no turn is running"))?;
-    live.abort()?;
+    app.manager.signal(&id, Signal::Abort).await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
 
@@ -163,21 +163,27 @@ pub async fn permission(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<PermissionBody>,
 ) -> Result<Response, ApiError> {
-    let answer = match body.answer.as_str() {
-        "allow" => AskAnswer::Allow,
-        "always" => AskAnswer::AllowAlways,
-        "deny" => AskAnswer::Deny,
-        "stop" => AskAnswer::DenyAndStop,
-        other => {
-            return Err(ApiError::bad_request(format!("answer `{other}`: use allow, always, deny or stop")));
+    parse_answer(&body.answer)?;
+    let signal = Signal::Answer { id: body.id, answer: body.answer };
+    app.manager.signal(&id, signal).await.map_err(|e| {
+        if e.code == "no_turn" {
+            ApiError::conflict("no_question", "no permission question is pending")
+        } else {
+            e
         }
-    };
-    let live = app
-        .manager
-        .get(&id)
-        .ok_or_else(|| ApiError::conflict("no_question", "no permission question is pending"))?;
-    live.answer(body.id, answer)?;
+    })?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// An answer's word as the permission policy takes it.
+pub(crate) fn parse_answer(answer: &str) -> Result<AskAnswer, ApiError> {
+    match answer {
+        "allow" => Ok(AskAnswer::Allow),
+        "always" => Ok(AskAnswer::AllowAlways),
+        "deny" => Ok(AskAnswer::Deny),
+        "stop" => Ok(AskAnswer::DenyAndStop),
+        other => Err(ApiError::bad_request(format!("answer `{other}`: use allow, always, deny or stop"))),
+    }
 }
 
 /// Where to fork.
@@ -243,20 +249,9 @@ pub async fn events(
         ),
         None => query.after,
     };
-    match app.manager.open(&id).await {
-        Ok(live) => {
-            let sse =
-                crate::sse::events(&app.manager, live, after, app.heartbeat, app.stopping.clone()).await?;
-            Ok(sse.into_response())
-        }
-        // Another node runs it: follow it through the store.
-        Err(e) if e.code == "session_locked" => {
-            let store = Arc::clone(app.manager.store());
-            let sse =
-                crate::follow::follow(store, &app.notices, id, after, app.heartbeat, app.stopping.clone())
-                    .await?;
-            Ok(sse.into_response())
-        }
-        Err(e) => Err(e),
-    }
+    // Ready here (prepared if need be, holding nothing): this node's hub, and the store
+    // for turns other nodes run.
+    let live = app.manager.live(&id).await?;
+    let sse = crate::sse::events(&app, live, after).await?;
+    Ok(sse.into_response())
 }

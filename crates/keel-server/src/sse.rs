@@ -2,9 +2,11 @@
 //!
 //! Each `data:` is one event as `keel --json` prints it; logged events carry `id:` =
 //! their seq. A client resuming with `Last-Event-ID: N` (or `?after=N`) gets exactly the
-//! logged events after N — from the store for what is durable, from the hub for the
-//! running turn — then everything live. Without either, the whole log is replayed first.
-//! A client too slow for the live stream is cut off, and resumes the same way.
+//! logged events after N from the store (which holds every logged event a hub has
+//! shown), then what this node's hub shows (its turns' events, live deltas, permission
+//! questions), and the logged events of turns other nodes run, read from the store when
+//! it reports a commit (or every so often). A client too slow for the live stream is cut
+//! off, and resumes the same way.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -13,15 +15,25 @@ use std::time::Duration;
 
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
+use keel_session::SessionStore;
 use tokio::sync::broadcast;
 
+use crate::AppState;
 use crate::error::ApiError;
+use crate::follow::Notice;
 use crate::hub::{Frame, logged_frame};
-use crate::live::{Live, Manager, blocking};
+use crate::live::Live;
+use crate::manager::blocking;
+
+/// How often a stream reads the store for other nodes' turns without a notice.
+const POLL: Duration = Duration::from_secs(15);
 
 struct Replay {
+    live: Arc<Live>,
+    store: Arc<dyn SessionStore>,
     queue: VecDeque<Frame>,
     rx: broadcast::Receiver<Frame>,
+    notices: broadcast::Receiver<Notice>,
     /// The last logged seq sent; later duplicates are skipped.
     last: Option<u64>,
 }
@@ -35,36 +47,82 @@ pub(crate) fn sse_event(frame: &Frame) -> SseEvent {
     }
 }
 
+/// What woke a stream.
+enum Wake {
+    Frame(Frame),
+    /// The store may hold events after `last` that no hub here showed.
+    Store,
+    /// The hub went away, or the client fell too far behind: the stream ends.
+    End,
+}
+
+impl Replay {
+    async fn wake(&mut self) -> Wake {
+        let id = self.live.id.as_str();
+        let poll = tokio::time::sleep(POLL);
+        tokio::pin!(poll);
+        loop {
+            tokio::select! {
+                frame = self.rx.recv() => return match frame {
+                    Ok(frame) => Wake::Frame(frame),
+                    Err(_) => Wake::End,
+                },
+                notice = self.notices.recv() => match notice {
+                    // This node's own turn shows its events through the hub.
+                    Ok((sid, seq)) if &*sid == id && self.last.is_none_or(|last| seq > last) && !self.live.running() => {
+                        return Wake::Store;
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => return Wake::Store,
+                    Err(broadcast::error::RecvError::Closed) => {}
+                },
+                () = &mut poll => if !self.live.running() { return Wake::Store } else { poll.as_mut().reset(tokio::time::Instant::now() + POLL) },
+            }
+        }
+    }
+
+    /// Queues the store's events after the last one sent.
+    async fn read_store(&mut self) -> Result<(), ApiError> {
+        let store = Arc::clone(&self.store);
+        let id = self.live.id.clone();
+        let after = self.last.unwrap_or(0);
+        let first = self.last.is_none();
+        let events =
+            blocking(move || if first { store.read(&id) } else { store.read_after(&id, after) }).await?;
+        for event in &events {
+            if self.last.is_some_and(|last| event.seq <= last) {
+                continue;
+            }
+            if let Some(frame) = logged_frame(event) {
+                self.last = Some(event.seq);
+                self.queue.push_back(frame);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The stream for `live`, resuming after `after`.
 pub async fn events(
-    manager: &Manager,
+    app: &AppState,
     live: Arc<Live>,
     after: Option<u64>,
-    heartbeat: Duration,
-    stopping: keel_llm::CancellationToken,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>>, ApiError> {
-    // Subscribe first: whatever is logged from now on arrives on the channel; what was
-    // logged before is in the hub's copy (this turn) or durable in the store.
-    let (kept, rx) = live.hub.subscribe(after);
-    let first_kept = kept.first().and_then(|f| f.seq);
-    let store = Arc::clone(manager.store());
-    let id = live.id.clone();
-    let stored = blocking(move || store.read(&id)).await?;
-    let mut queue: VecDeque<Frame> = stored
-        .iter()
-        .filter(|e| after.is_none_or(|after| e.seq > after) && first_kept.is_none_or(|first| e.seq < first))
-        .filter_map(logged_frame)
-        .collect();
-    queue.extend(kept);
-    let last = queue.back().and_then(|f| f.seq).or(after);
-    let replay = Replay { queue, rx, last };
+    // Subscribe first: whatever the hub shows from now on arrives on the channel; what
+    // it showed before is in the store (it shows a logged event only once stored).
+    let rx = live.hub.subscribe();
+    let notices = app.notices.subscribe();
+    let store = Arc::clone(app.manager.store());
+    let mut replay = Replay { live, store, queue: VecDeque::new(), rx, notices, last: after };
+    // The log after `after` (all of it without one) first.
+    replay.read_store().await?;
     let stream = futures::stream::unfold(replay, |mut st| async move {
-        if let Some(frame) = st.queue.pop_front() {
-            return Some((Ok(sse_event(&frame)), st));
-        }
         loop {
-            match st.rx.recv().await {
-                Ok(frame) => {
+            if let Some(frame) = st.queue.pop_front() {
+                return Some((Ok(sse_event(&frame)), st));
+            }
+            match st.wake().await {
+                Wake::Frame(frame) => {
                     if let Some(seq) = frame.seq {
                         if st.last.is_some_and(|last| seq <= last) {
                             continue;
@@ -73,11 +131,18 @@ pub async fn events(
                     }
                     return Some((Ok(sse_event(&frame)), st));
                 }
+                Wake::Store => {
+                    if let Err(e) = st.read_store().await {
+                        // The client resumes by id (from any node).
+                        tracing::warn!(session = %st.live.id, error = %e.message, "reading a session's events failed");
+                        return None;
+                    }
+                }
                 // Too slow, or the session went away: end; the client resumes by id.
-                Err(_) => return None,
+                Wake::End => return None,
             }
         }
     });
-    let stream = stream.take_until(stopping.cancelled_owned());
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat")))
+    let stream = stream.take_until(app.stopping.clone().cancelled_owned());
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(app.heartbeat).text("heartbeat")))
 }

@@ -256,31 +256,35 @@ async fn sessions_outside_the_roots_are_nobodys_business() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn turns_beyond_the_limit_get_503_with_retry_after() {
+async fn turns_beyond_the_limit_wait_in_line_and_run_in_order() {
     let model = ScriptedModel::new([reply().text("slow").hang()]);
     let server = start_with(model, None, 1).await;
     let a = server.session(json!({})).await;
     let b = server.session(json!({})).await;
-    assert_eq!(server.post(&format!("/v1/sessions/{a}/messages"), json!({"text": "1"})).await.0, 202);
-    let response = server
-        .client
-        .post(format!("{}/v1/sessions/{b}/messages", server.url))
-        .bearer_auth(TOKEN)
-        .body(json!({"text": "2"}).to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 503);
-    assert_eq!(response.headers()["retry-after"], "5");
-    // Abort once the hanging reply is being streamed (so b's turn gets the next one).
+    let (status, body) = server.post(&format!("/v1/sessions/{a}/messages"), json!({"text": "1"})).await;
+    assert_eq!((status, body["queued"].clone()), (202, json!(0)));
     while server.model.requests().is_empty() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // b waits in line: accepted, first in line, its stream told so.
+    let mut sse = server.events(&b, None).await;
+    let (status, body) = server.post(&format!("/v1/sessions/{b}/messages"), json!({"text": "2"})).await;
+    assert_eq!((status, body["queued"].clone()), (202, json!(1)));
+    let queued = sse.until("turn/queued").await;
+    assert_eq!(queued.last().map(|e| e.data["data"]["place"].clone()), Some(json!(1)));
+    let show = server.get(&format!("/v1/sessions/{b}")).await.1;
+    assert_eq!(show["running"], true, "a turn in line counts as running: {show}");
+    assert_eq!(server.model.requests().len(), 1, "b has not reached the model while a runs");
+    server.model.push(reply().text("now"));
     server.post(&format!("/v1/sessions/{a}/abort"), json!({})).await;
     server.wait_idle(&a).await;
-    server.model.push(reply().text("now"));
-    assert_eq!(server.post(&format!("/v1/sessions/{b}/messages"), json!({"text": "2"})).await.0, 202);
     server.wait_idle(&b).await;
+    let events = server.store.read(&b).unwrap();
+    let answer = events.iter().rev().find_map(|e| match &e.kind {
+        keel_session::EventKind::AssistantMessage(m) => Some(m.text()),
+        _ => None,
+    });
+    assert_eq!(answer.as_deref(), Some("now"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,4 +297,83 @@ async fn the_event_stream_sends_heartbeats() {
     let waited = tokio::time::timeout(Duration::from_millis(700), sse.next()).await;
     assert!(waited.is_err(), "no event was expected");
     assert!(sse.comments >= 2, "heartbeats every 200 ms in this test, saw {}", sse.comments);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_readiness_and_metrics_answer_without_a_token() {
+    let server = start(ScriptedModel::new([reply().text("hi")])).await;
+    let id = server.session(json!({})).await;
+    assert_eq!(server.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "go"})).await.0, 202);
+    server.wait_idle(&id).await;
+    let get = |path: &str| {
+        let url = format!("{}{path}", server.url);
+        let client = server.client.clone();
+        async move {
+            let response = client.get(url).send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    assert_eq!(get("/healthz").await, (200, "ok\n".to_owned()));
+    assert_eq!(get("/readyz").await, (200, "ready\n".to_owned()));
+    let (status, metrics) = get("/metrics").await;
+    assert_eq!(status, 200);
+    assert!(metrics.contains("keel_turns_started_total 1\n"), "{metrics}");
+    assert!(metrics.contains("keel_turns_running 0\n"), "{metrics}");
+    assert!(metrics.contains("# TYPE keel_http_requests_total counter"), "{metrics}");
+    // No route shows the server's paths.
+    let (status, body) = server.get("/v1/sessions/20260101-000000-000000000000").await;
+    assert_eq!(status, 404);
+    assert!(!body.to_string().contains(&server.folder().display().to_string()), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_server_lets_running_turns_finish_and_starts_no_new_one() {
+    let model = ScriptedModel::new([reply().text("finished in time").delay(Duration::from_millis(600))]);
+    let server = keel_server_common_drain(model, Duration::from_secs(10)).await;
+    let a = server.session(json!({})).await;
+    let b = server.session(json!({})).await;
+    let mut sse = server.events(&a, None).await;
+    assert_eq!(server.post(&format!("/v1/sessions/{a}/messages"), json!({"text": "go"})).await.0, 202);
+    while server.model.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.stop.notify_one();
+    // Stopping: no new turn; readiness says so.
+    let mut refused = (0, Value::Null);
+    for _ in 0..100 {
+        refused = server.post(&format!("/v1/sessions/{b}/messages"), json!({"text": "late"})).await;
+        if refused.0 == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!((refused.0, refused.1["error"]["code"].as_str()), (503, Some("stopping")), "{:?}", refused.1);
+    let events = sse.until("turn/end").await;
+    assert_eq!(events.last().unwrap().data["data"]["reason"], "completed");
+    server.shut_down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_past_the_drain_timeout_ends_as_the_server_shutting_down() {
+    let model = ScriptedModel::new([reply().text("never").hang()]);
+    let server = keel_server_common_drain(model, Duration::from_millis(300)).await;
+    let a = server.session(json!({})).await;
+    assert_eq!(server.post(&format!("/v1/sessions/{a}/messages"), json!({"text": "go"})).await.0, 202);
+    while server.model.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.shut_down().await;
+    let end = server.store.read(&a).unwrap().into_iter().rev().find_map(|e| match e.kind {
+        keel_session::EventKind::TurnEnd(end) => Some(end),
+        _ => None,
+    });
+    let end = end.expect("the turn was ended and logged");
+    assert_eq!(
+        (format!("{:?}", end.reason), end.message.as_deref()),
+        ("Aborted".to_owned(), Some("the server is shutting down"))
+    );
+}
+
+async fn keel_server_common_drain(model: ScriptedModel, drain: Duration) -> common::TestServer {
+    common::start_configured(model, None, None, |config| config.drain_timeout = drain).await
 }

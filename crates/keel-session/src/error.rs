@@ -19,6 +19,9 @@ pub enum SessionErrorKind {
     Version,
     /// The request makes no sense for this session (bad fork point, ambiguous id, …).
     Invalid,
+    /// The store cannot be reached or is out of resources right now (a database that is
+    /// down or restarting, no file descriptors left): the same request may work later.
+    Unavailable,
 }
 
 /// A session store failure, with the file and line when known.
@@ -42,7 +45,15 @@ impl SessionError {
     }
 
     pub(crate) fn io(err: std::io::Error) -> Self {
-        Self::new(SessionErrorKind::Io, err.to_string())
+        // Out of file descriptors (the process's or the system's): a resource that
+        // returns, not a broken store.
+        const EMFILE: i32 = 24;
+        const ENFILE: i32 = 23;
+        let kind = match err.raw_os_error() {
+            Some(EMFILE | ENFILE) => SessionErrorKind::Unavailable,
+            _ => SessionErrorKind::Io,
+        };
+        Self::new(kind, err.to_string())
     }
 
     pub(crate) fn corrupt(err: serde_json::Error) -> Self {

@@ -13,13 +13,51 @@ use crate::error::{SessionError, SessionErrorKind};
 use crate::event::{Event, EventKind, ParentRef};
 use crate::projection::Projection;
 use crate::session::{EventWriter, Session, SyncWork};
-use crate::store::{SessionStore, SessionSummary};
+use crate::store::{ChangeNotify, SessionStore, SessionSummary};
 
 /// Sessions as `<dir>/<id>.jsonl` files.
 #[derive(Debug, Clone)]
 pub struct JsonlStore {
     dir: PathBuf,
     detached_sync: bool,
+    watchers: Registry,
+}
+
+/// Who is told of appends by this store's writers (followers in the same process; other
+/// processes are not told, and poll).
+#[derive(Clone, Default)]
+struct Registry(std::sync::Arc<std::sync::Mutex<Vec<ChangeNotify>>>);
+
+/// The watchers a writer tells, fixed when it was opened.
+#[derive(Clone, Default)]
+struct Watchers(std::sync::Arc<Vec<ChangeNotify>>);
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Registry")
+    }
+}
+
+impl std::fmt::Debug for Watchers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Watchers")
+    }
+}
+
+impl Registry {
+    fn all(&self) -> Vec<ChangeNotify> {
+        match self.0.lock() {
+            Ok(w) => w.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn add(&self, notify: ChangeNotify) {
+        match self.0.lock() {
+            Ok(mut w) => w.push(notify),
+            Err(poisoned) => poisoned.into_inner().push(notify),
+        }
+    }
 }
 
 /// Appends events to a locked JSONL file.
@@ -27,6 +65,8 @@ pub struct JsonlStore {
 pub struct JsonlWriter {
     file: std::sync::Arc<File>,
     path: PathBuf,
+    /// The session id and whom to tell of each append, when anyone watches.
+    watched: Option<(String, Watchers)>,
     line: Vec<u8>,
     /// Syncs run on a blocking thread (see [`JsonlStore::detached_sync`]).
     detached: bool,
@@ -38,6 +78,7 @@ impl JsonlWriter {
         JsonlWriter {
             file: std::sync::Arc::new(file),
             path,
+            watched: None,
             line: Vec::with_capacity(4096),
             detached,
             closed: false,
@@ -54,7 +95,13 @@ impl EventWriter for JsonlWriter {
         }
         self.line.clear();
         event.write_line(&mut self.line)?;
-        (&*self.file).write_all(&self.line).map_err(|e| SessionError::io(e).at_path(&self.path))
+        (&*self.file).write_all(&self.line).map_err(|e| SessionError::io(e).at_path(&self.path))?;
+        if let Some((id, watchers)) = &self.watched {
+            for notify in watchers.0.iter() {
+                notify(id, event.seq);
+            }
+        }
+        Ok(())
     }
 
     fn sync(&mut self) -> Result<(), SessionError> {
@@ -142,7 +189,17 @@ fn read_log(
 impl JsonlStore {
     /// A store rooted at `dir` (created on first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        JsonlStore { dir: dir.into(), detached_sync: false }
+        JsonlStore { dir: dir.into(), detached_sync: false, watchers: Registry::default() }
+    }
+
+    /// A writer for `file`, telling this store's watchers of its appends.
+    fn writer(&self, id: &str, file: File, path: PathBuf) -> JsonlWriter {
+        let mut writer = JsonlWriter::new(file, path, self.detached_sync);
+        let watchers = self.watchers.all();
+        if !watchers.is_empty() {
+            writer.watched = Some((id.to_owned(), Watchers(std::sync::Arc::new(watchers))));
+        }
+        writer
     }
 
     /// With `true`, sessions' syncs run on a blocking thread ([`SyncWork::Blocking`]),
@@ -233,7 +290,7 @@ impl JsonlStore {
             }
         };
         Self::lock(&file, &id, &path)?;
-        let writer = JsonlWriter::new(file, path, self.detached_sync);
+        let writer = self.writer(&id, file, path);
         let session = Session::create(id, cwd, parent, Box::new(writer))?;
         // Make the new directory entry durable too.
         if let Ok(dir) = File::open(&self.dir) {
@@ -322,7 +379,7 @@ impl SessionStore for JsonlStore {
         if loaded.missing_newline {
             file.write_all(b"\n").map_err(io)?;
         }
-        let writer = JsonlWriter::new(file, path.clone(), self.detached_sync);
+        let writer = self.writer(&id, file, path.clone());
         if projection.header().is_none() {
             // Nothing survived, not even the header: start the log over under the same id.
             let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
@@ -376,6 +433,13 @@ impl SessionStore for JsonlStore {
 
     fn read(&self, id: &str) -> Result<Vec<Event>, SessionError> {
         self.read_events(id)
+    }
+
+    /// Appends by this store's writers (sessions opened after the call) are told at once;
+    /// writers in other processes are not, so followers still poll.
+    fn watch(&self, notify: ChangeNotify) -> bool {
+        self.watchers.add(notify);
+        true
     }
 
     fn delete(&self, id: &str) -> Result<(), SessionError> {

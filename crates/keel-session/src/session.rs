@@ -37,7 +37,20 @@ pub trait EventWriter: Send + Sync {
     fn close(&mut self) -> Result<(), SessionError> {
         self.sync()
     }
+
+    /// Asks to be told, with [`DurableNotify`], the last seq of each batch that becomes
+    /// durable (a database commit), so others are shown only what the store keeps.
+    /// `false` (the default) means an event is as durable as the store promises once
+    /// `append` returns (a file written through), and nothing will be notified.
+    fn watch_durable(&mut self, notify: DurableNotify) -> bool {
+        drop(notify);
+        false
+    }
 }
+
+/// A callback for [`EventWriter::watch_durable`]: the last seq now durable. Called from
+/// the writer's own thread or task, in seq order, so it must be cheap.
+pub type DurableNotify = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 
 /// A sync to run on a blocking thread; see [`SyncWork::Blocking`].
 pub type SyncJob = Box<dyn FnOnce() -> Result<(), SessionError> + Send>;
@@ -237,6 +250,11 @@ impl Session {
     /// its executor; see [`EventWriter::sync_work`].
     pub fn sync_work(&mut self) -> SyncWork {
         self.writer.sync_work()
+    }
+
+    /// Asks the writer to report durable seqs; see [`EventWriter::watch_durable`].
+    pub fn watch_durable(&mut self, notify: DurableNotify) -> bool {
+        self.writer.watch_durable(notify)
     }
 
     /// Makes everything durable and releases the session (its file lock, its database

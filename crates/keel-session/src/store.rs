@@ -51,7 +51,29 @@ pub trait SessionStore: Send + Sync {
         drop(notify);
         false
     }
+
+    /// Sends `message` (at most [`MAX_SIGNAL_BYTES`]) to every process watching signals
+    /// on this store, so whichever runs session `id` can act on it (abort, steer, answer a
+    /// question). `Ok(false)` when the store cannot carry signals (the default).
+    fn signal(&self, id: &str, message: &str) -> Result<bool, SessionError> {
+        let _ = (id, message);
+        Ok(false)
+    }
+
+    /// Asks to be given the messages sent with [`SessionStore::signal`] by any process:
+    /// `notify(session_id, message)`, from a thread of the store's. `false` when the store
+    /// cannot carry signals (the default). Signals may be lost while reconnecting.
+    fn watch_signals(&self, notify: SignalNotify) -> bool {
+        drop(notify);
+        false
+    }
 }
+
+/// A callback for [`SessionStore::watch_signals`]: `(session_id, message)`.
+pub type SignalNotify = std::sync::Arc<dyn Fn(&str, &str) + Send + Sync>;
+
+/// The largest signal message a store must carry, in bytes.
+pub const MAX_SIGNAL_BYTES: usize = 7000;
 
 /// A callback for [`SessionStore::watch`]: `(session_id, last seq committed)`.
 pub type ChangeNotify = std::sync::Arc<dyn Fn(&str, u64) + Send + Sync>;
@@ -77,6 +99,9 @@ pub struct SessionSummary {
     pub parent: Option<ParentRef>,
     /// Number of events in the log.
     pub events: u64,
+    /// The log ends inside a turn: one runs (here or in another process), or one was
+    /// interrupted and is closed when the session is next opened.
+    pub turn_open: bool,
 }
 
 impl SessionSummary {
@@ -93,6 +118,7 @@ impl SessionSummary {
             usage: projection.usage(),
             parent: header.and_then(|h| h.parent.clone()),
             events,
+            turn_open: projection.open_turn().is_some(),
         }
     }
 }

@@ -22,11 +22,20 @@ const MAX_GROUP_EVENTS: usize = 4096;
 /// Grouped statements in flight at once.
 const IN_FLIGHT: usize = 2;
 
+/// A batch that was not committed: why, and its rows back (to retry them).
+pub(crate) type Failed = (SessionError, Vec<Row>);
+
 /// One session's batch and who waits for it.
 struct Job {
     id: String,
     rows: Vec<Row>,
-    done: oneshot::Sender<Result<(), SessionError>>,
+    done: oneshot::Sender<Result<(), Failed>>,
+}
+
+impl Job {
+    fn answer(self, result: Result<(), SessionError>) {
+        let _ = self.done.send(result.map_err(|e| (e, self.rows)));
+    }
 }
 
 /// The store's committer: hand it a session's batch and wait for the commit.
@@ -43,12 +52,15 @@ impl Committer {
         Committer { tx }
     }
 
-    /// Commits session `id`'s `rows` (grouped with other sessions' batches).
-    pub(crate) async fn commit(&self, id: &str, rows: Vec<Row>) -> Result<(), SessionError> {
+    /// Commits session `id`'s `rows` (grouped with other sessions' batches); on failure
+    /// the rows come back with the error.
+    pub(crate) async fn commit(&self, id: &str, rows: Vec<Row>) -> Result<(), Failed> {
         let (done, wait) = oneshot::channel();
         let stopped = || SessionError::new(SessionErrorKind::Io, "the PostgreSQL store's committer stopped");
-        self.tx.send(Job { id: id.to_owned(), rows, done }).map_err(|_| stopped())?;
-        wait.await.map_err(|_| stopped())?
+        if let Err(mpsc::error::SendError(job)) = self.tx.send(Job { id: id.to_owned(), rows, done }) {
+            return Err((stopped(), job.rows));
+        }
+        wait.await.map_err(|_| (stopped(), Vec::new()))?
     }
 }
 
@@ -86,7 +98,7 @@ async fn commit_jobs(leases: &Leases, jobs: Vec<Job>) {
                         Some(n) if n == job.rows.len() => Ok(()),
                         _ => Err(lost(&job.id)),
                     };
-                    let _ = job.done.send(result);
+                    job.answer(result);
                 }
                 return;
             }
@@ -97,7 +109,7 @@ async fn commit_jobs(leases: &Leases, jobs: Vec<Job>) {
     }
     for job in jobs {
         let result = commit_one(leases, &job.id, &job.rows).await;
-        let _ = job.done.send(result);
+        job.answer(result);
     }
 }
 
@@ -241,7 +253,7 @@ mod tests {
     use crate::PgStore;
     use keel_session::{Event, EventKind, SessionStore, TurnStart};
 
-    fn job(id: &str, seq: u64) -> (Job, oneshot::Receiver<Result<(), SessionError>>) {
+    fn job(id: &str, seq: u64) -> (Job, oneshot::Receiver<Result<(), Failed>>) {
         let event = Event {
             seq,
             time: "2026-12-01T00:00:00.000Z".into(),
@@ -261,7 +273,7 @@ mod tests {
                 commit_jobs(&leases, jobs).await;
                 let mut out = Vec::new();
                 for wait in waits {
-                    out.push(wait.await.unwrap().map_err(|e| e.kind));
+                    out.push(wait.await.unwrap().map_err(|(e, _)| e.kind));
                 }
                 Ok(out)
             })

@@ -144,14 +144,14 @@ impl Leases {
     }
 
     /// Creates session `id`'s row with this store's lease on it; `None` when the id is
-    /// taken (the caller picks another).
+    /// taken, here or in the database (the caller picks another).
     pub(crate) async fn create(
         &self,
         id: &str,
         cwd: &str,
         parent: Option<(&str, i64)>,
     ) -> Result<Option<Hold>, SessionError> {
-        let hold = self.claim(id)?;
+        let Ok(hold) = self.claim(id) else { return Ok(None) };
         let client = self.pool.get().await;
         let inserted = match client {
             Ok(client) => client
@@ -258,6 +258,26 @@ impl Leases {
             .await
             .map_err(db_error)?;
         row_outcome(id, row.get(0), row.get(1))
+    }
+
+    /// The last seq stored of session `id`, if this store still holds its lease (`Locked`
+    /// when not): after a commit whose answer was lost, whether it went through.
+    pub(crate) async fn committed_through(&self, id: &str) -> Result<Option<i64>, SessionError> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_one(
+                "SELECT (SELECT max(seq) FROM keel_events WHERE session_id = $1),
+                        EXISTS (SELECT 1 FROM keel_sessions
+                                WHERE id = $1 AND lease_owner = $2 AND lease_expires > now())",
+                &[&id, &self.owner],
+            )
+            .await
+            .map_err(db_error)?;
+        let held: bool = row.try_get(1).map_err(db_error)?;
+        if !held {
+            return Err(lost(id));
+        }
+        row.try_get(0).map_err(db_error)
     }
 
     /// Renews every lease this store holds in one statement; a lease that was not

@@ -33,8 +33,8 @@ use std::time::{Duration, SystemTime};
 
 use futures::{StreamExt, pin_mut};
 use keel_session::{
-    ChangeNotify, Event, EventKind, ParentRef, Projection, Session, SessionError, SessionErrorKind,
-    SessionStore, SessionSummary,
+    ChangeNotify, Event, EventKind, MAX_SIGNAL_BYTES, ParentRef, Projection, Session, SessionError,
+    SessionErrorKind, SessionStore, SessionSummary, SignalNotify,
 };
 use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, Config};
@@ -46,6 +46,7 @@ pub use writer::PgWriter;
 
 /// Errors of PostgreSQL as session errors (kind `Io`), with the server's message.
 pub(crate) fn db_error(e: tokio_postgres::Error) -> SessionError {
+    let kind = if transient(&e) { SessionErrorKind::Unavailable } else { SessionErrorKind::Io };
     let message = match e.as_db_error() {
         Some(db) => format!("PostgreSQL: {}", db.message()),
         None => {
@@ -59,7 +60,44 @@ pub(crate) fn db_error(e: tokio_postgres::Error) -> SessionError {
             message
         }
     };
-    SessionError::new(SessionErrorKind::Io, message)
+    SessionError::new(kind, message)
+}
+
+/// Whether `e` says the database cannot be reached now rather than that the statement is
+/// wrong: a lost or refused connection, or a server that is shutting down, starting or
+/// out of connections (SQLSTATE class 08, 57P01–57P03, 53300).
+fn transient(e: &tokio_postgres::Error) -> bool {
+    if let Some(code) = e.code() {
+        let code = code.code();
+        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300");
+    }
+    if e.is_closed() {
+        return true;
+    }
+    // A network failure, not a refused certificate (also an I/O error, of kind
+    // InvalidData) or a bad configuration.
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            return matches!(
+                io.kind(),
+                ConnectionRefused
+                    | ConnectionReset
+                    | ConnectionAborted
+                    | NotConnected
+                    | BrokenPipe
+                    | UnexpectedEof
+                    | TimedOut
+                    | HostUnreachable
+                    | NetworkUnreachable
+                    | AddrNotAvailable
+                    | Interrupted
+            );
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// Sessions in a PostgreSQL database.
@@ -75,13 +113,24 @@ struct Inner {
     leases: Arc<Leases>,
     /// Commits the writers' batches, grouped across sessions.
     committer: commit::Committer,
-    /// Called on each commit notice; the listener starts with the first one.
+    /// Called on each commit notice; the listener starts with the first watcher.
     watchers: std::sync::Mutex<Vec<ChangeNotify>>,
+    /// Called on each signal (`keel_signals`); the listener starts with the first watcher.
+    signal_watchers: std::sync::Mutex<Vec<SignalNotify>>,
+    /// Whether the listener runs.
+    listening: std::sync::atomic::AtomicBool,
 }
 
 impl Inner {
     fn watchers(&self) -> Vec<ChangeNotify> {
         match self.watchers.lock() {
+            Ok(w) => w.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn signal_watchers(&self) -> Vec<SignalNotify> {
+        match self.signal_watchers.lock() {
             Ok(w) => w.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
@@ -93,6 +142,15 @@ impl Drop for Inner {
         if let Some(runtime) = self.runtime.take() {
             // Never blocks, so it is safe inside another runtime.
             runtime.shutdown_background();
+        }
+    }
+}
+
+impl PgStore {
+    /// Starts the listener for commit notices and signals, once.
+    fn listen(&self) {
+        if !self.inner.listening.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            self.inner.handle.spawn(listen::run(Arc::downgrade(&self.inner)));
         }
     }
 }
@@ -170,6 +228,8 @@ impl PgStore {
                 leases: Arc::clone(&leases),
                 committer,
                 watchers: std::sync::Mutex::new(Vec::new()),
+                signal_watchers: std::sync::Mutex::new(Vec::new()),
+                listening: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         store.block(async move {
@@ -444,17 +504,40 @@ impl SessionStore for PgStore {
     }
 
     fn watch(&self, notify: ChangeNotify) -> bool {
-        let first = {
-            let mut watchers = match self.inner.watchers.lock() {
-                Ok(w) => w,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            watchers.push(notify);
-            watchers.len() == 1
-        };
-        if first {
-            self.inner.handle.spawn(listen::run(Arc::downgrade(&self.inner)));
+        match self.inner.watchers.lock() {
+            Ok(mut w) => w.push(notify),
+            Err(poisoned) => poisoned.into_inner().push(notify),
         }
+        self.listen();
+        true
+    }
+
+    fn signal(&self, id: &str, message: &str) -> Result<bool, SessionError> {
+        check_id(id)?;
+        if message.len() > MAX_SIGNAL_BYTES {
+            return Err(SessionError::new(
+                SessionErrorKind::Invalid,
+                format!("a signal has at most {MAX_SIGNAL_BYTES} bytes (this one has {})", message.len()),
+            ));
+        }
+        let payload = format!("{id}:{message}");
+        let leases = Arc::clone(&self.inner.leases);
+        self.block(async move {
+            let client = leases.pool.get().await?;
+            client
+                .execute("SELECT pg_notify($1, $2)", &[&listen::SIGNALS, &payload])
+                .await
+                .map_err(db_error)?;
+            Ok(true)
+        })
+    }
+
+    fn watch_signals(&self, notify: SignalNotify) -> bool {
+        match self.inner.signal_watchers.lock() {
+            Ok(mut w) => w.push(notify),
+            Err(poisoned) => poisoned.into_inner().push(notify),
+        }
+        self.listen();
         true
     }
 

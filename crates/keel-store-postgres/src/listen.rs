@@ -1,6 +1,7 @@
-//! Commit notices for followers: one connection per store runs `LISTEN keel_events`
-//! (the writer sends `NOTIFY keel_events, 'id:last_seq'` in each commit) and calls every
-//! watcher. Reconnects after 2 s when the connection is lost; notices sent meanwhile are
+//! Commit notices for followers and signals between processes: one connection per store
+//! runs `LISTEN keel_events` (the writer sends `NOTIFY keel_events, 'id:last_seq'` in
+//! each commit) and `LISTEN keel_signals` (`'id:message'`, sent by
+//! [`keel_session::SessionStore::signal`]) and calls every watcher. Reconnects after 2 s when the connection is lost; notices sent meanwhile are
 //! lost, so followers also poll slowly.
 
 use std::sync::Weak;
@@ -14,6 +15,8 @@ use crate::Inner;
 
 /// The channel the writer notifies.
 pub(crate) const CHANNEL: &str = "keel_events";
+/// The channel signals go through.
+pub(crate) const SIGNALS: &str = "keel_signals";
 
 /// `id:seq` → its parts.
 fn parse(payload: &str) -> Option<(&str, u64)> {
@@ -47,18 +50,24 @@ pub(crate) async fn run(inner: Weak<Inner>) {
                         }
                     }
                 });
-                match client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+                match client.batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {SIGNALS}")).await {
                     Ok(()) => {
                         while let Some(notice) = rx.recv().await {
                             let Some(inner) = inner.upgrade() else { return };
-                            if let Some((id, seq)) = parse(notice.payload()) {
+                            if notice.channel() == SIGNALS {
+                                if let Some((id, message)) = notice.payload().split_once(':') {
+                                    for watcher in inner.signal_watchers() {
+                                        watcher(id, message);
+                                    }
+                                }
+                            } else if let Some((id, seq)) = parse(notice.payload()) {
                                 for watcher in inner.watchers() {
                                     watcher(id, seq);
                                 }
                             }
                         }
                     }
-                    Err(e) => tracing::warn!(error = %e, "LISTEN {CHANNEL} failed"),
+                    Err(e) => tracing::warn!(error = %e, "LISTEN failed"),
                 }
                 reader.abort();
             }

@@ -1,14 +1,18 @@
 //! One writer per open session: a task holding the session's lease, fed by a channel.
 //! `append` hands the event over and returns; the task hands what has arrived to the
 //! store's committer in batches, in order, one batch at a time; a sync is acknowledged
-//! once everything before it is committed.
+//! once everything before it is committed. A commit that fails because the database
+//! cannot be reached is retried with backoff while the lease can still hold; after each
+//! commit the session's durable seq is reported to whoever watches it.
 
 use std::sync::Arc;
 
-use keel_session::{Event, EventWriter, SessionError, SessionErrorKind, SyncWork};
+use std::time::{Duration, Instant};
+
+use keel_session::{DurableNotify, Event, EventWriter, SessionError, SessionErrorKind, SyncWork};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::commit::Committer;
+use crate::commit::{Committer, Failed};
 use crate::lease::{Failure, Hold, Leases, fail, failure_of};
 use crate::rows::{Row, to_row};
 
@@ -34,7 +38,13 @@ enum Msg {
     Append(Row),
     Sync(Ack),
     Close(Ack),
+    Watch(DurableNotify),
 }
+
+/// The first wait before a failed commit is tried again; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest wait between two tries of a commit.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// Appends a session's events to PostgreSQL through its writer task.
 pub struct PgWriter {
@@ -122,12 +132,17 @@ impl EventWriter for PgWriter {
         self.closed = true;
         self.wait(true)
     }
+
+    fn watch_durable(&mut self, notify: DurableNotify) -> bool {
+        self.send(Msg::Watch(notify)).is_ok()
+    }
 }
 
 /// The writer task: commit batches in order, acknowledge syncs, release the lease on
 /// close, or when every handle is gone (the session was dropped).
 async fn run(leases: Arc<Leases>, committer: Committer, hold: Hold, mut rx: mpsc::UnboundedReceiver<Msg>) {
     let id = hold.id.as_str();
+    let mut watcher: Option<DurableNotify> = None;
     while let Some(first) = rx.recv().await {
         let mut rows = Vec::new();
         let mut acks = Vec::new();
@@ -141,18 +156,26 @@ async fn run(leases: Arc<Leases>, committer: Committer, hold: Hold, mut rx: mpsc
                     close = Some(ack);
                     break;
                 }
+                Msg::Watch(notify) => watcher = Some(notify),
             }
             if rows.len() < MAX_BATCH {
                 next = rx.try_recv().ok();
             }
         }
         // A lost lease (noticed by the renewal task) or an earlier failure stops it.
-        if failure_of(&hold.failure).is_none()
-            && !rows.is_empty()
-            && let Err(e) = committer.commit(id, rows).await
-        {
-            tracing::warn!(session = %id, error = %e, "appending to PostgreSQL failed");
-            fail(&hold.failure, e.kind, e.message);
+        let last = rows.last().and_then(|row| u64::try_from(row.seq).ok());
+        if failure_of(&hold.failure).is_none() && !rows.is_empty() {
+            match commit_retrying(&leases, &committer, &hold, rows).await {
+                Ok(()) => {
+                    if let (Some(notify), Some(seq)) = (&watcher, last) {
+                        notify(seq);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(session = %id, error = %e, "appending to PostgreSQL failed");
+                    fail(&hold.failure, e.kind, e.message);
+                }
+            }
         }
         let result = || failure_of(&hold.failure).map_or(Ok(()), Err);
         for ack in acks {
@@ -169,5 +192,51 @@ async fn run(leases: Arc<Leases>, committer: Committer, hold: Hold, mut rx: mpsc
     }
     if let Err(e) = leases.release(&hold).await {
         tracing::warn!(session = %id, error = %e, "releasing the lease of a dropped session failed");
+    }
+}
+
+/// Commits `rows`, trying again while the database is unreachable (with backoff, for as
+/// long as the lease lasts: past that another node may have taken the session over).
+/// After a failed try the batch may have been committed all the same (the connection
+/// dropped before the answer), so the next try first asks how far the log goes.
+async fn commit_retrying(
+    leases: &Leases,
+    committer: &Committer,
+    hold: &Hold,
+    mut rows: Vec<Row>,
+) -> Result<(), SessionError> {
+    let deadline = Instant::now() + leases.ttl;
+    let first = rows.first().map_or(0, |row| row.seq);
+    let mut backoff = FIRST_BACKOFF;
+    let mut tried = false;
+    loop {
+        if failure_of(&hold.failure).is_some() {
+            // The lease was lost meanwhile (the renewal noticed): the writer stops.
+            return failure_of(&hold.failure).map_or(Ok(()), Err);
+        }
+        let outcome = if tried {
+            match leases.committed_through(&hold.id).await {
+                Ok(Some(last)) if last >= first => return Ok(()),
+                Ok(_) => committer.commit(&hold.id, rows).await,
+                Err(e) => Err((e, rows)),
+            }
+        } else {
+            committer.commit(&hold.id, rows).await
+        };
+        let (error, back): Failed = match outcome {
+            Ok(()) => return Ok(()),
+            Err(failed) => failed,
+        };
+        if error.kind != SessionErrorKind::Unavailable
+            || back.is_empty()
+            || Instant::now() + backoff > deadline
+        {
+            return Err(error);
+        }
+        tracing::warn!(session = %hold.id, error = %error, retry_in_ms = backoff.as_millis() as u64, "the database is unavailable; the commit will be tried again");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+        rows = back;
+        tried = true;
     }
 }

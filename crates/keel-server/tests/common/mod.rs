@@ -72,6 +72,9 @@ pub struct TestServer {
     pub client: reqwest::Client,
     /// The server's shared state (its sessions and their hubs).
     pub state: Arc<keel_server::AppState>,
+    /// Notified: the server stops, as on SIGTERM.
+    pub stop: Arc<tokio::sync::Notify>,
+    serving: std::sync::Mutex<Option<tokio::task::JoinHandle<std::io::Result<()>>>>,
     _store_dir: Option<tempfile::TempDir>,
 }
 
@@ -125,10 +128,22 @@ pub async fn start_configured(
     let state = Arc::clone(server.state());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(server.serve(listener, std::future::pending()));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let serving = tokio::spawn(server.serve(listener, async move { stopped.notified().await }));
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder().tls_certs_only(Vec::new()).build().unwrap();
-    TestServer { url, root, store, model, client, state, _store_dir: store_dir }
+    TestServer {
+        url,
+        root,
+        store,
+        model,
+        client,
+        state,
+        stop,
+        serving: std::sync::Mutex::new(Some(serving)),
+        _store_dir: store_dir,
+    }
 }
 
 pub async fn start(model: ScriptedModel) -> TestServer {
@@ -136,6 +151,15 @@ pub async fn start(model: ScriptedModel) -> TestServer {
 }
 
 impl TestServer {
+    /// Stops the server as SIGTERM does and waits until it has stopped.
+    pub async fn shut_down(&self) {
+        self.stop.notify_one();
+        let serving = self.serving.lock().unwrap().take();
+        if let Some(serving) = serving {
+            serving.await.unwrap().unwrap();
+        }
+    }
+
     pub fn folder(&self) -> PathBuf {
         self.root.path().to_path_buf()
     }

@@ -1,0 +1,108 @@
+//! What operators need: `/healthz` (the process answers), `/readyz` (it takes turns and
+//! its store answers), `/metrics` (Prometheus text), and a log line per request.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::AppState;
+
+/// Counters since the server started.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// HTTP requests answered.
+    pub requests: AtomicU64,
+    /// Requests answered with a 5xx status.
+    pub server_errors: AtomicU64,
+    /// Turns started.
+    pub turns_started: AtomicU64,
+    /// Turns whose log could not be written to the end (the store failed).
+    pub turns_failed: AtomicU64,
+    /// Turns that waited in line before running.
+    pub turns_queued: AtomicU64,
+    /// Sum of the turns' durations in milliseconds.
+    pub turn_ms: AtomicU64,
+}
+
+impl Metrics {
+    /// Counts one more.
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// `GET /healthz`: the process answers.
+pub async fn healthz() -> Response {
+    (StatusCode::OK, "ok\n").into_response()
+}
+
+/// `GET /readyz`: 200 when the server takes turns and its store answers, else 503 (a load
+/// balancer sends requests elsewhere).
+pub async fn readyz(State(app): State<Arc<AppState>>) -> Response {
+    if app.manager.draining() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "stopping\n").into_response();
+    }
+    // A cheap question the store must answer: a session that does not exist.
+    let store = Arc::clone(app.manager.store());
+    let probe = tokio::task::spawn_blocking(move || store.read("keel-readyz-probe").map(drop));
+    match tokio::time::timeout(std::time::Duration::from_secs(5), probe).await {
+        Ok(Ok(Ok(()))) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(Ok(Err(e))) if e.kind == keel_session::SessionErrorKind::NotFound => {
+            (StatusCode::OK, "ready\n").into_response()
+        }
+        Ok(Ok(Err(e))) => {
+            (StatusCode::SERVICE_UNAVAILABLE, format!("store: {}\n", e.message)).into_response()
+        }
+        Ok(Err(_)) | Err(_) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "store: no answer within 5 s\n").into_response()
+        }
+    }
+}
+
+/// `GET /metrics`: Prometheus text exposition.
+pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
+    let m = app.manager.metrics();
+    let (ready, running) = app.manager.counts();
+    let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    let mut text = String::with_capacity(1024);
+    let mut put = |name: &str, kind: &str, help: &str, value: u64| {
+        text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"));
+    };
+    put("keel_sessions_ready", "gauge", "Sessions with an agent ready on this node.", ready as u64);
+    put("keel_turns_running", "gauge", "Turns running or waiting in line on this node.", running as u64);
+    put("keel_turns_waiting", "gauge", "Turns waiting in line for a slot.", app.manager.waiting() as u64);
+    put("keel_turns_started_total", "counter", "Turns started.", get(&m.turns_started));
+    put("keel_turns_queued_total", "counter", "Turns that waited in line.", get(&m.turns_queued));
+    put(
+        "keel_turns_failed_total",
+        "counter",
+        "Turns stopped because the store failed.",
+        get(&m.turns_failed),
+    );
+    put("keel_turn_milliseconds_total", "counter", "Time spent in turns.", get(&m.turn_ms));
+    put("keel_http_requests_total", "counter", "HTTP requests answered.", get(&m.requests));
+    put("keel_http_server_errors_total", "counter", "HTTP answers with a 5xx status.", get(&m.server_errors));
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// Logs a line per request (method, route, status, time) and counts it. The path's
+/// session id is kept; query strings and bodies are not logged.
+pub async fn log_requests(State(app): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    let metrics = app.manager.metrics();
+    Metrics::bump(&metrics.requests);
+    if response.status().is_server_error() {
+        Metrics::bump(&metrics.server_errors);
+    }
+    tracing::info!(%method, path = %path, status, ms = started.elapsed().as_millis() as u64, "request");
+    response
+}
