@@ -57,10 +57,8 @@ impl AgentFactory for Factory {
 
 /// Child: serves on a free port (printed), sessions in `store` (a folder or a URL).
 pub fn child(model_url: &str, store: &str, root: &str) {
-    let _ = rustix::process::setrlimit(
-        rustix::process::Resource::Nofile,
-        rustix::process::Rlimit { current: Some(65536), maximum: Some(65536) },
-    );
+    // As `keel serve` does: the soft limit raised to the hard one.
+    let _ = keel_server::ops::raise_open_files_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let store: Arc<dyn SessionStore> = if store.starts_with("postgres") {
         Arc::new(keel_store_postgres::PgStore::connect(store).unwrap())
@@ -70,8 +68,8 @@ pub fn child(model_url: &str, store: &str, root: &str) {
     let mut config = OpenAiConfig::new(model_url, "mock");
     config.max_retries = 0;
     let factory = Arc::new(Factory { agent_model: Arc::new(OpenAiClient::new(config).unwrap()) });
-    let mut server_config = ServerConfig::new(TOKEN, vec![root.into()]);
-    server_config.max_turns = 100_000;
+    // `keel serve`'s defaults (turns at once: 128 per core).
+    let server_config = ServerConfig::new(TOKEN, vec![root.into()]);
     runtime.block_on(async move {
         let server = Server::new(server_config, store, factory).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -205,6 +203,7 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
         })
         .unwrap_or(0)
         * 1024;
+    let cpu = cpu_of(server.id());
     let _ = server.kill();
     let _ = server.wait();
     let mut steps: Vec<Duration> = results.iter().flat_map(|r| r.steps.iter().copied()).collect();
@@ -215,9 +214,10 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
         values.get(((values.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or_default()
     };
     let events: u64 = results.iter().map(|r| r.logged).sum();
+    let cpu_per_step = cpu.map(|cpu| cpu / steps.len().max(1) as u32);
     let errors = results.iter().filter(|r| !r.ok).count();
     println!(
-        "  {label}: {n} sessions in {} | message → turn/start on the stream p50 {} | step p50 {} p99 {} ({} steps) | turn p50 {} p99 {} | {:.0} events/s | server peak RSS {} | errors {errors}",
+        "  {label}: {n} sessions in {} | message → turn/start on the stream p50 {} | step p50 {} p99 {} ({} steps) | turn p50 {} p99 {} | {:.0} events/s | server peak RSS {} | server CPU per step {} | errors {errors}",
         fmt(wall),
         fmt(pct(&mut firsts, 0.5)),
         fmt(pct(&mut steps, 0.5)),
@@ -227,21 +227,40 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
         fmt(pct(&mut turns, 0.99)),
         events as f64 / wall.as_secs_f64(),
         mb(rss),
+        cpu_per_step.map_or("?".to_owned(), fmt),
     );
+}
+
+/// The CPU time (user + system) process `pid` has used, from `/proc/<pid>/stat`.
+fn cpu_of(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): utime and stime are the
+    // 12th and 13th.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let hz = rustix::param::clock_ticks_per_second();
+    Some(Duration::from_millis(ticks * 1000 / hz.max(1)))
 }
 
 /// Prints the figures: `n` sessions on JSONL, `n_pg` on PostgreSQL (when configured).
 pub fn http(n: usize, n_pg: usize) {
     let exe = std::env::current_exe().unwrap();
-    let mut mock = Command::new(&exe).args(["serve", "0"]).stdout(Stdio::piped()).spawn().unwrap();
+    // The clients hold two connections per session.
+    let _ = keel_server::ops::raise_open_files_limit();
+    let latency_ms: u64 = std::env::var("KEEL_BENCH_MODEL_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let mut mock =
+        Command::new(&exe).args(["serve", &latency_ms.to_string()]).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     if let Some(stdout) = mock.stdout.as_mut() {
         use std::io::BufRead;
         let _ = std::io::BufReader::new(stdout).read_line(&mut line);
     }
     let model_url = line.trim().to_owned();
+    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     println!(
-        "\n[http] sessions over HTTP: keel-server (2 worker threads) + clients + zero-latency mock, 3 processes"
+        "\n[http] sessions over HTTP: keel-server (2 worker threads, default settings, open files {:?} after raising) + clients + mock at {latency_ms} ms (KEEL_BENCH_MODEL_MS), 3 processes",
+        nofile.current
     );
     let dir = tempfile::tempdir().unwrap();
     run(n, &dir.path().join("sessions").display().to_string(), &model_url, "JSONL     ");

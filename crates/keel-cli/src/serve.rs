@@ -186,28 +186,9 @@ fn store(args: &ServeArgs) -> anyhow::Result<(Arc<dyn SessionStore>, String)> {
     }
 }
 
-/// Raises the soft limit on open files to the hard one: a running session holds a few
-/// descriptors (its model connection, its log file, its tools' pipes), and the usual soft
-/// limit of 1024 runs out near 250 sessions. Returns the limit in force.
-fn raise_open_files_limit() -> Option<u64> {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    let wanted = Rlimit { current: limit.maximum, maximum: limit.maximum };
-    if limit.current == limit.maximum {
-        return limit.current;
-    }
-    match setrlimit(Resource::Nofile, wanted) {
-        Ok(()) => getrlimit(Resource::Nofile).current,
-        Err(e) => {
-            tracing::warn!(error = %e, "could not raise the open-files limit");
-            limit.current
-        }
-    }
-}
-
 /// Runs the server until Ctrl-C or SIGTERM.
 pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
-    let open_files = raise_open_files_limit();
+    let open_files = keel_server::ops::raise_open_files_limit();
     let (token, fresh) = token()?;
     let roots: Vec<PathBuf> = if args.roots.is_empty() {
         vec![std::env::current_dir().context("cannot read the current folder")?]

@@ -106,3 +106,22 @@ pub async fn log_requests(State(app): State<Arc<AppState>>, request: Request, ne
     tracing::info!(%method, path = %path, status, ms = started.elapsed().as_millis() as u64, "request");
     response
 }
+
+/// Raises the soft limit on open files to the hard one: a running turn holds a few
+/// descriptors (its model connection, its log file, its tools' pipes, a client's
+/// stream), and the usual soft limit of 1024 runs out near 250 sessions. Returns the
+/// limit in force.
+pub fn raise_open_files_limit() -> Option<u64> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current == limit.maximum {
+        return limit.current;
+    }
+    match setrlimit(Resource::Nofile, Rlimit { current: limit.maximum, maximum: limit.maximum }) {
+        Ok(()) => getrlimit(Resource::Nofile).current,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not raise the open-files limit");
+            limit.current
+        }
+    }
+}
