@@ -201,6 +201,8 @@ struct Turn {
     started: bool,
     steps: u32,
     tool_calls: u32,
+    /// The turn's calls by id (from `tool/call`), to show each when its result comes.
+    calls: std::collections::HashMap<String, keel_llm::ToolCall>,
     final_text: String,
     end: Option<keel_session::TurnEnd>,
     /// The seq of the last logged event seen, to resume a cut stream after it.
@@ -213,6 +215,15 @@ impl Turn {
             EventKind::TurnStart(_) => *self = Turn { started: true, ..Turn::default() },
             _ if !self.started => {}
             EventKind::StepStart(_) => self.steps += 1,
+            EventKind::ToolCall(call) => {
+                let call = keel_llm::ToolCall {
+                    id: call.call_id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    item_id: None,
+                };
+                self.calls.insert(call.id.clone(), call);
+            }
             EventKind::AssistantMessage(message) => self.final_text = message.text(),
             EventKind::ToolResult(result) => {
                 self.tool_calls += 1;
@@ -252,6 +263,10 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Err(e) => return fail(e),
     };
     if let Err(e) = remote.post(&format!("/sessions/{id}/messages"), &json!({"text": task})).await {
+        if after.is_none() {
+            // This run made the session for its message: a refused message leaves none.
+            let _ = remote.json(remote.http.delete(remote.url(&format!("/sessions/{id}")))).await;
+        }
         return fail(e);
     }
     let terminal = Arc::new(Terminal::new(false));
@@ -485,6 +500,17 @@ async fn handle(
         turn.logged(event);
         if json.is_none() {
             terminal.emit(&AgentEvent::Logged(event));
+            // The tool line a local run prints when a call finishes.
+            if let EventKind::ToolResult(result) = &event.kind {
+                let call = turn.calls.get(&result.call_id).cloned().unwrap_or_else(|| keel_llm::ToolCall {
+                    id: result.call_id.clone(),
+                    name: result.name.clone(),
+                    arguments: String::new(),
+                    item_id: None,
+                });
+                let duration = Duration::from_millis(result.duration_ms.unwrap_or(0));
+                terminal.emit(&AgentEvent::ToolFinished { step: turn.steps, call: &call, result, duration });
+            }
         }
         return Ok(());
     }
@@ -503,6 +529,22 @@ async fn handle(
             }
             let answer = json!({"id": value["data"]["id"], "answer": "deny"});
             remote.post(&format!("/sessions/{id}/permission"), &answer).await?;
+        }
+        "tool/started" if json.is_none() => {
+            let call_id = value["data"]["call_id"].as_str().unwrap_or_default();
+            if let Some(call) = turn.calls.get(call_id).cloned() {
+                terminal.emit(&AgentEvent::ToolStarted { step: turn.steps, call: &call });
+            }
+        }
+        "model/retry" if json.is_none() => {
+            let data = &value["data"];
+            let number = |key: &str| data[key].as_u64().unwrap_or_default();
+            terminal.emit(&AgentEvent::Model(&ModelEvent::Retrying {
+                attempt: u32::try_from(number("attempt")).unwrap_or(u32::MAX),
+                max_retries: u32::try_from(number("max_retries")).unwrap_or(u32::MAX),
+                delay: Duration::from_millis(number("delay_ms")),
+                reason: data["reason"].as_str().unwrap_or_default().to_owned(),
+            }));
         }
         "turn/queued" if json.is_none() => {
             let place = value["data"]["place"].as_u64().unwrap_or_default();

@@ -69,6 +69,11 @@ async fn remote_print_and_json_modes_run_a_turn_on_the_server() {
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     assert_eq!(stdout, "It prints hello.\n");
     assert!(stderr.contains("completed") && stderr.contains("1 tool call"), "{stderr}");
+    // As a local run: the tool line when the call finishes (issue 30, item 9).
+    assert!(
+        stderr.lines().any(|l| l.contains("✓") && l.contains("read_file") && l.contains("→")),
+        "{stderr}"
+    );
 
     // JSON mode, continuing that session: `keel --json` lines, then keel/done.
     let mut command = env.keel_unconfigured();
