@@ -8,9 +8,12 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use std::sync::atomic::Ordering;
+
 use keel_agent::{AgentEvent, Sink};
 use tokio::sync::broadcast;
 
+use crate::ops::Metrics;
 use crate::wire::agent_event_value;
 
 /// One event as sent to clients: its seq when logged, and its JSON text.
@@ -34,6 +37,8 @@ struct State {
     durable: Option<u64>,
     /// Frames held back, in order: a logged event not yet durable and all after it.
     pending: VecDeque<Frame>,
+    /// When the running step started (for the step-time counter).
+    step_started: Option<std::time::Instant>,
 }
 
 /// The fan-out of one session; also the [`Sink`] its turns report to.
@@ -41,6 +46,8 @@ struct State {
 pub struct Hub {
     state: Mutex<State>,
     tx: broadcast::Sender<Frame>,
+    /// The server's counters, when it keeps them.
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Default for Hub {
@@ -52,7 +59,13 @@ impl Default for Hub {
 impl Hub {
     /// A hub whose subscribers may fall `buffer` frames behind before they are cut off.
     pub fn with_buffer(buffer: usize) -> Self {
-        Hub { state: Mutex::new(State::default()), tx: broadcast::channel(buffer.max(1)).0 }
+        Hub { state: Mutex::new(State::default()), tx: broadcast::channel(buffer.max(1)).0, metrics: None }
+    }
+
+    /// This hub also counts steps, step time and model failures in `metrics`.
+    pub fn counting(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
@@ -121,8 +134,36 @@ impl Hub {
     }
 }
 
+impl Hub {
+    fn count(&self, metrics: &Metrics, event: &AgentEvent<'_>) {
+        use keel_session::{EventKind, TurnEndReason};
+        match event {
+            AgentEvent::Logged(e) => match &e.kind {
+                EventKind::StepStart(_) => {
+                    self.with(|state| state.step_started = Some(std::time::Instant::now()));
+                }
+                EventKind::StepEnd(_) => {
+                    if let Some(started) = self.with(|state| state.step_started.take()) {
+                        Metrics::bump(&metrics.steps);
+                        metrics.step_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    }
+                }
+                EventKind::TurnEnd(end) if end.reason == TurnEndReason::Error => {
+                    Metrics::bump(&metrics.model_errors);
+                }
+                _ => {}
+            },
+            AgentEvent::Model(keel_llm::ModelEvent::Retrying { .. }) => Metrics::bump(&metrics.model_retries),
+            _ => {}
+        }
+    }
+}
+
 impl Sink for Hub {
     fn emit(&self, event: &AgentEvent<'_>) {
+        if let Some(metrics) = &self.metrics {
+            self.count(metrics, event);
+        }
         let frame = match event {
             AgentEvent::Logged(e) => match logged_frame(e) {
                 Some(frame) => frame,

@@ -192,7 +192,7 @@ impl Manager {
 
     /// Builds session `id`'s agent and keeps it ready.
     async fn prepare(&self, id: String, spec: SessionSpec, new_session: bool) -> Result<Arc<Live>, ApiError> {
-        let hub = Arc::new(Hub::with_buffer(self.limits.sse_buffer));
+        let hub = Arc::new(Hub::with_buffer(self.limits.sse_buffer).counting(Arc::clone(&self.metrics)));
         let question = Arc::new(Mutex::new(None));
         let ask = ask_fn(Arc::clone(&hub), Arc::clone(&question), self.limits.ask_timeout);
         let prepared = match self.factory.prepare(&spec, &id, new_session, ask).await {

@@ -27,6 +27,14 @@ pub struct Metrics {
     pub turns_queued: AtomicU64,
     /// Sum of the turns' durations in milliseconds.
     pub turn_ms: AtomicU64,
+    /// Steps ended.
+    pub steps: AtomicU64,
+    /// Sum of the steps' durations (request, reply, tools) in microseconds.
+    pub step_us: AtomicU64,
+    /// Turns ended by a model error (retries exhausted, auth, …).
+    pub model_errors: AtomicU64,
+    /// Model requests retried.
+    pub model_retries: AtomicU64,
 }
 
 impl Metrics {
@@ -85,6 +93,15 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         get(&m.turns_failed),
     );
     put("keel_turn_milliseconds_total", "counter", "Time spent in turns.", get(&m.turn_ms));
+    put("keel_steps_total", "counter", "Steps ended.", get(&m.steps));
+    put(
+        "keel_step_microseconds_total",
+        "counter",
+        "Time spent in steps (request, reply, tools).",
+        get(&m.step_us),
+    );
+    put("keel_model_errors_total", "counter", "Turns ended by a model error.", get(&m.model_errors));
+    put("keel_model_retries_total", "counter", "Model requests retried.", get(&m.model_retries));
     put("keel_http_requests_total", "counter", "HTTP requests answered.", get(&m.requests));
     put("keel_http_server_errors_total", "counter", "HTTP answers with a 5xx status.", get(&m.server_errors));
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()

@@ -16,11 +16,10 @@ use std::time::Duration;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
 use keel_session::SessionStore;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::follow::Notice;
 use crate::hub::{Frame, logged_frame};
 use crate::live::Live;
 use crate::manager::blocking;
@@ -33,7 +32,9 @@ struct Replay {
     store: Arc<dyn SessionStore>,
     queue: VecDeque<Frame>,
     rx: broadcast::Receiver<Frame>,
-    notices: broadcast::Receiver<Notice>,
+    /// The session's last committed seq, from the store's notices; `None` once the
+    /// notices stopped.
+    notices: Option<watch::Receiver<u64>>,
     /// The last logged seq sent; later duplicates are skipped.
     last: Option<u64>,
 }
@@ -58,7 +59,6 @@ enum Wake {
 
 impl Replay {
     async fn wake(&mut self) -> Wake {
-        let id = self.live.id.as_str();
         let poll = tokio::time::sleep(POLL);
         tokio::pin!(poll);
         loop {
@@ -67,16 +67,24 @@ impl Replay {
                     Ok(frame) => Wake::Frame(frame),
                     Err(_) => Wake::End,
                 },
-                notice = self.notices.recv() => match notice {
-                    // This node's own turn shows its events through the hub.
-                    Ok((sid, seq)) if &*sid == id && self.last.is_none_or(|last| seq > last) && !self.live.running() => {
+                changed = async { match &mut self.notices { Some(rx) => rx.changed().await, None => std::future::pending().await } } => {
+                    match changed {
+                        Ok(()) => {
+                            let seq = self.notices.as_mut().map_or(0, |rx| *rx.borrow_and_update());
+                            // This node's own turn shows its events through the hub.
+                            if self.last.is_none_or(|last| seq > last) && !self.live.running() {
+                                return Wake::Store;
+                            }
+                        }
+                        Err(_) => self.notices = None,
+                    }
+                }
+                () = &mut poll => {
+                    if !self.live.running() {
                         return Wake::Store;
                     }
-                    Ok(_) => {}
-                    Err(broadcast::error::RecvError::Lagged(_)) => return Wake::Store,
-                    Err(broadcast::error::RecvError::Closed) => {}
-                },
-                () = &mut poll => if !self.live.running() { return Wake::Store } else { poll.as_mut().reset(tokio::time::Instant::now() + POLL) },
+                    poll.as_mut().reset(tokio::time::Instant::now() + POLL);
+                }
             }
         }
     }
@@ -111,7 +119,7 @@ pub async fn events(
     // Subscribe first: whatever the hub shows from now on arrives on the channel; what
     // it showed before is in the store (it shows a logged event only once stored).
     let rx = live.hub.subscribe();
-    let notices = app.notices.subscribe();
+    let notices = Some(app.notices.subscribe(&live.id));
     let store = Arc::clone(app.manager.store());
     let mut replay = Replay { live, store, queue: VecDeque::new(), rx, notices, last: after };
     // The log after `after` (all of it without one) first.

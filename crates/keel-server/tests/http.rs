@@ -319,6 +319,8 @@ async fn health_readiness_and_metrics_answer_without_a_token() {
     assert_eq!(status, 200);
     assert!(metrics.contains("keel_turns_started_total 1\n"), "{metrics}");
     assert!(metrics.contains("keel_turns_running 0\n"), "{metrics}");
+    assert!(metrics.contains("keel_steps_total 1\n"), "{metrics}");
+    assert!(metrics.contains("keel_model_errors_total 0\n"), "{metrics}");
     assert!(metrics.contains("# TYPE keel_http_requests_total counter"), "{metrics}");
     // No route shows the server's paths.
     let (status, body) = server.get("/v1/sessions/20260101-000000-000000000000").await;
