@@ -23,6 +23,8 @@ use crate::measure::{fmt, mb};
 use crate::trajectory;
 
 const TOKEN: &str = "bench-token-0123456789abcdef";
+/// How soon the bench's server forgets idle sessions.
+const IDLE_CLOSE: Duration = Duration::from_secs(2);
 
 struct Factory {
     agent_model: Arc<OpenAiClient>,
@@ -68,8 +70,10 @@ pub fn child(model_url: &str, store: &str, root: &str) {
     let mut config = OpenAiConfig::new(model_url, "mock");
     config.max_retries = 0;
     let factory = Arc::new(Factory { agent_model: Arc::new(OpenAiClient::new(config).unwrap()) });
-    // `keel serve`'s defaults (turns at once: 128 per core).
-    let server_config = ServerConfig::new(TOKEN, vec![root.into()]);
+    // `keel serve`'s defaults (turns at once: 128 per core), but sessions are forgotten
+    // after 2 s idle, to see memory come back.
+    let mut server_config = ServerConfig::new(TOKEN, vec![root.into()]);
+    server_config.idle_close = IDLE_CLOSE;
     runtime.block_on(async move {
         let server = Server::new(server_config, store, factory).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -204,6 +208,17 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
         .unwrap_or(0)
         * 1024;
     let cpu = cpu_of(server.id());
+    // The clients are gone: once the idle sessions are forgotten, what memory came back.
+    std::thread::sleep(IDLE_CLOSE * 3);
+    let rss_after = std::fs::read_to_string(format!("/proc/{}/status", server.id()))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .unwrap_or(0)
+        * 1024;
     let _ = server.kill();
     let _ = server.wait();
     let mut steps: Vec<Duration> = results.iter().flat_map(|r| r.steps.iter().copied()).collect();
@@ -217,7 +232,7 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
     let cpu_per_step = cpu.map(|cpu| cpu / steps.len().max(1) as u32);
     let errors = results.iter().filter(|r| !r.ok).count();
     println!(
-        "  {label}: {n} sessions in {} | message → turn/start on the stream p50 {} | step p50 {} p99 {} ({} steps) | turn p50 {} p99 {} | {:.0} events/s | server peak RSS {} | server CPU per step {} | errors {errors}",
+        "  {label}: {n} sessions in {} | message → turn/start on the stream p50 {} | step p50 {} p99 {} ({} steps) | turn p50 {} p99 {} | {:.0} events/s | server peak RSS {} (after sessions closed {}) | server CPU per step {} | errors {errors}",
         fmt(wall),
         fmt(pct(&mut firsts, 0.5)),
         fmt(pct(&mut steps, 0.5)),
@@ -227,6 +242,7 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
         fmt(pct(&mut turns, 0.99)),
         events as f64 / wall.as_secs_f64(),
         mb(rss),
+        mb(rss_after),
         cpu_per_step.map_or("?".to_owned(), fmt),
     );
 }
