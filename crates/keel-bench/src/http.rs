@@ -210,6 +210,11 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
     let cpu = cpu_of(server.id());
     // The clients are gone: once the idle sessions are forgotten, what memory came back.
     std::thread::sleep(IDLE_CLOSE * 3);
+    let ready = runtime.block_on(async {
+        let url = format!("{}/metrics", base.trim_end_matches("/v1"));
+        let text = reqwest::get(url).await.ok()?.text().await.ok()?;
+        text.lines().find_map(|l| l.strip_prefix("keel_sessions_ready ").map(str::to_owned))
+    });
     let rss_after = std::fs::read_to_string(format!("/proc/{}/status", server.id()))
         .ok()
         .and_then(|s| {
@@ -232,7 +237,7 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
     let cpu_per_step = cpu.map(|cpu| cpu / steps.len().max(1) as u32);
     let errors = results.iter().filter(|r| !r.ok).count();
     println!(
-        "  {label}: {n} sessions in {} | message → turn/start on the stream p50 {} | step p50 {} p99 {} ({} steps) | turn p50 {} p99 {} | {:.0} events/s | server peak RSS {} (after sessions closed {}) | server CPU per step {} | errors {errors}",
+        "  {label}: {n} sessions in {} | message → turn/start on the stream p50 {} | step p50 {} p99 {} ({} steps) | turn p50 {} p99 {} | {:.0} events/s | server peak RSS {} (after sessions closed {}, {} left) | server CPU per step {} | errors {errors}",
         fmt(wall),
         fmt(pct(&mut firsts, 0.5)),
         fmt(pct(&mut steps, 0.5)),
@@ -243,6 +248,7 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
         events as f64 / wall.as_secs_f64(),
         mb(rss),
         mb(rss_after),
+        ready.unwrap_or_else(|| "?".to_owned()),
         cpu_per_step.map_or("?".to_owned(), fmt),
     );
 }

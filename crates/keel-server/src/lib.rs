@@ -222,7 +222,10 @@ impl Server {
                 tokio::time::interval((idle / 2).clamp(Duration::from_millis(10), Duration::from_secs(30)));
             loop {
                 tick.tick().await;
-                state.manager.close_idle(idle).await;
+                if state.manager.close_idle(idle).await > 0 {
+                    // Off the executor: trimming a large heap takes a few milliseconds.
+                    let _ = tokio::task::spawn_blocking(ops::return_freed_memory).await;
+                }
             }
         });
         let forwarder = self.signals.take().map(|mut signals| {
