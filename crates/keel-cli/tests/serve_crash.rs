@@ -131,7 +131,7 @@ async fn kill_9_under_load_never_shows_a_client_an_event_that_is_later_rewritten
     }
     // Kill it once the turns are well under way.
     let seen = || shown.lock().unwrap().values().map(Vec::len).sum::<usize>();
-    for _ in 0..400 {
+    for _ in 0..2000 {
         if seen() >= SESSIONS * 8 {
             break;
         }
