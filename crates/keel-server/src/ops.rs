@@ -102,6 +102,21 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     );
     put("keel_model_errors_total", "counter", "Turns ended by a model error.", get(&m.model_errors));
     put("keel_model_retries_total", "counter", "Model requests retried.", get(&m.model_retries));
+    let store = app.manager.store().stats();
+    put("keel_store_commits_total", "counter", "Batches the store committed (PostgreSQL).", store.commits);
+    put(
+        "keel_store_commit_microseconds_total",
+        "counter",
+        "Time from handing a batch to the store to its commit.",
+        store.commit_us,
+    );
+    put(
+        "keel_store_commit_retries_total",
+        "counter",
+        "Commits tried again: the store was unreachable.",
+        store.retries,
+    );
+    put("keel_store_commit_errors_total", "counter", "Commits that failed for good.", store.errors);
     put("keel_http_requests_total", "counter", "HTTP requests answered.", get(&m.requests));
     put("keel_http_server_errors_total", "counter", "HTTP answers with a 5xx status.", get(&m.server_errors));
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()

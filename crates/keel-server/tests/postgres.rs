@@ -268,7 +268,16 @@ async fn a_database_outage_loses_no_session() {
     for (seq, data) in &logged {
         assert_eq!(data, &stored[*seq as usize], "what the client saw is what was committed");
     }
+    let stats = server.store.stats();
+    assert!(
+        stats.retries > 0 && stats.commits > 0 && stats.errors == 0,
+        "commits waited out the outage: {stats:?}"
+    );
     let (status, body) = server.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "more"})).await;
     assert_eq!(status, 202, "{body}");
     server.wait_idle(&id).await;
+    let metrics =
+        server.client.get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("keel_store_commit_retries_total "), "{metrics}");
+    assert!(!metrics.contains("keel_store_commit_retries_total 0\n"), "{metrics}");
 }

@@ -36,7 +36,7 @@ pub use repair::{INTERRUPTED_CODE, NOT_STARTED, OUTCOME_UNKNOWN, RepairReport};
 pub use session::{
     DurableNotify, EventWriter, MemoryWriter, NullWriter, Session, SyncFuture, SyncJob, SyncWork,
 };
-pub use store::{ChangeNotify, MAX_SIGNAL_BYTES, SessionStore, SessionSummary, SignalNotify};
+pub use store::{ChangeNotify, MAX_SIGNAL_BYTES, SessionStore, SessionSummary, SignalNotify, StoreStats};
 pub use validate::{InvalidHistory, validate};
 
 /// A new session id: creation time (UTC, to the second) and 48 random bits, e.g.

@@ -67,6 +67,25 @@ pub trait SessionStore: Send + Sync {
         drop(notify);
         false
     }
+
+    /// Counters of the store's commits since it was opened (all zero for a store that
+    /// keeps none, the default).
+    fn stats(&self) -> StoreStats {
+        StoreStats::default()
+    }
+}
+
+/// A store's commit counters; see [`SessionStore::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Batches committed.
+    pub commits: u64,
+    /// Time from handing a batch over to its commit, summed, in microseconds.
+    pub commit_us: u64,
+    /// Commits tried again because the store could not be reached.
+    pub retries: u64,
+    /// Commits that failed for good (the session's writer stopped).
+    pub errors: u64,
 }
 
 /// A callback for [`SessionStore::watch_signals`]: `(session_id, message)`.

@@ -78,6 +78,26 @@ struct Held {
     failure: Failure,
 }
 
+/// The store's commit counters (see [`keel_session::StoreStats`]).
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub(crate) commits: AtomicU64,
+    pub(crate) commit_us: AtomicU64,
+    pub(crate) retries: AtomicU64,
+    pub(crate) errors: AtomicU64,
+}
+
+impl Stats {
+    pub(crate) fn snapshot(&self) -> keel_session::StoreStats {
+        keel_session::StoreStats {
+            commits: self.commits.load(Ordering::Relaxed),
+            commit_us: self.commit_us.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// What a store's writers share: the pool, who this store is, and its leases.
 pub(crate) struct Leases {
     pub(crate) pool: Pool,
@@ -86,6 +106,8 @@ pub(crate) struct Leases {
     pub(crate) ttl: Duration,
     held: Mutex<HashMap<String, Held>>,
     generation: AtomicU64,
+    /// Commit counters of the store's writers.
+    pub(crate) stats: Stats,
 }
 
 /// A hold on a session: which one, and where its writer's failure goes.
@@ -99,7 +121,14 @@ pub(crate) struct Hold {
 impl Leases {
     /// Leases of a store with owner name `owner`.
     pub(crate) fn new(pool: Pool, owner: String, ttl: Duration) -> Self {
-        Leases { pool, owner, ttl, held: Mutex::new(HashMap::new()), generation: AtomicU64::new(0) }
+        Leases {
+            pool,
+            owner,
+            ttl,
+            held: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(0),
+            stats: Stats::default(),
+        }
     }
 
     fn held(&self) -> MutexGuard<'_, HashMap<String, Held>> {

@@ -532,6 +532,10 @@ impl SessionStore for PgStore {
         })
     }
 
+    fn stats(&self) -> keel_session::StoreStats {
+        self.inner.leases.stats.snapshot()
+    }
+
     fn watch_signals(&self, notify: SignalNotify) -> bool {
         match self.inner.signal_watchers.lock() {
             Ok(mut w) => w.push(notify),

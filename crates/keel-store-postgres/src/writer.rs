@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use keel_session::{DurableNotify, Event, EventWriter, SessionError, SessionErrorKind, SyncWork};
@@ -165,7 +166,13 @@ async fn run(leases: Arc<Leases>, committer: Committer, hold: Hold, mut rx: mpsc
         // A lost lease (noticed by the renewal task) or an earlier failure stops it.
         let last = rows.last().and_then(|row| u64::try_from(row.seq).ok());
         if failure_of(&hold.failure).is_none() && !rows.is_empty() {
-            match commit_retrying(&leases, &committer, &hold, rows).await {
+            let started = Instant::now();
+            let committed = commit_retrying(&leases, &committer, &hold, rows).await;
+            let stats = &leases.stats;
+            let counter = if committed.is_ok() { &stats.commits } else { &stats.errors };
+            counter.fetch_add(1, Ordering::Relaxed);
+            stats.commit_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            match committed {
                 Ok(()) => {
                     if let (Some(notify), Some(seq)) = (&watcher, last) {
                         notify(seq);
@@ -234,6 +241,7 @@ async fn commit_retrying(
             return Err(error);
         }
         tracing::warn!(session = %hold.id, error = %error, retry_in_ms = backoff.as_millis() as u64, "the database is unavailable; the commit will be tried again");
+        leases.stats.retries.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
         rows = back;
