@@ -161,8 +161,11 @@ type Resumed = std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>;
 /// A fake `keel serve` for one new session whose stream is cut after seq `cut` (as the
 /// real one cuts off a client that fell too far behind); a request resuming with
 /// `Last-Event-ID` gets the events after it.
-fn cutting_server(events: Vec<keel_session::Event>, cut: u64) -> (String, Resumed) {
+/// The fake server cuts the stream after seq `cut`; then answers `restarting` reopens with
+/// 503, as a server that is being restarted behind a proxy, before it serves the rest.
+fn cutting_server(events: Vec<keel_session::Event>, cut: u64, restarting: usize) -> (String, Resumed) {
     use std::io::{Read, Write};
+    let away = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(restarting));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let resumed = Resumed::default();
@@ -172,6 +175,7 @@ fn cutting_server(events: Vec<keel_session::Event>, cut: u64) -> (String, Resume
         for tcp in listener.incoming() {
             let (mut tcp, events, seen, posted) =
                 (tcp.unwrap(), events.clone(), std::sync::Arc::clone(&seen), std::sync::Arc::clone(&posted));
+            let away = std::sync::Arc::clone(&away);
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(tcp.try_clone().unwrap());
                 let mut head = Vec::new();
@@ -205,6 +209,14 @@ fn cutting_server(events: Vec<keel_session::Event>, cut: u64) -> (String, Resume
                 } else if request.starts_with("POST /v1/sessions ") {
                     tcp.write_all(answer("201 Created", r#"{"id": "fake-1", "folder": "/w"}"#).as_bytes())
                         .unwrap();
+                } else if request.starts_with("GET /v1/sessions/fake-1/events ")
+                    && header("last-event-id").is_some()
+                    && away.load(std::sync::atomic::Ordering::SeqCst) > 0
+                {
+                    away.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    seen.lock().unwrap().push(Some("503".to_owned()));
+                    let body = r#"{"error": {"code": "stopping", "message": "the server is shutting down"}}"#;
+                    tcp.write_all(answer("503 Service Unavailable", body).as_bytes()).unwrap();
                 } else if request.starts_with("GET /v1/sessions/fake-1/events ") {
                     let last = header("last-event-id");
                     seen.lock().unwrap().push(last.clone());
@@ -252,7 +264,7 @@ async fn a_cut_event_stream_is_resumed_after_the_last_event_seen() {
     let id = session.id().to_owned();
     session.close().unwrap();
     let events = store.read(&id).unwrap();
-    let (url, resumed) = cutting_server(events.clone(), 3);
+    let (url, resumed) = cutting_server(events.clone(), 3, 0);
 
     let env = Env::new();
     let mut command = env.keel_unconfigured();
@@ -268,4 +280,33 @@ async fn a_cut_event_stream_is_resumed_after_the_last_event_seen() {
         (&Value::from("keel/done"), &Value::from("completed"))
     );
     assert_eq!(*resumed.lock().unwrap(), vec![None, Some("3".to_owned())]);
+}
+
+/// A server that is restarting (503 to the reconnects) is waited for: the stream resumes
+/// once it is back, with every event once (issue 30, item 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_stream_waits_for_a_restarting_server_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = keel_session::JsonlStore::new(dir.path());
+    let mut session = store.create("/w").unwrap();
+    keel_testkit::store::record_turn(&mut session, "hi");
+    let id = session.id().to_owned();
+    session.close().unwrap();
+    let events = store.read(&id).unwrap();
+    let (url, resumed) = cutting_server(events.clone(), 3, 3);
+
+    let env = Env::new();
+    let mut command = env.keel_unconfigured();
+    command.env("KEEL_SERVE_TOKEN", TOKEN).args(["--remote", &url, "--json", "hi"]);
+    let out = output(command).await;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let lines: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let expected: Vec<Value> = events.iter().skip(1).map(|e| serde_json::to_value(e).unwrap()).collect();
+    assert_eq!(lines[..lines.len() - 1], expected[..], "every event once, in order, across the restart");
+    let answered: Vec<Option<String>> = resumed.lock().unwrap().clone();
+    assert_eq!(
+        answered,
+        vec![None, Some("503".into()), Some("503".into()), Some("503".into()), Some("3".into())],
+        "three refused reopens, then the resume after seq 3"
+    );
 }
