@@ -19,7 +19,7 @@ use keel_session::{JsonlStore, SessionStore};
 use keel_tools::{AskFn, ToolsConfig, builtin};
 
 use crate::many::InProcessShell;
-use crate::measure::{fmt, mb};
+use crate::measure::{fmt, mb, status_bytes};
 use crate::trajectory;
 
 const TOKEN: &str = "bench-token-0123456789abcdef";
@@ -198,15 +198,7 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
         out
     });
     let wall = started.elapsed();
-    let rss = std::fs::read_to_string(format!("/proc/{}/status", server.id()))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024;
+    let rss = status_bytes(&server.id().to_string(), "VmHWM:");
     let cpu = cpu_of(server.id());
     // The clients are gone: once the idle sessions are forgotten, what memory came back.
     std::thread::sleep(IDLE_CLOSE * 3);
@@ -215,15 +207,7 @@ fn run(n: usize, store: &str, model_url: &str, label: &str) {
         let text = reqwest::get(url).await.ok()?.text().await.ok()?;
         text.lines().find_map(|l| l.strip_prefix("keel_sessions_ready ").map(str::to_owned))
     });
-    let rss_after = std::fs::read_to_string(format!("/proc/{}/status", server.id()))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024;
+    let rss_after = status_bytes(&server.id().to_string(), "VmRSS:");
     let _ = server.kill();
     let _ = server.wait();
     let mut steps: Vec<Duration> = results.iter().flat_map(|r| r.steps.iter().copied()).collect();

@@ -17,11 +17,16 @@ pub fn process_cpu() -> Duration {
 
 /// Peak resident set size of this process, from /proc (bytes).
 pub fn peak_rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    status_bytes("self", "VmHWM:")
+}
+
+/// A size field (`VmHWM:`, `VmRSS:`) of process `pid` (or `self`), in bytes; 0 if unreadable.
+pub fn status_bytes(pid: &str, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
         })
         .unwrap_or(0)

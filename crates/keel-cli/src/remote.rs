@@ -351,12 +351,17 @@ impl Resumes {
 
 /// Opens session `id`'s event stream, resuming after seq `after` (`Last-Event-ID`).
 async fn open_stream(remote: &Remote, id: &str, after: Option<u64>) -> Result<reqwest::Response, Failed> {
-    let mut request =
+    remote.send(events_request(remote, id, after)).await
+}
+
+/// The request for session `id`'s event stream after seq `after` (without the token).
+fn events_request(remote: &Remote, id: &str, after: Option<u64>) -> reqwest::RequestBuilder {
+    let request =
         remote.http.get(remote.url(&format!("/sessions/{id}/events"))).header("accept", "text/event-stream");
-    if let Some(after) = after {
-        request = request.header("last-event-id", after.to_string());
+    match after {
+        Some(after) => request.header("last-event-id", after.to_string()),
+        None => request,
     }
-    remote.send(request).await
 }
 
 /// Reopens the stream after a cut, waiting with backoff while the server is away (a
@@ -371,14 +376,7 @@ async fn reopen_stream(
     let mut wait = Duration::from_millis(200);
     let mut told = false;
     loop {
-        let mut request = remote
-            .http
-            .get(remote.url(&format!("/sessions/{id}/events")))
-            .header("accept", "text/event-stream")
-            .bearer_auth(&remote.token);
-        if let Some(after) = after {
-            request = request.header("last-event-id", after.to_string());
-        }
+        let request = events_request(remote, id, after).bearer_auth(&remote.token);
         let away = match request.send().await {
             Ok(response) if response.status().is_success() => return Ok(response),
             Ok(response) => matches!(response.status().as_u16(), 502..=504),

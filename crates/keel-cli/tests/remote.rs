@@ -16,25 +16,11 @@ use serde_json::Value;
 const TOKEN: &str = "remote-test-token-0123456789";
 
 /// `keel serve` on a free port; its address. The caller waits for it (`stop`).
-#[allow(clippy::zombie_processes)]
 fn serve(env: &Env, model: &MockServer) -> (Child, String) {
     let mut command = env.keel(&model.base_url());
-    command.args(["serve", "--listen", "127.0.0.1:0"]).env("KEEL_SERVE_TOKEN", TOKEN).stderr(Stdio::piped());
-    let mut child = command.spawn().unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let (lines_tx, lines_rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            let _ = lines_tx.send(line);
-        }
-    });
-    loop {
-        let line = lines_rx.recv_timeout(Duration::from_secs(30)).expect("keel serve printed its address");
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            let address = rest.split('/').next().unwrap().trim().to_owned();
-            return (child, format!("http://{address}"));
-        }
-    }
+    command.args(["serve", "--listen", "127.0.0.1:0"]).env("KEEL_SERVE_TOKEN", TOKEN);
+    let (child, address, _) = common::spawn_serve(command);
+    (child, format!("http://{address}"))
 }
 
 fn stop(child: Child) {
@@ -254,25 +240,36 @@ fn cutting_server(events: Vec<keel_session::Event>, cut: u64, restarting: usize)
     (url, resumed)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cut_event_stream_is_resumed_after_the_last_event_seen() {
-    // A real turn's events, as the server would send them.
+/// A real turn's events, as the server would send them.
+fn recorded_turn() -> Vec<keel_session::Event> {
     let dir = tempfile::tempdir().unwrap();
     let store = keel_session::JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
     keel_testkit::store::record_turn(&mut session, "hi");
     let id = session.id().to_owned();
     session.close().unwrap();
-    let events = store.read(&id).unwrap();
-    let (url, resumed) = cutting_server(events.clone(), 3, 0);
+    store.read(&id).unwrap()
+}
 
+/// `keel --remote URL --json hi` (it must succeed): its lines, and the events it should have
+/// printed (all but the header).
+async fn remote_json_lines(url: &str, events: &[keel_session::Event]) -> (Vec<Value>, Vec<Value>) {
     let env = Env::new();
     let mut command = env.keel_unconfigured();
-    command.env("KEEL_SERVE_TOKEN", TOKEN).args(["--remote", &url, "--json", "hi"]);
+    command.env("KEEL_SERVE_TOKEN", TOKEN).args(["--remote", url, "--json", "hi"]);
     let out = output(command).await;
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     let lines: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let expected: Vec<Value> = events.iter().skip(1).map(|e| serde_json::to_value(e).unwrap()).collect();
+    (lines, expected)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_event_stream_is_resumed_after_the_last_event_seen() {
+    let events = recorded_turn();
+    let (url, resumed) = cutting_server(events.clone(), 3, 0);
+
+    let (lines, expected) = remote_json_lines(&url, &events).await;
     assert_eq!(lines[..lines.len() - 1], expected[..], "every event once, in order, across the cut");
     let done = lines.last().unwrap();
     assert_eq!(
@@ -286,22 +283,10 @@ async fn a_cut_event_stream_is_resumed_after_the_last_event_seen() {
 /// once it is back, with every event once (issue 30, item 5).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_stream_waits_for_a_restarting_server_and_resumes() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = keel_session::JsonlStore::new(dir.path());
-    let mut session = store.create("/w").unwrap();
-    keel_testkit::store::record_turn(&mut session, "hi");
-    let id = session.id().to_owned();
-    session.close().unwrap();
-    let events = store.read(&id).unwrap();
+    let events = recorded_turn();
     let (url, resumed) = cutting_server(events.clone(), 3, 3);
 
-    let env = Env::new();
-    let mut command = env.keel_unconfigured();
-    command.env("KEEL_SERVE_TOKEN", TOKEN).args(["--remote", &url, "--json", "hi"]);
-    let out = output(command).await;
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
-    let lines: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let expected: Vec<Value> = events.iter().skip(1).map(|e| serde_json::to_value(e).unwrap()).collect();
+    let (lines, expected) = remote_json_lines(&url, &events).await;
     assert_eq!(lines[..lines.len() - 1], expected[..], "every event once, in order, across the restart");
     let answered: Vec<Option<String>> = resumed.lock().unwrap().clone();
     assert_eq!(

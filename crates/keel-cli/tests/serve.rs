@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::Env;
@@ -26,28 +24,16 @@ async fn keel_serve_runs_a_turn_over_http_and_stops_cleanly() {
     model.push(ChatStream::new().text("It prints hello.", 3).finish("stop").response());
     let env = Env::new();
     let mut command = env.keel(&model.base_url());
-    command.args(["serve", "--listen", "127.0.0.1:0"]).stderr(Stdio::piped());
-    let mut child = command.spawn().unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let (lines_tx, lines_rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            let _ = lines_tx.send(line);
-        }
-    });
-    let mut address = None;
+    command.args(["serve", "--listen", "127.0.0.1:0"]);
+    let (mut child, address, lines_rx) = common::spawn_serve(command);
     let mut token = None;
-    while address.is_none() || token.is_none() {
-        let line =
-            lines_rx.recv_timeout(Duration::from_secs(30)).expect("keel serve printed its address and token");
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            address = rest.split('/').next().map(str::to_owned);
-        }
+    while token.is_none() {
+        let line = lines_rx.recv_timeout(Duration::from_secs(30)).expect("keel serve printed its token");
         if let Some(rest) = line.split("): ").nth(1).filter(|_| line.contains("new token")) {
             token = Some(rest.trim().to_owned());
         }
     }
-    let (address, token) = (address.unwrap(), token.unwrap());
+    let token = token.unwrap();
     let kept = std::fs::read_to_string(env.home().join("serve-token")).unwrap();
     assert_eq!(kept.trim(), token, "the token is kept for the next start");
     use std::os::unix::fs::PermissionsExt;

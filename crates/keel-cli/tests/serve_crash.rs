@@ -6,8 +6,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,30 +22,13 @@ const SESSIONS: usize = 16;
 /// Starts `keel serve` on `database`; its child, base URL and token.
 fn start(env: &Env, model: &MockServer, database: &str) -> (Child, String, String) {
     let mut command = env.keel(&model.base_url());
-    command
-        .args(["serve", "--listen", "127.0.0.1:0", "--store", database])
-        .env("KEEL_STORE_LEASE_SECS", "2")
-        .stderr(Stdio::piped());
+    command.args(["serve", "--listen", "127.0.0.1:0", "--store", database]).env("KEEL_STORE_LEASE_SECS", "2");
     if let Ok(ca) = std::env::var("KEEL_TEST_DATABASE_CA") {
         command.env("KEEL_STORE_CA", ca);
     }
-    let mut child = command.spawn().unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let (lines_tx, lines_rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            let _ = lines_tx.send(line);
-        }
-    });
-    let mut address = None;
-    while address.is_none() {
-        let line = lines_rx.recv_timeout(Duration::from_secs(30)).expect("keel serve printed its address");
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            address = rest.split('/').next().map(str::to_owned);
-        }
-    }
+    let (child, address, _) = common::spawn_serve(command);
     let token = std::fs::read_to_string(env.home().join("serve-token")).unwrap().trim().to_owned();
-    (child, format!("http://{}/v1", address.unwrap()), token)
+    (child, format!("http://{address}/v1"), token)
 }
 
 /// Every logged event a client was shown, per session: seq → the event's JSON.

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use keel_agent::{AgentEvent, Sink};
 use tokio::sync::broadcast;
 
-use crate::ops::Metrics;
+use crate::metrics::Metrics;
 use crate::wire::agent_event_value;
 
 /// One event as sent to clients: its seq when logged, and its JSON text.

@@ -16,6 +16,7 @@ mod follow;
 mod hub;
 mod live;
 mod manager;
+pub mod metrics;
 pub mod ops;
 mod routes;
 mod sse;

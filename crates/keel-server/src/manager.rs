@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use keel_llm::CancellationToken;
 use keel_session::{Projection, Session, SessionError, SessionErrorKind, SessionStore};
+use keel_tools::AskAnswer;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
@@ -19,7 +20,7 @@ use crate::error::ApiError;
 use crate::factory::{AgentFactory, SessionSpec};
 use crate::hub::Hub;
 use crate::live::{Live, ask_fn, locked, run_turn};
-use crate::ops::Metrics;
+use crate::metrics::Metrics;
 
 /// What the manager needs to know.
 #[derive(Debug, Clone)]
@@ -374,26 +375,21 @@ impl Manager {
         Ok(session)
     }
 
-    /// Whether session `id`'s log shows a turn that has not ended (run here or elsewhere).
-    pub async fn turn_open(&self, id: &str) -> Result<bool, ApiError> {
-        if self.get(id).is_some_and(|live| live.running()) {
-            return Ok(true);
-        }
-        let projection = self.read(id).await?;
-        Ok(projection.open_turn().is_some())
-    }
-
     /// Applies `signal` to session `id`'s turn: here when it runs here, else through the
-    /// store to the node that runs it. `no_turn` when no turn runs anywhere.
+    /// store to the node that runs it (its log ends inside a turn). `no_turn` when no turn
+    /// runs anywhere.
     pub async fn signal(&self, id: &str, signal: Signal) -> Result<(), ApiError> {
         if let Some(live) = self.get(id)
             && live.running()
         {
             return apply(&live, signal);
         }
-        self.check_in_roots(id).await?;
+        let projection = match self.check_in_roots(id).await? {
+            Some(projection) => projection,
+            None => self.read(id).await?,
+        };
         let no_turn = || ApiError::conflict("no_turn", "no turn is running in this session");
-        if !self.turn_open(id).await? {
+        if projection.open_turn().is_none() {
             return Err(no_turn());
         }
         let message = serde_json::to_string(&signal).map_err(|e| ApiError::internal(e.to_string()))?;
@@ -477,6 +473,17 @@ fn apply(live: &Live, signal: Signal) -> Result<(), ApiError> {
     match signal {
         Signal::Abort => live.abort(),
         Signal::Steer(text) => live.steer(text),
-        Signal::Answer { id, answer } => live.answer(id, crate::routes::parse_answer(&answer)?),
+        Signal::Answer { id, answer } => live.answer(id, parse_answer(&answer)?),
+    }
+}
+
+/// An answer's word as the permission policy takes it.
+pub(crate) fn parse_answer(answer: &str) -> Result<AskAnswer, ApiError> {
+    match answer {
+        "allow" => Ok(AskAnswer::Allow),
+        "always" => Ok(AskAnswer::AllowAlways),
+        "deny" => Ok(AskAnswer::Deny),
+        "stop" => Ok(AskAnswer::DenyAndStop),
+        other => Err(ApiError::bad_request(format!("answer `{other}`: use allow, always, deny or stop"))),
     }
 }

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use keel_session::{Projection, SessionSummary};
-use keel_tools::AskAnswer;
+use keel_session::SessionSummary;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -15,7 +14,7 @@ use crate::AppState;
 use crate::error::ApiError;
 use crate::factory::SessionSpec;
 use crate::live::Live;
-use crate::manager::{Signal, blocking};
+use crate::manager::{Signal, blocking, parse_answer};
 
 /// How long a request body may take to arrive (a request extension the router sets).
 #[derive(Debug, Clone, Copy)]
@@ -88,15 +87,12 @@ pub async fn list(State(app): State<Arc<AppState>>) -> Result<Response, ApiError
 
 /// `GET /v1/sessions/{id}`.
 pub async fn show(State(app): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    app.manager.check_in_roots(&id).await?;
-    let store = Arc::clone(app.manager.store());
-    let read_id = id.clone();
-    let events = blocking(move || store.read(&read_id)).await?;
-    let mut projection = Projection::new();
-    let count = events.len() as u64;
-    for event in events {
-        projection.apply(event).map_err(ApiError::from)?;
-    }
+    // The roots check reads the log unless the session is ready here; read it once.
+    let projection = match app.manager.check_in_roots(&id).await? {
+        Some(projection) => projection,
+        None => app.manager.read(&id).await?,
+    };
+    let count = projection.last_seq().map_or(0, |seq| seq + 1);
     let summary =
         SessionSummary::from_projection(id.clone(), &projection, std::time::SystemTime::now(), count);
     Ok(axum::Json(summary_json(&summary, app.manager.get(&id).as_deref())).into_response())
@@ -173,17 +169,6 @@ pub async fn permission(
         }
     })?;
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-/// An answer's word as the permission policy takes it.
-pub(crate) fn parse_answer(answer: &str) -> Result<AskAnswer, ApiError> {
-    match answer {
-        "allow" => Ok(AskAnswer::Allow),
-        "always" => Ok(AskAnswer::AllowAlways),
-        "deny" => Ok(AskAnswer::Deny),
-        "stop" => Ok(AskAnswer::DenyAndStop),
-        other => Err(ApiError::bad_request(format!("answer `{other}`: use allow, always, deny or stop"))),
-    }
 }
 
 /// Where to fork.

@@ -89,3 +89,18 @@ impl SessionError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_out_of_descriptors_is_unavailable_not_a_broken_store() {
+        for errno in [23, 24] {
+            let e = SessionError::io(std::io::Error::from_raw_os_error(errno));
+            assert_eq!(e.kind, SessionErrorKind::Unavailable, "errno {errno}");
+        }
+        let e = SessionError::io(std::io::Error::from_raw_os_error(2));
+        assert_eq!(e.kind, SessionErrorKind::Io);
+    }
+}

@@ -454,3 +454,25 @@ impl SessionStore for JsonlStore {
         std::fs::remove_file(&path).map_err(|e| SessionError::io(e).at_path(&path))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventKind, TurnStart};
+
+    #[test]
+    fn watchers_are_told_of_each_append_of_sessions_opened_after_they_asked() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = JsonlStore::new(dir.path());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let told = std::sync::Arc::clone(&seen);
+        assert!(store.watch(std::sync::Arc::new(move |id: &str, seq: u64| {
+            told.lock().unwrap_or_else(|e| e.into_inner()).push((id.to_owned(), seq));
+        })));
+        let mut session = store.create("/w").unwrap_or_else(|e| panic!("{e}"));
+        session.append(EventKind::TurnStart(TurnStart { turn: 1 })).unwrap_or_else(|e| panic!("{e}"));
+        let id = session.id().to_owned();
+        let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(seen, vec![(id.clone(), 0), (id, 1)]);
+    }
+}

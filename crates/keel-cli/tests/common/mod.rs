@@ -134,3 +134,27 @@ pub fn intent_reply(body: &serde_json::Value, wants: &str) -> Option<keel_testki
             .response()
     })
 }
+
+/// Spawns `keel serve` from `command` (its stderr read here) and waits until it prints its
+/// address: the child, `host:port`, and its later stderr lines.
+/// The caller waits for the child.
+#[allow(clippy::zombie_processes)]
+pub fn spawn_serve(mut command: Command) -> (std::process::Child, String, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader};
+    command.stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    loop {
+        let line = lines.recv_timeout(Duration::from_secs(30)).expect("keel serve printed its address");
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            let address = rest.split('/').next().unwrap().trim().to_owned();
+            return (child, address, lines);
+        }
+    }
+}
