@@ -163,12 +163,12 @@ fn result_data(
     outcome: Result<ToolOutput, ToolError>,
     duration: Option<Duration>,
 ) -> ToolResultData {
-    let (content, is_error, error_code, concludes_turn) = match outcome {
+    let (content, is_error, error_code, concludes_turn, change) = match outcome {
         Ok(output) => {
             let code = output.is_error.then(|| "tool_error".to_owned());
-            (output.content, output.is_error, code, output.concludes_turn)
+            (output.content, output.is_error, code, output.concludes_turn, output.change)
         }
-        Err(error) => (error.message, true, Some(error.code), false),
+        Err(error) => (error.message, true, Some(error.code), false, None),
     };
     ToolResultData {
         call_id: call.id.clone(),
@@ -179,6 +179,7 @@ fn result_data(
         error_code,
         concludes_turn,
         duration_ms: duration.map(|d| d.as_millis() as u64),
+        change,
     }
 }
 

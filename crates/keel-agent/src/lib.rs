@@ -72,4 +72,4 @@ pub use tool::{
 };
 pub use turn::{AgentError, STEP_LIMIT_SUMMARY_REQUEST};
 
-pub use keel_session::{Effect, ModelAside, Session, TaskIntent, Wants};
+pub use keel_session::{Effect, FileChange, ModelAside, Session, TaskIntent, Wants};

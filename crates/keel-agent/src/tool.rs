@@ -27,6 +27,8 @@ pub struct ToolOutput {
     pub usage: Option<keel_llm::Usage>,
     /// The model requests the tool made, logged (`model/aside`) before its result.
     pub asides: Vec<keel_session::ModelAside>,
+    /// What the call changed in a file, for people (logged with the result, not sent).
+    pub change: Option<keel_session::FileChange>,
 }
 
 impl ToolOutput {
@@ -38,6 +40,7 @@ impl ToolOutput {
             concludes_turn: false,
             usage: None,
             asides: Vec::new(),
+            change: None,
         }
     }
 
@@ -49,6 +52,7 @@ impl ToolOutput {
             concludes_turn: false,
             usage: None,
             asides: Vec::new(),
+            change: None,
         }
     }
 
@@ -61,6 +65,12 @@ impl ToolOutput {
     /// Records the tokens the tool spent on a model call of its own.
     pub fn with_usage(mut self, usage: keel_llm::Usage) -> Self {
         self.usage = Some(usage);
+        self
+    }
+
+    /// Records what the call changed in a file (shown to people, not to the model).
+    pub fn with_change(mut self, change: Option<keel_session::FileChange>) -> Self {
+        self.change = change;
         self
     }
 

@@ -180,6 +180,7 @@ impl Recorder {
                     error_code: None,
                     concludes_turn: false,
                     duration_ms: Some(1),
+                    change: None,
                 }));
             }
         }

@@ -135,6 +135,7 @@ fn write_session(store: &JsonlStore, events: usize) -> String {
                     error_code: None,
                     concludes_turn: false,
                     duration_ms: Some(1),
+                    change: None,
                 }))
                 .unwrap();
             session.append(EventKind::StepEnd(StepEnd { step, interrupted: false })).unwrap();

@@ -383,7 +383,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let terminal = Arc::new(Terminal::new(true).with_changes(&workspace));
+    let terminal = Arc::new(Terminal::new(true));
     let input = TurnInput::new();
     let policy = match setup::policy(&settings, &workspace) {
         Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal), &workspace)),

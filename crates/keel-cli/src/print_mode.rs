@@ -62,7 +62,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Ok(mcp) => mcp.map(|m| SessionTools::new(m, settings.permission == PermissionMode::ReadOnly)),
         Err(e) => return fail(e.0),
     };
-    let terminal = Arc::new(Terminal::new(false).with_changes(&workspace));
+    let terminal = Arc::new(Terminal::new(false));
     let input = TurnInput::new();
     let policy = match setup::policy(&settings, &workspace) {
         Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal), &workspace)),

@@ -39,6 +39,7 @@ async fn remote_print_and_json_modes_run_a_turn_on_the_server() {
     model.push(
         ChatStream::new()
             .tool_call("c1", "read_file", r#"{"path":"hello.py"}"#, 2)
+            .tool_call("c2", "write_file", r#"{"path":"notes.txt","content":"one\ntwo\n"}"#, 2)
             .finish("tool_calls")
             .response(),
     );
@@ -54,10 +55,15 @@ async fn remote_print_and_json_modes_run_a_turn_on_the_server() {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     assert_eq!(stdout, "It prints hello.\n");
-    assert!(stderr.contains("completed") && stderr.contains("1 tool call"), "{stderr}");
-    // As a local run: the tool line when the call finishes (issue 30, item 9).
+    assert!(stderr.contains("completed") && stderr.contains("2 tool calls"), "{stderr}");
+    // As a local run: the tool line when the call finishes (issue 30, item 9), and under a
+    // write its diff (logged with the result on the server, so it crosses the wire).
     assert!(
         stderr.lines().any(|l| l.contains("✓") && l.contains("read_file") && l.contains("→")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("notes.txt (new): +2 -0\n      @@ -0,0 +1,2 @@\n      +one\n      +two"),
         "{stderr}"
     );
 

@@ -85,7 +85,7 @@ async fn rules_in_config_allow_and_refuse_in_print_mode_and_changes_show_on_stde
             assert!(!stderr.contains("allow shell?"), "{stderr}");
             // After the write, its diff; after the shell call, its last lines.
             assert!(
-                stderr.contains("notes.txt: +2 -0\n      @@ -0,0 +1,2 @@\n      +one\n      +two"),
+                stderr.contains("notes.txt (new): +2 -0\n      @@ -0,0 +1,2 @@\n      +one\n      +two"),
                 "{stderr}"
             );
             assert!(

@@ -298,6 +298,9 @@ pub struct ToolResultData {
     /// Wall time of the call in milliseconds, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// What the call changed in a file, for people (never sent to a model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<crate::FileChange>,
 }
 
 #[derive(Serialize)]
@@ -475,6 +478,14 @@ mod tests {
             error_code: Some("tool_error".into()),
             concludes_turn: true,
             duration_ms: Some(12),
+            change: Some(crate::FileChange {
+                path: "a.txt".into(),
+                created: false,
+                added: 1,
+                removed: 1,
+                diff: "@@ -1 +1 @@\n-a\n+b\n".into(),
+                cut_lines: 0,
+            }),
         }));
     }
 

@@ -12,6 +12,7 @@ mod aside;
 pub mod context;
 mod error;
 mod event;
+mod file_change;
 mod history;
 mod jsonl;
 mod projection;
@@ -30,6 +31,7 @@ pub use event::{
     Event, EventKind, FORMAT_VERSION, InputSource, ParentRef, RequestHeader, SessionHeader, StepEnd,
     StepStart, ToolCallStarted, ToolResultData, TurnEnd, TurnEndReason, TurnStart, UserInput,
 };
+pub use file_change::FileChange;
 pub use jsonl::{JsonlStore, JsonlWriter};
 pub use projection::{OpenTurn, PendingCall, Projection, derive_messages};
 pub use repair::{INTERRUPTED_CODE, NOT_STARTED, OUTCOME_UNKNOWN, RepairReport};

@@ -78,6 +78,7 @@ pub fn closers(projection: &Projection) -> (Vec<EventKind>, RepairReport) {
             error_code: Some(INTERRUPTED_CODE.to_owned()),
             concludes_turn: false,
             duration_ms: None,
+            change: None,
         }));
     }
     if let Some(turn) = projection.open_turn() {

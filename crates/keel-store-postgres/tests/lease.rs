@@ -55,6 +55,7 @@ fn late_result(call_seq: u64) -> EventKind {
         error_code: None,
         concludes_turn: false,
         duration_ms: None,
+        change: None,
     })
 }
 

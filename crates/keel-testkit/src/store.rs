@@ -96,6 +96,7 @@ pub fn record_turn(session: &mut Session, prompt: &str) {
             error_code: None,
             concludes_turn: false,
             duration_ms: Some(1),
+            change: None,
         }))
         .unwrap();
     session.append(EventKind::StepEnd(StepEnd { step: 1, interrupted: false })).unwrap();

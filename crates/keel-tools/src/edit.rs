@@ -318,7 +318,7 @@ fn edit_in_session(
                     let note = checks.change(&args.path, || Some(content.clone()), &updated, roots.root())?;
                     let report = write_loose(file, &content, range, &updated, roots, &canonical, &args.path)?;
                     if let Some(keeper) = keep {
-                        keeper.written(updated.as_bytes());
+                        keeper.written(&roots.display(&canonical), updated.as_bytes());
                     }
                     Ok(report + note.as_deref().unwrap_or(""))
                 }
@@ -369,7 +369,7 @@ fn edit_in_session(
     file.seek(SeekFrom::Start(0)).map_err(io)?;
     file.write_all(updated.as_bytes()).map_err(io)?;
     if let Some(keeper) = keep {
-        keeper.written(updated.as_bytes());
+        keeper.written(&roots.display(&canonical), updated.as_bytes());
     }
     if let Some(state) = state {
         crate::repeated::note(state, &canonical, args);
@@ -469,9 +469,10 @@ impl Tool for EditFile {
         let state = Arc::clone(&ctx.state);
         let check = self.config.read_before_change;
         let numbered = self.config.numbered_lines;
-        let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
+        let keeper = Keeper::for_call(&ctx);
+        let witness = keeper.clone();
         let checks = crate::syntax::Checks::of(&self.config);
-        crate::confined(Arc::clone(&self.config), ctx, move |roots| {
+        let edited = crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
                 let quote = crate::seen::Quote { text: &args.old_text, every: args.replace_all };
                 crate::seen::require(roots, &state, &args.path, "edit_file", numbered, Some(quote))?;
@@ -482,7 +483,8 @@ impl Tool for EditFile {
             {
                 return Err(ToolError::new("call_as_content", crate::pasted::call_refusal(&args.path, call)));
             }
-            edit_in_session(roots, &args, keeper.as_ref(), Some(&state), checks, numbered)
-        })
+            edit_in_session(roots, &args, Some(&keeper), Some(&state), checks, numbered)
+        });
+        async move { Ok(edited.await?.with_change(witness.change())) }
     }
 }

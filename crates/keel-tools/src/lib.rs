@@ -15,6 +15,7 @@ mod blank_lines;
 pub mod change;
 pub mod changes;
 mod deny_net;
+mod diffs;
 pub mod edit;
 pub mod environment;
 pub mod glob;

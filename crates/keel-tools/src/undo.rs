@@ -12,6 +12,8 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use std::sync::{Arc, Mutex};
+
 use serde::{Deserialize, Serialize};
 
 use crate::workspace::Roots;
@@ -19,11 +21,35 @@ use crate::workspace::Roots;
 /// Largest file content kept for undo; a larger file's change cannot be undone.
 pub const MAX_KEPT_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Where one call's undo record goes.
+/// Where one call's undo record goes; it also witnesses the change (the file before
+/// and after), for the diff logged with the call's result ([`Keeper::change`]).
 #[derive(Debug, Clone)]
 pub struct Keeper {
-    dir: PathBuf,
+    /// The undo folder; `None` when the call has no artifacts folder (nothing is kept).
+    dir: Option<PathBuf>,
     call_id: String,
+    witness: Arc<Mutex<Witness>>,
+}
+
+/// What the keeper saw of one call's file.
+#[derive(Debug, Default)]
+struct Witness {
+    before: Before,
+    change: Option<keel_agent::FileChange>,
+}
+
+/// The file as it was before the call.
+#[derive(Debug, Default)]
+enum Before {
+    /// Not seen yet.
+    #[default]
+    Unseen,
+    /// There was no file.
+    Absent,
+    /// Its text.
+    Text(String),
+    /// Too big, or not text: no diff.
+    Unknown,
 }
 
 /// What was kept about a file before a call changed it.
@@ -45,7 +71,44 @@ fn hex(text: &str) -> String {
 impl Keeper {
     /// A keeper for call `call_id` in the session's `artifacts` folder.
     pub fn new(artifacts: &Path, call_id: &str) -> Self {
-        Keeper { dir: artifacts.join("undo"), call_id: hex(call_id) }
+        Keeper { dir: Some(artifacts.join("undo")), call_id: hex(call_id), witness: Arc::default() }
+    }
+
+    /// The keeper of a tool call: keeps for undo in the call's artifacts folder, when it
+    /// has one, and witnesses the change in any case.
+    pub fn for_call(ctx: &keel_agent::ToolContext) -> Self {
+        Keeper {
+            dir: ctx.artifacts.as_ref().map(|dir| dir.join("undo")),
+            call_id: hex(&ctx.call_id),
+            witness: Arc::default(),
+        }
+    }
+
+    /// What the call changed, once it has written ([`Keeper::written`]).
+    pub fn change(&self) -> Option<keel_agent::FileChange> {
+        self.witness.lock().ok().and_then(|mut witness| witness.change.take())
+    }
+
+    /// Reads the file's text for the diff (bounded; the file's offset is left at its start).
+    fn witness_before(&self, file: Option<&File>) {
+        let Ok(mut witness) = self.witness.lock() else { return };
+        if !matches!(witness.before, Before::Unseen) {
+            return;
+        }
+        witness.before = match file {
+            None => Before::Absent,
+            Some(mut file) => {
+                let mut bytes = Vec::new();
+                let limit = crate::diffs::MAX_DIFFED_BYTES as u64 + 1;
+                let read =
+                    file.seek(SeekFrom::Start(0)).and_then(|_| file.take(limit).read_to_end(&mut bytes));
+                let _ = file.seek(SeekFrom::Start(0));
+                match (read, String::from_utf8(bytes)) {
+                    (Ok(n), Ok(text)) if (n as u64) < limit => Before::Text(text),
+                    _ => Before::Unknown,
+                }
+            }
+        };
     }
 
     fn paths(dir: &Path, hexed: &str) -> (PathBuf, PathBuf) {
@@ -55,8 +118,10 @@ impl Keeper {
     /// Keeps the content of `file` (open for reading, at `canonical`), or that there was
     /// no file when `file` is `None`. Leaves the file's offset at its start.
     pub fn keep(&self, canonical: &Path, file: Option<&File>) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
-        let (meta, before) = Self::paths(&self.dir, &self.call_id);
+        self.witness_before(file);
+        let Some(dir) = &self.dir else { return Ok(()) };
+        std::fs::create_dir_all(dir)?;
+        let (meta, before) = Self::paths(dir, &self.call_id);
         // A call changes one file; the first record is the one that counts.
         if meta.exists() {
             return Ok(());
@@ -78,9 +143,19 @@ impl Keeper {
         create_new(&meta, &text)
     }
 
-    /// Records what the call wrote (its hash), so undo can tell a file changed since.
-    pub fn written(&self, content: &[u8]) {
-        let after = self.dir.join(format!("{}.after", self.call_id));
+    /// Records what the call wrote to the file shown as `shown`: its hash, so undo can tell
+    /// a file changed since, and the change from what [`Keeper::keep`] saw.
+    pub fn written(&self, shown: &str, content: &[u8]) {
+        if let Ok(mut witness) = self.witness.lock() {
+            let before = std::mem::replace(&mut witness.before, Before::Unknown);
+            witness.change = match (before, std::str::from_utf8(content)) {
+                (Before::Absent, Ok(after)) => crate::diffs::file_change(shown, None, after),
+                (Before::Text(text), Ok(after)) => crate::diffs::file_change(shown, Some(&text), after),
+                _ => None,
+            };
+        }
+        let Some(dir) = &self.dir else { return };
+        let after = dir.join(format!("{}.after", self.call_id));
         let _ = std::fs::remove_file(&after);
         if let Err(e) = create_new(&after, hash(content).as_bytes()) {
             tracing::warn!("cannot keep the undo record {}: {e}", after.display());

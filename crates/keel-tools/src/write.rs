@@ -63,11 +63,11 @@ pub fn write_kept(
     file.set_len(0).map_err(io)?;
     std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0)).map_err(io)?;
     file.write_all(content.as_bytes()).map_err(io)?;
+    let shown = roots.display(&canonical);
     if let Some(keeper) = keep {
-        keeper.written(content.as_bytes());
+        keeper.written(&shown, content.as_bytes());
     }
     let lines = content.lines().count();
-    let shown = roots.display(&canonical);
     Ok(match before {
         None => format!("Created {shown} ({} bytes, {lines} lines).", content.len()),
         Some(old) => {
@@ -139,10 +139,11 @@ impl Tool for WriteFile {
         let state = Arc::clone(&ctx.state);
         let check = self.config.read_before_change;
         let numbered = self.config.numbered_lines;
-        let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
+        let keeper = Keeper::for_call(&ctx);
+        let witness = keeper.clone();
         let confirm = self.config.confirm_overwrite;
         let checks = crate::syntax::Checks::of(&self.config);
-        crate::confined(Arc::clone(&self.config), ctx, move |roots| {
+        let written = crate::confined(Arc::clone(&self.config), ctx, move |roots| {
             if check {
                 crate::seen::require(roots, &state, &args.path, "write_file", numbered, None)?;
             }
@@ -176,7 +177,7 @@ impl Tool for WriteFile {
             if confirm {
                 confirm_overwrite(roots, &state, &args.path, content)?;
             }
-            let mut report = write_kept(roots, &args.path, content, keeper.as_ref())?;
+            let mut report = write_kept(roots, &args.path, content, Some(&keeper))?;
             if let Some(wrapper) = unwrapped {
                 report
                     .push_str(&format!(" Removed {wrapper} around your content (not part of a code file)."));
@@ -186,6 +187,7 @@ impl Tool for WriteFile {
                 report.push_str(&note);
             }
             Ok(report)
-        })
+        });
+        async move { Ok(written.await?.with_change(witness.change())) }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use keel_agent::{Agent, NullSink, Session, SessionContext, ToolContext, typed};
+use keel_agent::{Agent, Session, SessionContext, ToolContext, typed};
 use keel_llm::{CancellationToken, Message, ToolChoice};
 use keel_testkit::{ScriptedModel, reply};
 use keel_tools::ToolsConfig;
@@ -67,6 +67,11 @@ async fn the_file_is_rewritten_from_the_editors_code_block_and_the_diff_returned
     assert!(out.content.starts_with("Changed app.py:\n"), "{}", out.content);
     assert!(out.content.contains("-    print(\"DEBUG\")"), "{}", out.content);
     assert_eq!(out.usage.map(|u| (u.input_tokens, u.output_tokens)), Some((120, 30)));
+    let change = out.change.expect("the change is recorded for people");
+    assert_eq!(
+        (change.path.as_str(), change.added, change.removed, change.diff.as_str()),
+        ("app.py", 0, 1, "@@ -1,3 +1,2 @@\n def load():\n-    print(\"DEBUG\")\n     return 1\n")
+    );
     let prompt = editor_prompt(&model);
     assert_eq!(
         prompt,
@@ -241,12 +246,13 @@ async fn in_the_loop_the_editor_sees_the_task_and_its_tokens_are_counted() {
     );
     let agent = Agent::builder(model.clone()).tools(tools).build();
     let mut session = Session::in_memory(&ws.path().display().to_string());
+    let sink = keel_agent::RecordingSink::new();
     let outcome = agent
         .run_turn(
             &mut session,
             &SessionContext::new(ws.path()),
             "Change the port in config.toml to 8080.",
-            &NullSink,
+            &sink,
             &CancellationToken::new(),
         )
         .await
@@ -264,6 +270,19 @@ async fn in_the_loop_the_editor_sees_the_task_and_its_tokens_are_counted() {
         ),
         "{}",
         editor.content
+    );
+    // The change is logged with the result, for people; the model gets the result's text only.
+    let logged = sink.logged().into_iter().find_map(|event| match &event.kind {
+        keel_session::EventKind::ToolResult(result) => Some(result.clone()),
+        _ => None,
+    });
+    let logged = logged.expect("a tool result is logged");
+    let change = logged.change.expect("the change is logged");
+    assert_eq!((change.path.as_str(), change.added, change.removed), ("config.toml", 1, 1));
+    let sent = serde_json::to_string(&requests[2].messages).unwrap();
+    assert!(
+        !sent.contains("\"added\"") && sent.contains(&serde_json::to_string(&logged.content).unwrap()),
+        "{sent}"
     );
 }
 

@@ -463,3 +463,41 @@ async fn the_file_tools_never_write_gits_own_files() {
             .is_ok()
     );
 }
+
+/// Each change is recorded with its result for people (the terminal, `keel --remote`):
+/// a created file, an edit, an overwrite; a failed or empty change records nothing.
+#[tokio::test]
+async fn a_write_or_edit_records_its_change_for_people() {
+    let ws = tempfile::tempdir().unwrap();
+    let created =
+        call(ws.path(), "write_file", json!({"path": "a.txt", "content": "one\ntwo\n"})).await.unwrap();
+    assert_eq!(
+        created.change,
+        Some(keel_agent::FileChange {
+            path: "a.txt".into(),
+            created: true,
+            added: 2,
+            removed: 0,
+            diff: "@@ -0,0 +1,2 @@\n+one\n+two\n".into(),
+            cut_lines: 0,
+        })
+    );
+    let edited = call(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "two", "new_text": "2"}))
+        .await
+        .unwrap();
+    let change = edited.change.unwrap();
+    assert_eq!((change.created, change.added, change.removed), (false, 1, 1));
+    assert_eq!(change.diff, "@@ -1,2 +1,2 @@\n one\n-two\n+2\n");
+    let rewritten =
+        call(ws.path(), "write_file", json!({"path": "a.txt", "content": "one\n2\nthree\n"})).await.unwrap();
+    assert_eq!(rewritten.change.map(|c| (c.added, c.removed)), Some((1, 0)));
+    // A call with no artifacts folder (nothing is kept for undo) still records its change.
+    let ctx = ToolContext::new(ws.path());
+    let config = ToolsConfig { read_before_change: false, ..ToolsConfig::default() };
+    let args = json!({"path": "b.txt", "content": "x\n"});
+    let out = common::call_with(config, ctx, "write_file", &args).await.unwrap();
+    assert!(out.change.is_some_and(|c| c.created));
+    let failed =
+        err(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "absent", "new_text": "y"})).await;
+    assert_eq!(failed.code, "no_match");
+}

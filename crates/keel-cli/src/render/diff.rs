@@ -37,6 +37,11 @@ pub fn stat(before: &str, after: &str) -> (usize, usize) {
     (added, removed)
 }
 
+/// One diff line as shown: control characters made visible, clipped, colored.
+pub fn shown(line: &str, color: bool) -> String {
+    paint(&clip(line), color)
+}
+
 fn clip(line: &str) -> String {
     let line = crate::render::approval::visible(line);
     match line.char_indices().nth(LINE_CHARS) {

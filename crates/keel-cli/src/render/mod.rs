@@ -77,7 +77,6 @@ pub struct Terminal {
     /// Streamed answers are rendered as Markdown (stdout is a terminal, colors allowed).
     markdown: bool,
     state: Mutex<State>,
-    changes: Option<changes::Changes>,
 }
 
 impl Terminal {
@@ -91,14 +90,7 @@ impl Terminal {
             stream_text,
             markdown: stream_text && markdown::enabled(),
             state: Mutex::new(State::default()),
-            changes: None,
         }
-    }
-
-    /// Shows under each write or edit its diff, read from files under `workspace`.
-    pub fn with_changes(mut self, workspace: &std::path::Path) -> Self {
-        self.changes = changes::Changes::new(workspace);
-        self
     }
 
     /// Stops the spinner (while a question waits for an answer).
@@ -461,9 +453,6 @@ impl Sink for Terminal {
             }
             AgentEvent::Model(_) => {}
             AgentEvent::ToolStarted { call, .. } => {
-                if let Some(changes) = &self.changes {
-                    changes.started(&call.id, &call.name, &call.arguments);
-                }
                 self.spin(Some(format!("{} {}", call.name, short_args(&call.name, &call.arguments))));
             }
             AgentEvent::ToolProgress { text, .. } => self.with(|state| state.live = Some((*text).to_owned())),
@@ -481,11 +470,10 @@ impl Sink for Terminal {
                     "{step:>3} {mark} {} {args}  → {summary}{timing}",
                     self.paint("1", &call.name)
                 ));
-                let shown = match &self.changes {
-                    Some(changes) if !result.is_error || call.name == "shell" => {
-                        changes.finished(&call.id, &call.name, &call.arguments, &result.content, self.color)
-                    }
-                    _ => Vec::new(),
+                let shown = match &result.change {
+                    Some(change) => changes::diff(change, self.color),
+                    None if call.name == "shell" => changes::tail(&result.content),
+                    None => Vec::new(),
                 };
                 for line in shown {
                     self.line(&if line.contains('\x1b') { line } else { self.paint("2", &line) });

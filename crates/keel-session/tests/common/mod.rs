@@ -51,6 +51,7 @@ pub fn result(id: &str, name: &str, source_seq: u64) -> EventKind {
         error_code: None,
         concludes_turn: false,
         duration_ms: Some(1),
+        change: None,
     })
 }
 

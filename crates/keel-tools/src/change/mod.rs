@@ -207,16 +207,17 @@ impl Job {
         note: Option<String>,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let keeper = ctx.artifacts.as_ref().map(|dir| Keeper::new(dir, &ctx.call_id));
+        let keeper = Keeper::for_call(ctx);
+        let witness = keeper.clone();
         let state = Arc::clone(&ctx.state);
         let job = Arc::clone(self);
         let written = blocking(move || {
-            write_new(&job.roots, &job.args, job.inputs.current.as_deref(), &new, keeper.as_ref(), &state)
+            write_new(&job.roots, &job.args, job.inputs.current.as_deref(), &new, Some(&keeper), &state)
                 .map(|report| report + note.as_deref().unwrap_or(""))
         })
         .await?;
         Ok(match written {
-            Ok(report) => ToolOutput::text(report),
+            Ok(report) => ToolOutput::text(report).with_change(witness.change()),
             Err(e) => ToolOutput::error(e.message),
         })
     }
