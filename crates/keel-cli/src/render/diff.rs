@@ -21,22 +21,6 @@ pub fn unified(before: &str, after: &str, path: &str, max_lines: usize, color: b
     out
 }
 
-/// `+3 -1` for a change.
-pub fn stat(before: &str, after: &str) -> (usize, usize) {
-    let diff = TextDiff::configure()
-        .deadline(std::time::Instant::now() + std::time::Duration::from_millis(500))
-        .diff_lines(before, after);
-    let (mut added, mut removed) = (0, 0);
-    for change in diff.iter_all_changes() {
-        match change.tag() {
-            similar::ChangeTag::Insert => added += 1,
-            similar::ChangeTag::Delete => removed += 1,
-            similar::ChangeTag::Equal => {}
-        }
-    }
-    (added, removed)
-}
-
 /// One diff line as shown: control characters made visible, clipped, colored.
 pub fn shown(line: &str, color: bool) -> String {
     paint(&clip(line), color)
@@ -86,6 +70,5 @@ mod tests {
                 && colored.contains(&"\x1b[32m+b\x1b[0m".to_owned())
         );
         assert!(unified("same\n", "same\n", "x", 10, false).is_empty());
-        assert_eq!(stat(&before, &after), (1, 2));
     }
 }
