@@ -102,8 +102,8 @@ pub struct Cli {
     #[arg(long)]
     pub json: bool,
 
-    /// Run the task on a running `keel serve` at this URL (print and JSON modes); the
-    /// token comes from KEEL_SERVE_TOKEN.
+    /// Run on a running `keel serve` at this URL (a task: print or JSON mode; none: the
+    /// interactive mode); the token comes from KEEL_SERVE_TOKEN.
     #[arg(long, value_name = "URL", env = "KEEL_REMOTE", hide_env_values = true)]
     pub remote: Option<String>,
 

@@ -122,10 +122,7 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
             errln!("keel: --json needs a task (an argument or stdin)");
             Ok(exit::USAGE)
         }
-        None if cli.remote.is_some() => {
-            errln!("keel: --remote needs a task (print and JSON modes only)");
-            Ok(exit::USAGE)
-        }
+        None if cli.remote.is_some() => remote::interactive::run(&cli).await,
         None => interactive::run(&cli).await,
     }
 }

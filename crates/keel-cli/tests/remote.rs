@@ -3,6 +3,8 @@
 //! print mode, JSON mode, a wrong token, an unknown session, no server.
 
 mod common;
+#[path = "common/pty.rs"]
+mod pty;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
@@ -111,6 +113,71 @@ async fn remote_print_and_json_modes_run_a_turn_on_the_server() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("cannot reach") && !stderr.contains("panicked"), "{stderr}");
+}
+
+/// `keel --remote URL` without a task: the interactive mode. Answers stream, the server's
+/// permission question is asked and answered here, the diff shows, local-only commands
+/// say so, and the session carries from line to line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_interactive_mode_runs_turns_and_answers_questions() {
+    assert!(pty::has_script(), "util-linux `script` (a pseudo-terminal) is needed");
+    let model = MockServer::start().await;
+    model.push(
+        ChatStream::new()
+            .tool_call("c1", "write_file", r#"{"path":"notes.txt","content":"one\n"}"#, 2)
+            .finish("tool_calls")
+            .response(),
+    );
+    model.push(ChatStream::new().text("Wrote notes.txt.", 3).finish("stop").response());
+    model.push(ChatStream::new().text("Still there.", 3).finish("stop").response());
+    let env = Env::new();
+    let (server, url) = serve(&env, &model);
+    let mut command = env.keel_unconfigured();
+    command.env("KEEL_SERVE_TOKEN", TOKEN);
+    let script = pty::under_script(&command, &format!("--remote {url} --permission ask"));
+    let terminal = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("write the notes");
+        terminal.wait_for("allow write_file?", 1);
+        terminal.type_line("y");
+        terminal.wait_for("completed", 1);
+        terminal.type_line("/undo");
+        terminal.wait_for("not available with --remote", 1);
+        terminal.type_line("and now?");
+        terminal.wait_for("completed", 2);
+        terminal.type_line("/quit");
+        terminal
+    })
+    .await
+    .unwrap();
+    let mut terminal = terminal;
+    assert!(terminal.child.wait().unwrap().success());
+    let screen = pty::plain(&terminal.text());
+    if let Some(dir) = std::env::var_os("KEEL_SCREEN_DIR") {
+        std::fs::write(std::path::Path::new(&dir).join("remote.txt"), &screen).unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(env.workspace().join("notes.txt")).unwrap(), "one\n");
+    for shown in [
+        "allow write_file?\n    notes.txt  (in the server's workspace)\n    @@ -0,0 +1 @@\n    +one",
+        "Wrote notes.txt.",
+        "notes.txt (new): +1 -0",
+        "Still there.",
+        "to come back to this session",
+    ] {
+        assert!(screen.contains(shown), "{shown:?} in:\n{screen}");
+    }
+    let sessions = env.store().list().unwrap();
+    assert_eq!(sessions.len(), 1, "one session for both lines");
+    let turns = env
+        .store()
+        .read(&sessions[0].id)
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e.kind, keel_session::EventKind::TurnStart(_)))
+        .count();
+    assert_eq!(turns, 2);
+    stop(server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

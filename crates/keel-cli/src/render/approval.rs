@@ -168,7 +168,16 @@ pub fn question(q: &Question<'_>) -> Vec<String> {
                     lines.extend(diff.into_iter().map(|l| format!("{indent}{l}")));
                 }
                 Some(Err(why)) => lines.push(format!("{indent}(no diff: {why})")),
-                None => {}
+                // The file is elsewhere (a server's): the change as the arguments give it.
+                None => {
+                    let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or_default();
+                    let (before, after) = match tool {
+                        "write_file" => ("", text("content")),
+                        _ => (text("old_text"), text("new_text")),
+                    };
+                    let diff = super::diff::unified(before, after, path, DIFF_LINES, q.color);
+                    lines.extend(diff.into_iter().skip(2).map(|l| format!("{indent}{l}")));
+                }
             }
         }
         (_, Some(args)) => {

@@ -103,6 +103,11 @@ impl Terminal {
         self.paint("2", text)
     }
 
+    /// Whether answers stream as they come (the interactive mode).
+    pub fn streams_text(&self) -> bool {
+        self.stream_text
+    }
+
     /// Whether stderr gets colors.
     pub fn color(&self) -> bool {
         self.color

@@ -1,4 +1,5 @@
-//! `keel --remote URL "task"`: one turn on a running `keel serve`, in print or JSON mode.
+//! `keel --remote URL "task"`: one turn on a running `keel serve`, in print or JSON mode
+//! (without a task, the interactive mode of [`interactive`]).
 //!
 //! Creates a session for the current folder (or reuses one with `--continue` /
 //! `--resume`), opens its event stream, then posts the message, and reads events until
@@ -22,6 +23,8 @@ use crate::print_mode::exit_code;
 use crate::render::Terminal;
 use crate::render::json::JsonLines;
 use crate::{setup, signals};
+
+pub mod interactive;
 
 /// The largest JSON answer read (create, list, show, errors).
 const ANSWER_BYTES: usize = 1 << 20;
@@ -126,6 +129,11 @@ impl Remote {
         self.json(request).await
     }
 
+    /// Deletes session `id`, as well as it can (a failure leaves an empty session).
+    async fn delete_session(&self, id: &str) {
+        let _ = self.json(self.http.delete(self.url(&format!("/sessions/{id}")))).await;
+    }
+
     async fn get(&self, path: &str) -> Result<Value, Failed> {
         self.json(self.http.get(self.url(path))).await
     }
@@ -210,6 +218,19 @@ struct Turn {
 }
 
 impl Turn {
+    /// The outcome of the turn that ended with `end`, for the summary line.
+    fn outcome(&self, end: keel_session::TurnEnd) -> TurnOutcome {
+        TurnOutcome {
+            turn: end.turn,
+            reason: end.reason,
+            message: end.message,
+            final_text: self.final_text.clone(),
+            steps: self.steps,
+            tool_calls: self.tool_calls,
+            usage: end.usage,
+        }
+    }
+
     fn logged(&mut self, event: &Event) {
         match &event.kind {
             EventKind::TurnStart(_) => *self = Turn { started: true, ..Turn::default() },
@@ -257,36 +278,20 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Ok(found) => found,
         Err(e) => return fail(e),
     };
-    // The stream first, so no event of the turn is missed.
-    let stream = match open_stream(&remote, &id, after).await {
-        Ok(stream) => stream,
-        Err(e) => return fail(e),
-    };
-    if let Err(e) = remote.post(&format!("/sessions/{id}/messages"), &json!({"text": task})).await {
-        if after.is_none() {
-            // This run made the session for its message: a refused message leaves none.
-            let _ = remote.json(remote.http.delete(remote.url(&format!("/sessions/{id}")))).await;
-        }
-        return fail(e);
-    }
     let terminal = Arc::new(Terminal::new(false));
     let started = Instant::now();
-    let cancel = CancellationToken::new();
-    let interrupts = signals::during_turn(&cancel);
-    let ticker = json.is_none().then(|| crate::print_mode::ticker(Arc::clone(&terminal)));
-    let result = follow(&remote, &id, (stream, after), json.as_ref(), &terminal, &cancel).await;
-    drop(interrupts);
-    if let Some(ticker) = ticker {
-        ticker.abort();
-    }
-    let turn = match result {
+    let turn = match one_turn(&remote, &id, after, task, json.as_ref(), &terminal).await {
         Ok(turn) => turn,
-        Err(e) => {
-            terminal.stop_spinner();
+        Err(TurnFailure::Refused(e)) => {
+            if after.is_none() {
+                // This run made the session for its message: a refused message leaves none.
+                remote.delete_session(&id).await;
+            }
             return fail(e);
         }
+        Err(TurnFailure::Failed(e)) => return fail(e),
     };
-    let Some(end) = turn.end else { return fail("the turn did not end".to_owned()) };
+    let Some(end) = turn.end.clone() else { return fail("the turn did not end".to_owned()) };
     let code = exit_code(end.reason);
     match &json {
         Some(out) => out.write_value(&json!({
@@ -310,19 +315,48 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
             {
                 crate::render::print_answer(&turn.final_text);
             }
-            let outcome = TurnOutcome {
-                turn: end.turn,
-                reason: end.reason,
-                message: end.message,
-                final_text: turn.final_text,
-                steps: turn.steps,
-                tool_calls: turn.tool_calls,
-                usage: end.usage,
-            };
-            terminal.summary_with_cost(&outcome, started.elapsed(), None, None);
+            terminal.summary_with_cost(&turn.outcome(end), started.elapsed(), None, None);
         }
     }
     Ok(code)
+}
+
+/// Why a turn did not run to its end.
+enum TurnFailure {
+    /// The server refused the message: no turn started.
+    Refused(Failed),
+    /// The turn started, and following it failed.
+    Failed(Failed),
+}
+
+/// Runs `task` as a turn of session `id` (whose last event seq is `after`): opens the
+/// event stream first, so no event of the turn is missed, posts the message, and follows
+/// the turn to its end; Ctrl-C aborts it on the server.
+async fn one_turn(
+    remote: &Remote,
+    id: &str,
+    after: Option<u64>,
+    task: String,
+    json: Option<&JsonLines>,
+    terminal: &Arc<Terminal>,
+) -> Result<Turn, TurnFailure> {
+    let stream = open_stream(remote, id, after).await.map_err(TurnFailure::Refused)?;
+    remote
+        .post(&format!("/sessions/{id}/messages"), &json!({"text": task}))
+        .await
+        .map_err(TurnFailure::Refused)?;
+    let cancel = CancellationToken::new();
+    let interrupts = signals::during_turn(&cancel);
+    let ticker = json.is_none().then(|| crate::print_mode::ticker(Arc::clone(terminal)));
+    let result = follow(remote, id, (stream, after), json, terminal, &cancel).await;
+    drop(interrupts);
+    if let Some(ticker) = ticker {
+        ticker.abort();
+    }
+    if result.is_err() {
+        terminal.stop_spinner();
+    }
+    result.map_err(TurnFailure::Failed)
 }
 
 /// Reconnections of a cut stream: at most `RESUMES` in a row without a new logged
@@ -519,13 +553,20 @@ async fn handle(
             return Err(format!("the server stopped the turn: {message}"));
         }
         "permission/ask" => {
-            // Print and JSON modes cannot answer: deny, as an unanswered question would.
             let tool = value["data"]["tool"].as_str().unwrap_or("a tool");
-            if json.is_none() {
-                terminal
-                    .line(&format!("keel: the server asks to run {tool}; --remote cannot answer: denied"));
-            }
-            let answer = json!({"id": value["data"]["id"], "answer": "deny"});
+            let answer = if json.is_none() && terminal.streams_text() {
+                let arguments = value["data"]["arguments"].as_str().unwrap_or_default();
+                interactive::ask(terminal, tool, arguments).await
+            } else {
+                // Print and JSON modes cannot answer: deny, as an unanswered question would.
+                if json.is_none() {
+                    terminal.line(&format!(
+                        "keel: the server asks to run {tool}; --remote cannot answer: denied"
+                    ));
+                }
+                "deny"
+            };
+            let answer = json!({"id": value["data"]["id"], "answer": answer});
             remote.post(&format!("/sessions/{id}/permission"), &answer).await?;
         }
         "tool/started" if json.is_none() => {
