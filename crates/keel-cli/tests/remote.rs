@@ -214,6 +214,78 @@ async fn ctrl_c_aborts_the_remote_turn_and_exits_130() {
     );
 }
 
+/// A first message the server refuses (its line of turns is full: 503) leaves no session
+/// behind: the run made the session for that message and deletes it. A fake server,
+/// since the real one refuses a new session's first message only under load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_first_message_leaves_no_session_on_the_server() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = std::sync::Arc::clone(&requests);
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let (mut tcp, seen) = (tcp.unwrap(), std::sync::Arc::clone(&seen));
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(tcp.try_clone().unwrap());
+                let (mut head, mut length) = (Vec::new(), 0usize);
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = n.trim().parse().unwrap();
+                    }
+                    head.push(line.trim().to_owned());
+                }
+                reader.read_exact(&mut vec![0; length]).unwrap();
+                let request = head[0].rsplit_once(' ').unwrap().0.to_owned();
+                seen.lock().unwrap().push(request.clone());
+                let (status, body) = match request.as_str() {
+                    "POST /v1/sessions" => ("201 Created", r#"{"id": "fake-2"}"#),
+                    "GET /v1/sessions/fake-2/events" => {
+                        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
+                        tcp.write_all(head.as_bytes()).unwrap();
+                        std::thread::sleep(Duration::from_secs(30));
+                        return;
+                    }
+                    "POST /v1/sessions/fake-2/messages" => (
+                        "503 Service Unavailable",
+                        r#"{"error": {"code": "busy", "message": "too many turns wait in line"}}"#,
+                    ),
+                    "DELETE /v1/sessions/fake-2" => ("204 No Content", ""),
+                    _ => ("404 Not Found", r#"{"error": {"code": "not_found", "message": "no"}}"#),
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                tcp.write_all(answer.as_bytes()).unwrap();
+            });
+        }
+    });
+    let env = Env::new();
+    let mut command = env.keel_unconfigured();
+    command.env("KEEL_SERVE_TOKEN", TOKEN).args(["--remote", &url, "hi"]);
+    let out = output(command).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("503") && stderr.contains("too many turns wait in line"), "{stderr}");
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(
+        requests,
+        [
+            "POST /v1/sessions",
+            "GET /v1/sessions/fake-2/events",
+            "POST /v1/sessions/fake-2/messages",
+            "DELETE /v1/sessions/fake-2"
+        ]
+    );
+}
+
 /// What the fake server saw of the event stream requests: each one's `Last-Event-ID`.
 type Resumed = std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>;
 

@@ -131,3 +131,34 @@ async fn keel_serve_runs_a_turn_over_http_and_stops_cleanly() {
     let store = env.store();
     store.open(&id).unwrap().close().unwrap();
 }
+
+/// Issue 30, item 3: `keel serve` raises its soft open-files limit to the hard one at
+/// start (a soft limit of 1024 runs out near 250 sessions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keel_serve_raises_its_open_files_limit() {
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum.unwrap_or(u64::MAX);
+    assert!(hard > 256, "this test needs a hard open-files limit above 256 (it is {hard})");
+    let model = MockServer::start().await;
+    let env = Env::new();
+    let keel = env.keel(&model.base_url());
+    // The soft limit is lowered by the shell that then becomes keel.
+    let mut command = std::process::Command::new("sh");
+    command
+        .args(["-c", "ulimit -Sn 256 && exec \"$0\" serve --listen 127.0.0.1:0", env!("CARGO_BIN_EXE_keel")])
+        .env_clear()
+        .current_dir(env.workspace())
+        .stdin(std::process::Stdio::null());
+    for (name, value) in keel.get_envs() {
+        if let Some(value) = value {
+            command.env(name, value);
+        }
+    }
+    let (mut child, _address, _lines) = common::spawn_serve(command);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().to_owned();
+    let _ = child.kill();
+    let _ = child.wait();
+    let soft: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    let expected = if hard == u64::MAX { "unlimited".to_owned() } else { hard.to_string() };
+    assert_eq!(soft, [expected.as_str(), expected.as_str()], "{line}");
+}
