@@ -57,10 +57,7 @@ async fn watch(client: reqwest::Client, base: String, token: String, id: String,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_under_load_never_shows_a_client_an_event_that_is_later_rewritten() {
-    let Ok(database) = std::env::var("KEEL_TEST_DATABASE_URL") else {
-        eprintln!("skipped: KEEL_TEST_DATABASE_URL is not set (scripts/pg-test-cluster starts a database)");
-        return;
-    };
+    let Some(database) = keel_testkit::prereq::database_url() else { return };
     // Each turn: a tool call, then an answer, streamed slowly so the kill lands mid-turn.
     let model = MockServer::start().await;
     model.set_handler(|request| {

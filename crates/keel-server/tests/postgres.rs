@@ -17,10 +17,7 @@ use serde_json::json;
 const IDLE: Duration = Duration::from_secs(60);
 
 fn store() -> Option<Arc<dyn SessionStore>> {
-    let Ok(url) = std::env::var("KEEL_TEST_DATABASE_URL") else {
-        eprintln!("skipped: KEEL_TEST_DATABASE_URL is not set (scripts/pg-test-cluster starts a database)");
-        return None;
-    };
+    let url = keel_testkit::prereq::database_url()?;
     Some(Arc::new(PgStore::connect(&url).unwrap()))
 }
 
@@ -234,10 +231,7 @@ impl Relay {
 /// committed, and the next message works at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_outage_loses_no_session() {
-    let Ok(database_url) = std::env::var("KEEL_TEST_DATABASE_URL") else {
-        eprintln!("skipped: KEEL_TEST_DATABASE_URL is not set");
-        return;
-    };
+    let Some(database_url) = keel_testkit::prereq::database_url() else { return };
     let relay = Relay::start(&database_url).await;
     let store: Arc<dyn SessionStore> = Arc::new(PgStore::connect(&relay.url).unwrap());
     let model = ScriptedModel::new([

@@ -282,10 +282,7 @@ mod tests {
 
     #[test]
     fn a_group_commits_the_sessions_it_may_and_fails_only_the_others() {
-        let Ok(url) = std::env::var("KEEL_TEST_DATABASE_URL") else {
-            eprintln!("skipped: KEEL_TEST_DATABASE_URL is not set");
-            return;
-        };
+        let Some(url) = keel_testkit::prereq::database_url() else { return };
         let store = PgStore::connect(&url).unwrap();
         let other = PgStore::connect(&url).unwrap();
         let sessions: Vec<_> = (0..3).map(|i| store.create(&format!("/work/group{i}")).unwrap()).collect();

@@ -258,13 +258,23 @@ impl PgStore {
     }
 
     fn create_with(&self, cwd: &str, parent: Option<ParentRef>) -> Result<Session, SessionError> {
+        self.create_drawing(cwd, parent, keel_session::new_session_id)
+    }
+
+    /// [`PgStore::create_with`] with ids from `draw` (a test draws a taken one).
+    fn create_drawing(
+        &self,
+        cwd: &str,
+        parent: Option<ParentRef>,
+        mut draw: impl FnMut() -> String + Send + 'static,
+    ) -> Result<Session, SessionError> {
         let leases = Arc::clone(&self.inner.leases);
         let cwd_owned = cwd.to_owned();
         let parent_row = parent.as_ref().map(|p| (p.id.clone(), i64::try_from(p.seq).unwrap_or(i64::MAX)));
         let hold = self.block(async move {
             // Ids are partly random: a taken one (vanishingly rare) is drawn again.
             for _ in 0..8 {
-                let id = keel_session::new_session_id();
+                let id = draw();
                 let parent = parent_row.as_ref().map(|(pid, seq)| (pid.as_str(), *seq));
                 if let Some(hold) = leases.create(&id, &cwd_owned, parent).await? {
                     return Ok(hold);
@@ -550,5 +560,39 @@ impl SessionStore for PgStore {
         let inner = Arc::clone(&self.inner);
         // Only a session nobody is writing can go.
         self.block(async move { inner.leases.delete(&id).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Against a real PostgreSQL (`KEEL_TEST_DATABASE_URL`; see `keel_testkit::prereq`).
+
+    use super::*;
+
+    /// Issue 30, item 7: a drawn id that is taken is drawn again (it once failed the create
+    /// with `session_locked`).
+    #[test]
+    fn a_taken_id_is_drawn_again() {
+        let Some(url) = keel_testkit::prereq::database_url() else { return };
+        let store = PgStore::connect(&url).unwrap();
+        let taken = store.create("/work/first").unwrap();
+        let taken_id = taken.id().to_owned();
+        let draws = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&draws);
+        let again = taken_id.clone();
+        let second = store
+            .create_drawing("/work/second", None, move || {
+                match counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                    0 => again.clone(),
+                    _ => keel_session::new_session_id(),
+                }
+            })
+            .unwrap();
+        assert_ne!(second.id(), taken_id);
+        assert_eq!(draws.load(std::sync::atomic::Ordering::SeqCst), 2);
+        let summaries = store.list().unwrap();
+        let folder = |id: &str| summaries.iter().find(|s| s.id == id).map(|s| s.cwd.clone());
+        assert_eq!(folder(&taken_id).as_deref(), Some("/work/first"), "the taken session is untouched");
+        drop((taken, second));
     }
 }

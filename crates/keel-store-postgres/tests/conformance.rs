@@ -23,10 +23,7 @@ impl StoreHarness for Pg {
 }
 
 fn harness() -> Option<Pg> {
-    let Ok(url) = std::env::var("KEEL_TEST_DATABASE_URL") else {
-        eprintln!("skipped: KEEL_TEST_DATABASE_URL is not set (scripts/pg-test-cluster starts a database)");
-        return None;
-    };
+    let url = keel_testkit::prereq::database_url()?;
     Some(Pg { store: PgStore::connect(&url).unwrap(), url })
 }
 

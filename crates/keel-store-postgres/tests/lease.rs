@@ -9,11 +9,7 @@ use keel_store_postgres::{PgOptions, PgStore};
 use keel_testkit::store::{record_crashed_turn, record_turn};
 
 fn url() -> Option<String> {
-    let url = std::env::var("KEEL_TEST_DATABASE_URL").ok();
-    if url.is_none() {
-        eprintln!("skipped: KEEL_TEST_DATABASE_URL is not set (scripts/pg-test-cluster starts a database)");
-    }
-    url
+    keel_testkit::prereq::database_url()
 }
 
 /// Runs SQL on a connection of its own.

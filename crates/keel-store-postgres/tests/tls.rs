@@ -8,13 +8,7 @@ use keel_store_postgres::{PgOptions, PgStore};
 use keel_testkit::store::record_turn;
 
 fn cluster() -> Option<(String, String)> {
-    match (std::env::var("KEEL_TEST_DATABASE_URL"), std::env::var("KEEL_TEST_DATABASE_CA")) {
-        (Ok(url), Ok(ca)) => Some((url, ca)),
-        _ => {
-            eprintln!("skipped: KEEL_TEST_DATABASE_URL and KEEL_TEST_DATABASE_CA are not both set");
-            None
-        }
-    }
+    keel_testkit::prereq::database_with_tls()
 }
 
 /// `url` with `query` appended.

@@ -10,6 +10,7 @@ pub mod anthropic;
 pub mod chat;
 pub mod http;
 pub mod mcp;
+pub mod prereq;
 pub mod responses;
 mod scripted;
 pub mod store;
