@@ -60,6 +60,8 @@ pub struct AgentConfig {
     /// a check, layout) and log it ([`crate::intent`]); hooks and tools read it (default
     /// off: the aids for small models act on it).
     pub read_intent: bool,
+    /// The harness profile and why, logged in each `request/header` (default none).
+    pub profile: Option<String>,
 }
 
 impl Default for AgentConfig {
@@ -80,6 +82,7 @@ impl Default for AgentConfig {
             compact_at: 0.8,
             compact_keep: 0.2,
             read_intent: false,
+            profile: None,
         }
     }
 }
@@ -169,6 +172,7 @@ impl Agent {
             model: info.model,
             system_prompt: system.to_owned(),
             tools: self.tools_for(ctx).definitions().to_vec(),
+            profile: self.config.profile.clone(),
         }
     }
 }

@@ -440,6 +440,7 @@ impl TurnRun<'_> {
             files_read,
             files_changed,
             usage: Usage::default(),
+            failure: None,
         }))?;
         self.sync().await?;
         self.first_message = 0;

@@ -379,3 +379,57 @@ fn turn_and_compaction_futures_are_send() {
     send(agent.run_turn(&mut session, &ctx, "x", &NullSink, &cancel));
     send(agent.compact(&mut session, &ctx, None, &NullSink, &cancel));
 }
+
+fn unwindowed_agent(model: ScriptedModel) -> Agent {
+    Agent::builder(model).tool(BigRead).tool(Write).config(AgentConfig::default()).build()
+}
+
+/// Issue 32: `/compact` with the window unknown (a custom server without
+/// `context_window`) took the context in use as the window, so no summary could fit and
+/// the older steps were dropped. Now a window is assumed that leaves the summary room.
+#[tokio::test]
+async fn compact_with_an_unknown_window_summarizes() {
+    let model = ScriptedModel::new([
+        reply().call("read_file", r#"{"path": "a.txt"}"#),
+        reply().call("read_file", r#"{"path": "b.txt"}"#),
+        reply().text("read both"),
+        reply().text("Read a.txt and b.txt; both are lorem ipsum."),
+    ]);
+    let agent = unwindowed_agent(model);
+    let mut session = keel_agent::Session::in_memory("/w");
+    let ctx = SessionContext::default();
+    let cancel = CancellationToken::new();
+    agent.run_turn(&mut session, &ctx, TASK, &NullSink, &cancel).await.unwrap();
+    assert_eq!(agent.context_usage(&session, &ctx).window, None);
+    let messages_before = session.messages().len();
+    let end = agent.compact(&mut session, &ctx, None, &NullSink, &cancel).await.unwrap().unwrap();
+    assert_eq!((end.outcome, end.failure.as_deref()), (CompactionOutcome::Compacted, None));
+    assert!(end.summary.contains("Read a.txt and b.txt"), "{}", end.summary);
+    let messages = session.messages();
+    assert!(messages.len() < messages_before, "{messages:?}");
+    assert!(first_user_text(messages).starts_with(SUMMARY_MARKER));
+    assert_provider_valid(session.messages());
+}
+
+/// A compaction the user asks for whose summary fails drops nothing: the conversation
+/// stays as it was and the log says why.
+#[tokio::test]
+async fn a_compaction_asked_for_whose_summary_fails_changes_nothing_and_says_why() {
+    let model = ScriptedModel::new([
+        reply().call("read_file", r#"{"path": "a.txt"}"#),
+        reply().call("read_file", r#"{"path": "b.txt"}"#),
+        reply().text("read both"),
+        reply().fail(ModelError::new(ModelErrorKind::InvalidRequest, "the request was refused")),
+    ]);
+    let agent = unwindowed_agent(model);
+    let mut session = keel_agent::Session::in_memory("/w");
+    let ctx = SessionContext::default();
+    let cancel = CancellationToken::new();
+    agent.run_turn(&mut session, &ctx, TASK, &NullSink, &cancel).await.unwrap();
+    let messages = session.messages().to_vec();
+    let end = agent.compact(&mut session, &ctx, None, &NullSink, &cancel).await.unwrap().unwrap();
+    assert_eq!(end.outcome, CompactionOutcome::Aborted);
+    let failure = end.failure.unwrap_or_default();
+    assert!(failure.contains("the summary request failed: the request was refused"), "{failure}");
+    assert_eq!(session.messages(), &messages[..]);
+}

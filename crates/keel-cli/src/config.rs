@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use keel_llm::facts::ModelFacts;
 use keel_llm::{Preset, ProviderConfig};
 use keel_tools::PermissionMode;
 use keel_tools::profile::ToolProfile;
@@ -314,6 +315,8 @@ pub struct Settings {
     pub profile: Option<String>,
     /// The tools offered.
     pub tool_profile: ToolProfile,
+    /// Why that profile (the config, the model's size and who told it).
+    pub profile_why: String,
     /// Ask once to finish a turn that only described its change.
     pub finish_check: bool,
     /// Start a stuck turn again once with a fresh context.
@@ -364,6 +367,21 @@ impl Settings {
                 None => keel_local::models::default_model().name.to_owned(),
             },
         }
+    }
+
+    /// Chooses the profile again for a model of these `facts` (unless the config sets
+    /// one), with the aids that follow it (the finish checks, keep-parsing) unless they
+    /// are set. Returns whether the profile changed.
+    pub fn fit_profile(&mut self, facts: &ModelFacts, local_preset: bool) -> bool {
+        let set = self.layer.tool_profile.as_deref().and_then(ToolProfile::parse);
+        let choice = crate::profile_choice::choose(set, facts, local_preset);
+        let changed = choice.profile != self.tool_profile;
+        let small = choice.profile == ToolProfile::Small;
+        self.tool_profile = choice.profile;
+        self.profile_why = choice.why;
+        self.finish_check = self.layer.finish_check.unwrap_or(small);
+        self.keep_parsing = self.layer.keep_parsing.unwrap_or(small);
+        changed
     }
 }
 
@@ -531,16 +549,19 @@ pub(crate) fn settings_from(
         None if interactive => PermissionMode::Ask,
         None => PermissionMode::Auto,
     };
-    // The profile follows the model: its size as its name states it; a model whose name
-    // says nothing gets the small profile on a local server, the full one elsewhere.
-    // Small models get the finish checks too.
-    let local = Preset::find(&client.provider).is_some_and(|p| p.local);
-    let sized = crate::model_size::billions_from_name(&client.model).map(crate::model_size::profile_for);
-    let tool_profile = match &layer.tool_profile {
-        Some(text) => ToolProfile::parse(text)
-            .ok_or_else(|| ConfigError(format!("tool_profile must be small or full (got `{text}`)")))?,
-        None => sized.unwrap_or(if local { ToolProfile::Small } else { ToolProfile::Full }),
+    let set_profile = match &layer.tool_profile {
+        Some(text) => Some(
+            ToolProfile::parse(text)
+                .ok_or_else(|| ConfigError(format!("tool_profile must be small or full (got `{text}`)")))?,
+        ),
+        None => None,
     };
+    // The profile follows the model: its size as its name states it here; what its
+    // server says, once asked ([`Settings::fit_profile`]).
+    let local = Preset::find(&client.provider).is_some_and(|p| p.local);
+    let choice = crate::profile_choice::choose(set_profile, &ModelFacts::from_name(&client.model), local);
+    let tool_profile = choice.profile;
+    // Small models get the finish checks too.
     let finish_check = layer.finish_check.unwrap_or(tool_profile == ToolProfile::Small);
     // llama-server driven like the embedded engine: its calls are constrained, so every
     // step may require one, as with --local.
@@ -561,6 +582,7 @@ pub(crate) fn settings_from(
         pricing,
         profile,
         tool_profile,
+        profile_why: choice.why,
         finish_check,
         // Off by default: on the real-task suite a fresh start did not help the 1.5B
         // model (20/72 with it, 22/72 without), and twice it undid a fixed file.

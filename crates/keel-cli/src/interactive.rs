@@ -40,6 +40,8 @@ struct Repl {
     settings: Settings,
     workspace: std::path::PathBuf,
     agent: Agent,
+    /// The permission policy, shared by every agent built for a new model.
+    policy: Arc<keel_tools::PermissionPolicy>,
     store: Option<JsonlStore>,
     session: keel_agent::Session,
     ctx: SessionContext,
@@ -238,25 +240,37 @@ impl Repl {
     }
 
     /// `/model ARG` (see [`Settings::switch_model`]): the next request goes to that
-    /// model. What only the old model can read (signed thinking, encrypted reasoning)
-    /// stays in the log and is not sent to the new one.
-    fn switch_model(&mut self, arg: &str) {
-        let switched = self.settings.switch_model(arg).and_then(|config| {
-            let client = setup::client(&config)?;
-            Ok((config, client))
-        });
-        match switched {
-            Ok((config, client)) => {
-                self.say(&format!(
-                    "model: {} ({}, {} API)",
-                    config.model,
-                    config.provider,
-                    config.api.as_str()
-                ));
-                self.ctx.model = Some(client);
-                self.settings.model = ModelSettings::Remote(Box::new(config));
-            }
-            Err(e) => self.say(&format!("cannot switch: {e}")),
+    /// model, with the profile its size calls for: the agent (prompt, tools, the aids and
+    /// the model the tools ask) is built again for it, keeping the permission rules
+    /// "always" added. What only the old model can read (signed thinking, encrypted
+    /// reasoning) stays in the log and is not sent to the new one.
+    async fn switch_model(&mut self, arg: &str) {
+        if let ModelSettings::Local(_) = &self.settings.model {
+            return self.say("the local model is chosen at start (--local-model PATH)");
+        }
+        let config = match self.settings.switch_model(arg) {
+            Ok(config) => config,
+            Err(e) => return self.say(&format!("cannot switch: {e}")),
+        };
+        let mut next = self.settings.clone();
+        next.model = ModelSettings::Remote(Box::new(config));
+        let client = match setup::model(&mut next, false).await {
+            Ok(client) => client,
+            Err(e) => return self.say(&format!("cannot switch: {e}")),
+        };
+        let (agent, _notes) = setup::agent(&next, &self.workspace, Arc::clone(&self.policy), client);
+        self.agent = agent;
+        self.settings = next;
+        self.ctx.model = None;
+        if let ModelSettings::Remote(config) = &self.settings.model {
+            self.say(&format!(
+                "model: {} ({}, {} API) · profile {} ({})",
+                config.model,
+                config.provider,
+                config.api.as_str(),
+                self.settings.tool_profile.as_str(),
+                self.settings.profile_why
+            ));
         }
     }
 
@@ -315,19 +329,6 @@ impl Repl {
                 }
                 None => self.say("sessions are not saved (--no-session)"),
             },
-            ("/model", Some(arg)) => match &self.settings.model {
-                ModelSettings::Remote(_) => self.switch_model(arg),
-                ModelSettings::Local(_) => {
-                    self.say("the local model is chosen at start (--local-model PATH)")
-                }
-            },
-            ("/model", None) => {
-                let provider = match &self.settings.model {
-                    ModelSettings::Remote(client) => client.provider.clone(),
-                    ModelSettings::Local(_) => "local".to_owned(),
-                };
-                self.say(&format!("model: {} ({provider})", self.settings.model_name()));
-            }
             ("/mcp", _) => match &self.mcp {
                 Some(mcp) => {
                     self.say(&crate::mcp::table(&mcp.manager().statuses()));
@@ -399,7 +400,8 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let (agent, notes) = setup::agent(&settings, &workspace, policy, model);
+    let policy = Arc::new(policy);
+    let (agent, notes) = setup::agent(&settings, &workspace, Arc::clone(&policy), model);
     let store = setup::store(cli);
     let (session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
     let ctx = setup::context(&settings, &workspace, &session);
@@ -408,6 +410,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         settings,
         workspace,
         agent,
+        policy,
         store,
         session,
         ctx,
@@ -427,6 +430,12 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             keel_tools::PermissionMode::ReadOnly => "read-only",
         }
     ));
+    if repl.settings.tool_profile == keel_tools::profile::ToolProfile::Small {
+        let why = &repl.settings.profile_why;
+        repl.say(
+            &repl.terminal.dim(&format!("small-model profile: {why}; --tool-profile full turns it off")),
+        );
+    }
     for note in &notes {
         repl.say(&format!("keel: {note}"));
     }
@@ -473,6 +482,10 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
                 }
                 if line == "/model" {
                     repl.show_models().await;
+                    continue;
+                }
+                if let Some(arg) = line.strip_prefix("/model ") {
+                    repl.switch_model(arg.trim()).await;
                     continue;
                 }
                 if let Some(rest) = line.strip_prefix("/compact")

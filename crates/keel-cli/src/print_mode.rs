@@ -72,7 +72,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Ok(model) => model,
         Err(e) => return fail(e.0),
     };
-    let (agent, notes) = setup::agent(&settings, &workspace, policy, model);
+    let (agent, notes) = setup::agent(&settings, &workspace, Arc::new(policy), model);
     let store = setup::store(cli);
     let (mut session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
     let mut ctx = setup::context(&settings, &workspace, &session);

@@ -107,15 +107,19 @@ impl AgentFactory for Factory {
             check_not_weaker(&server, &settings)?;
             let policy = setup::policy(&settings, &spec.folder).map_err(|e| e.0)?.with_ask(ask);
             let model = match &settings.model {
-                ModelSettings::Local(local) => self
-                    .local
-                    .get_or_try_init(|| crate::local::load(local, false))
-                    .await
-                    .map_err(|e| e.0.clone())?
-                    .clone(),
+                ModelSettings::Local(local) => {
+                    let model = self
+                        .local
+                        .get_or_try_init(|| crate::local::load(local, false))
+                        .await
+                        .map_err(|e| e.0.clone())?
+                        .clone();
+                    settings.fit_profile(&keel_llm::facts::ModelFacts::from_name(&model.info().model), true);
+                    model
+                }
                 ModelSettings::Remote(_) => setup::model(&mut settings, false).await.map_err(|e| e.0)?,
             };
-            let (agent, _notes) = setup::agent(&settings, &spec.folder, policy, model);
+            let (agent, _notes) = setup::agent(&settings, &spec.folder, Arc::new(policy), model);
             let mut ctx = keel_agent::SessionContext::new(&spec.folder)
                 .artifacts(paths::sessions_dir().join(session_id));
             if settings.environment && new_session {

@@ -1,17 +1,19 @@
 //! Turning settings into a running agent and an open session.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use keel_agent::{Agent, AgentConfig, FinishCheck, HookChain, Session, SessionContext};
+use keel_llm::facts::ModelFacts;
 use keel_llm::{ModelClient, Preset, ProviderConfig};
 use keel_session::{JsonlStore, SessionStore};
 use keel_tools::profile;
 use keel_tools::{PermissionPolicy, ToolsConfig};
 
 use crate::cli::Cli;
-use crate::config::{ConfigError, ModelSettings, Settings};
+use crate::config::{ConfigError, Layer, ModelSettings, Settings};
 
 /// The workspace: `--cwd` or the current folder, canonical.
 pub fn workspace(cli: &Cli) -> Result<PathBuf, ConfigError> {
@@ -42,36 +44,38 @@ pub fn policy(settings: &Settings, workspace: &Path) -> Result<PermissionPolicy,
 }
 
 /// The model the settings name: a client for a server, or the embedded model (loaded,
-/// and downloaded first if needed, with progress on stderr when `progress`). For the
-/// llamacpp preset with no `grammar` setting, the server's template decides the route:
-/// one that writes `<tool_call>` gets the templated route (`grammar`, and `tool_first`
-/// and `always_call` unless set, become on in `settings`), others Chat Completions.
+/// and downloaded first if needed, with progress on stderr when `progress`). A server
+/// that is not a hosted preset is asked what it knows of its model
+/// ([`keel_llm::facts::ask_server`]): its context window (unless configured) and its
+/// size, which chooses the profile ([`Settings::fit_profile`]). For the llamacpp preset
+/// with no `grammar` setting, the server's template decides the route: one that writes
+/// `<tool_call>` gets the templated route (`grammar`, and `tool_first` and `always_call`
+/// unless set, become on in `settings`), others Chat Completions.
 pub async fn model(settings: &mut Settings, progress: bool) -> Result<Arc<dyn ModelClient>, ConfigError> {
     let mut config = match &settings.model {
         ModelSettings::Remote(config) => config.as_ref().clone(),
-        ModelSettings::Local(local) => return crate::local::load(local, progress).await,
-    };
-    let is_local = Preset::find(&config.provider).is_some_and(|p| p.local);
-    let undecided = crate::config::route_undecided(&config, &settings.layer);
-    // llama.cpp says how large its context is and which template it has (one `/props`);
-    // others are asked nothing.
-    let props = if is_local && (config.context_window.is_none() || undecided) {
-        keel_llm::server_props(&config.base_url).await
-    } else {
-        None
-    };
-    if config.context_window.is_none() {
-        config.context_window = props.as_ref().and_then(keel_llm::props_context_window);
-    }
-    if undecided {
-        let tagged = props.as_ref().is_some_and(keel_local::server::writes_tagged_calls);
-        settings.layer.grammar = Some(tagged);
-        if tagged {
-            settings.tool_first = settings.layer.tool_first.unwrap_or(true);
-            settings.always_call = settings.layer.always_call.unwrap_or(true);
+        ModelSettings::Local(local) => {
+            let model = crate::local::load(local, progress).await?;
+            settings.fit_profile(&ModelFacts::from_name(&model.info().model), true);
+            return Ok(model);
         }
+    };
+    let undecided = crate::config::route_undecided(&config, &settings.layer);
+    let facts = model_facts(&config, &settings.layer, undecided).await;
+    if settings.layer.context_window.is_none() {
+        config.context_window = facts.context_window.or(config.context_window);
     }
-    if crate::config::templated_server(&config, &settings.layer) {
+    settings.fit_profile(&facts, Preset::find(&config.provider).is_some_and(|p| p.local));
+    if undecided {
+        let tagged = facts.props.as_ref().is_some_and(keel_local::server::writes_tagged_calls);
+        settings.layer.grammar = Some(tagged);
+    }
+    // The templated route constrains its calls, so every step may require one.
+    let templated = crate::config::templated_server(&config, &settings.layer);
+    settings.tool_first = settings.layer.tool_first.unwrap_or(templated);
+    settings.always_call = settings.layer.always_call.unwrap_or(templated);
+    settings.model = ModelSettings::Remote(Box::new(config.clone()));
+    if templated {
         let server = keel_local::server::TemplatedServer::new(config)
             .map_err(|e| ConfigError(e.message))?
             .seed(settings.layer.seed);
@@ -80,12 +84,40 @@ pub async fn model(settings: &mut Settings, progress: bool) -> Result<Arc<dyn Mo
     client(&config)
 }
 
+/// What is known of `config`'s model: its server is asked when it is not a hosted
+/// preset at its own address and something is left to learn (the window, the size, the
+/// route); the model's name fills the rest.
+pub async fn model_facts(config: &ProviderConfig, layer: &Layer, route_undecided: bool) -> ModelFacts {
+    let named = ModelFacts::from_name(&config.model);
+    let hosted = Preset::find(&config.provider).is_some_and(|p| !p.local && p.base_url == config.base_url);
+    let unknown = layer.context_window.is_none()
+        || route_undecided
+        || (layer.tool_profile.is_none() && named.billions.is_none());
+    if hosted || !unknown {
+        return named;
+    }
+    // A server's answer holds for the process: `keel serve` prepares many sessions on one.
+    static ASKED: Mutex<BTreeMap<(String, String), ModelFacts>> = Mutex::new(BTreeMap::new());
+    let key = (config.base_url.clone(), config.model.clone());
+    if let Some(facts) = ASKED.lock().ok().and_then(|asked| asked.get(&key).cloned()) {
+        return facts.or(named);
+    }
+    let facts = keel_llm::facts::ask_server(config).await;
+    if let Ok(mut asked) = ASKED.lock() {
+        if asked.len() >= 64 {
+            asked.clear();
+        }
+        asked.insert(key, facts.clone());
+    }
+    facts.or(named)
+}
+
 /// The agent: the model, built-in tools, policy, system prompt; and notes for the user
 /// (an AGENTS.md that was not read, and why).
 pub fn agent(
     settings: &Settings,
     workspace: &Path,
-    policy: PermissionPolicy,
+    policy: Arc<PermissionPolicy>,
     model: Arc<dyn ModelClient>,
 ) -> (Agent, Vec<String>) {
     // Shell commands are started through this binary (`keel __exec`), so they die with
@@ -126,6 +158,7 @@ pub fn agent(
         // The aids for small models (the finish checks, the question guard, change_file's
         // layout, grounded answers) act on what the task wants, read by the model.
         read_intent: settings.finish_check || settings.tool_profile == profile::ToolProfile::Small,
+        profile: Some(format!("{}: {}", settings.tool_profile.as_str(), settings.profile_why)),
         ..AgentConfig::default()
     };
     // The question guard refuses before the policy would ask the user about a change.
@@ -133,7 +166,7 @@ pub fn agent(
     if settings.finish_check {
         hooks = hooks.with(keel_tools::question::QuestionGuard::new());
     }
-    hooks = hooks.with(policy);
+    hooks = hooks.with_shared(policy);
     if settings.finish_check {
         hooks = hooks.with(FinishCheck::new()).with(keel_tools::changes::ChangeCheck);
     }

@@ -19,7 +19,7 @@ fn writing_server(server: &MockServer, n_ctx: Option<u64>) -> Arc<AtomicUsize> {
     let summaries = Arc::new(AtomicUsize::new(0));
     let (steps_seen, summaries_seen) = (Arc::clone(&steps), Arc::clone(&summaries));
     server.set_handler(move |request| {
-        if request.method == "GET" {
+        if request.method == "GET" || request.path == "/api/show" {
             return match (request.path.as_str(), n_ctx) {
                 ("/props", Some(n)) => MockResponse::json(200, &serde_json::json!({"default_generation_settings": {"n_ctx": n}})),
                 _ => MockResponse::json(404, &serde_json::json!({"error": "not found"})),
@@ -90,7 +90,7 @@ async fn a_llama_cpp_servers_context_size_is_read_from_props() {
     let out = output(keel).await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(server.requests().iter().any(|r| r.method == "GET" && r.path == "/props"));
+    assert!(server.questions().iter().any(|r| r.method == "GET" && r.path == "/props"));
     assert!(summaries.load(Ordering::SeqCst) >= 1, "{stderr}");
     assert!(!compactions(&env).is_empty());
 }

@@ -4,85 +4,16 @@
 //! request carries only the thinking of the model it goes to.
 
 mod common;
-
-use std::io::{Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+#[path = "common/pty.rs"]
+mod pty;
 
 use common::*;
 use keel_session::EventKind;
 use keel_testkit::{AnthropicStream, MockServer, ResponsesStream};
 
-/// A program on a terminal: what it printed, and a way to type. Cursor-position
-/// queries (`ESC[6n`, which the line editor sends at every prompt) are answered.
-struct Terminal {
-    child: Child,
-    input: Arc<Mutex<ChildStdin>>,
-    screen: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Terminal {
-    fn start(mut command: Command) -> Terminal {
-        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
-        let mut child = command.spawn().unwrap();
-        let input = Arc::new(Mutex::new(child.stdin.take().unwrap()));
-        let screen = Arc::new(Mutex::new(Vec::new()));
-        let mut stdout = child.stdout.take().unwrap();
-        let (answer, seen) = (Arc::clone(&input), Arc::clone(&screen));
-        std::thread::spawn(move || {
-            let mut buffer = [0u8; 4096];
-            let mut answered = 0;
-            while let Ok(n) = stdout.read(&mut buffer) {
-                if n == 0 {
-                    break;
-                }
-                let mut screen = seen.lock().unwrap();
-                screen.extend_from_slice(&buffer[..n]);
-                let queries = screen.windows(4).filter(|w| w == b"\x1b[6n").count();
-                for _ in answered..queries {
-                    let _ = answer.lock().unwrap().write_all(b"\x1b[1;1R");
-                }
-                answered = queries;
-            }
-        });
-        Terminal { child, input, screen }
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
-    }
-
-    fn type_line(&self, line: &str) {
-        let mut input = self.input.lock().unwrap();
-        input.write_all(line.as_bytes()).unwrap();
-        input.write_all(b"\r").unwrap();
-        input.flush().unwrap();
-    }
-
-    /// Waits until the screen shows `needle` `times` times.
-    fn wait_for(&self, needle: &str, times: usize) {
-        let started = Instant::now();
-        while self.text().matches(needle).count() < times {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "never saw {needle:?} x{times}:\n{}",
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // Let the prompt settle before typing.
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
-fn has_script() -> bool {
-    Command::new("script").arg("--version").output().is_ok_and(|o| o.status.success())
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn slash_model_switches_provider_mid_session_without_foreign_thinking() {
-    if !has_script() {
+    if !pty::has_script() {
         eprintln!("skipped: util-linux `script` (a pseudo-terminal) is not installed");
         return;
     }
@@ -121,18 +52,11 @@ async fn slash_model_switches_provider_mid_session_without_foreign_thinking() {
         ),
     )
     .unwrap();
-    let keel = format!("{} --profile claude --permission auto", env!("CARGO_BIN_EXE_keel"));
     let mut command = env.keel_unconfigured();
-    command.env("ANTHROPIC_API_KEY", "sk-ant").env("OPENAI_API_KEY", "sk-oai").env("TERM", "xterm");
-    let mut script = Command::new("script");
-    script.args(["-qfec", &keel, "/dev/null"]).current_dir(env.workspace()).env_clear();
-    for (name, value) in command.get_envs() {
-        if let Some(value) = value {
-            script.env(name, value);
-        }
-    }
+    command.env("ANTHROPIC_API_KEY", "sk-ant").env("OPENAI_API_KEY", "sk-oai");
+    let script = pty::under_script(&command, "--profile claude --permission auto");
     let terminal = tokio::task::spawn_blocking(move || {
-        let terminal = Terminal::start(script);
+        let terminal = pty::Terminal::start(script);
         terminal.wait_for("/help for commands", 1);
         terminal.type_line("List the files");
         terminal.wait_for("completed", 1);
@@ -168,4 +92,65 @@ async fn slash_model_switches_provider_mid_session_without_foreign_thinking() {
         })
         .collect();
     assert_eq!(models, vec!["claude-a", "claude-a", "gpt-5-mini", "claude-a"]);
+}
+
+/// Issue 29: `/model` switched the model but not the profile, nor the model the tools
+/// ask. Switching from a 70B model to a 1.5B one on the same server now builds the
+/// agent again: the small profile's tools and prompt, logged in a new request header.
+#[tokio::test(flavor = "multi_thread")]
+async fn slash_model_to_a_small_model_switches_the_profile() {
+    if !pty::has_script() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is not installed");
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.set_handler(|request| {
+        if request.method == "POST" {
+            keel_testkit::ChatStream::new().text("Hello.", 1).finish("stop").response()
+        } else {
+            keel_testkit::MockResponse::json(404, &serde_json::json!({"error": "no such route"}))
+        }
+    });
+    let args = format!("--base-url {} --model llama3.1:70b --permission auto", server.base_url());
+    let script = pty::under_script(&env.keel_unconfigured(), &args);
+    let terminal = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("Say hello");
+        terminal.wait_for("completed", 1);
+        terminal.type_line("/model qwen2.5-coder:1.5b");
+        terminal.wait_for("profile small (1.5B parameters (the model's name))", 1);
+        terminal.type_line("Say hello again");
+        terminal.wait_for("completed", 2);
+        terminal.type_line("/quit");
+        terminal
+    })
+    .await
+    .unwrap();
+    let mut terminal = terminal;
+    let status = terminal.child.wait().unwrap();
+    assert!(status.success(), "{}", terminal.text());
+    let headers: Vec<(String, Option<String>, bool)> = env
+        .session_events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::RequestHeader(h) => {
+                let small_tools = h.tools.iter().any(|t| t.name == "change_file");
+                Some((h.model, h.profile, small_tools))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        headers,
+        vec![
+            ("llama3.1:70b".to_owned(), Some("full: 70B parameters (the model's name)".to_owned()), false),
+            (
+                "qwen2.5-coder:1.5b".to_owned(),
+                Some("small: 1.5B parameters (the model's name)".to_owned()),
+                true
+            ),
+        ]
+    );
 }

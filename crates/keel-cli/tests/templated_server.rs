@@ -116,7 +116,7 @@ async fn a_qwen_llama_server_is_driven_through_completion_with_a_grammar() {
     );
     assert!(server.requests().iter().all(|r| r.path != "/v1/chat/completions"));
     // `/props` is read once at start (context size and template) and once by the client.
-    assert_eq!(server.requests().iter().filter(|r| r.path == "/props").count(), 2);
+    assert_eq!(server.questions().iter().filter(|r| r.path == "/props").count(), 2);
 }
 
 /// Regression: a reply that looped inside a text-written call until the output limit

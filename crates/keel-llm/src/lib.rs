@@ -15,6 +15,7 @@ mod client;
 #[cfg(feature = "http")]
 mod config;
 mod error;
+pub mod facts;
 pub mod lenient;
 mod message;
 #[cfg(feature = "http")]
@@ -37,9 +38,7 @@ pub use message::{
 };
 #[cfg(feature = "http")]
 pub use transport::models::list_models;
-#[cfg(feature = "http")]
-pub use windows::server_props;
-pub use windows::{known_context_window, props_context_window};
+pub use windows::known_context_window;
 
 /// Re-exported so implementers and callers share one token type.
 pub use tokio_util::sync::CancellationToken;

@@ -62,9 +62,10 @@ pub enum CompactionOutcome {
     /// The older part was replaced by the model's summary.
     Compacted,
     /// The summary was rejected (too long, or the request failed): the oldest steps
-    /// were dropped instead, with a note.
+    /// were dropped instead, with a note (see `failure`).
     Dropped,
-    /// Nothing changed (crash, abort, nothing to compact); closed by repair or the loop.
+    /// Nothing changed (crash, abort, nothing to compact, or a compaction the user asked
+    /// for whose summary failed: see `failure`); closed by repair or the loop.
     Aborted,
     /// The whole conversation was replaced by the stuck turn's task and a note of what
     /// its first attempt changed (reason [`CompactionReason::Restart`]).
@@ -98,4 +99,7 @@ pub struct CompactionEnd {
     /// Tokens the summary request used.
     #[serde(default, skip_serializing_if = "Usage::is_zero")]
     pub usage: Usage,
+    /// Why no summary was used, when none was (`the summary request failed: …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }

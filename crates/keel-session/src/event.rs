@@ -146,6 +146,10 @@ pub struct RequestHeader {
     pub system_prompt: String,
     /// The tools offered.
     pub tools: Vec<ToolDefinition>,
+    /// The harness profile the requests are made with, and why (`small: 1.5B parameters
+    /// (the server's model list)`), when the embedder names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 /// Data of `turn/start`.
@@ -414,6 +418,7 @@ mod tests {
                 description: "d".into(),
                 parameters: RawValue::from_string(r#"{"type":"object"}"#.into()).unwrap(),
             }],
+            profile: Some("small: 1.5B parameters (the server's model list)".into()),
         }));
         round_trip(EventKind::TurnStart(TurnStart { turn: 1 }));
         round_trip(EventKind::TurnEnd(TurnEnd {

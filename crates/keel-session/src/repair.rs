@@ -56,6 +56,7 @@ pub fn closers(projection: &Projection) -> (Vec<EventKind>, RepairReport) {
             files_read: Vec::new(),
             files_changed: Vec::new(),
             usage: keel_llm::Usage::default(),
+            failure: None,
         }));
     }
     for call in projection.pending_calls() {

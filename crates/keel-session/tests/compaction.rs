@@ -30,6 +30,7 @@ fn end(outcome: CompactionOutcome, summary: &str, first_kept_seq: u64) -> EventK
         files_read: vec!["a.txt".into()],
         files_changed: vec![],
         usage: Default::default(),
+        failure: None,
     })
 }
 

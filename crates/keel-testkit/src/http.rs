@@ -186,7 +186,17 @@ struct Shared {
     queue: Mutex<VecDeque<MockResponse>>,
     requests: Mutex<Vec<HttpRequest>>,
     handler: Mutex<Option<Handler>>,
+    routes: Mutex<Vec<(String, String, MockResponse)>>,
     not_recording: AtomicBool,
+}
+
+/// Whether `request` asks what a server knows of its model (llama.cpp's `GET /props`,
+/// Ollama's `POST /api/show`, `GET …/models`) rather than for a reply: keel asks these
+/// at start-up, so they never take a scripted reply.
+fn asks_about_the_model(request: &HttpRequest) -> bool {
+    let path = request.path.split('?').next().unwrap_or_default();
+    (request.method == "GET" && (path.ends_with("/props") || path.ends_with("/models")))
+        || (request.method == "POST" && path.ends_with("/api/show"))
 }
 
 /// The mock server. Stops when dropped.
@@ -237,6 +247,14 @@ impl MockServer {
         self.shared.queue.lock().unwrap().push_back(response);
     }
 
+    /// Answers every `method` request for `path` with `response`, before the queue and
+    /// the handler. Without one, the questions keel asks a server about its model
+    /// (`GET /props`, `POST /api/show`, `GET …/models`) go to the handler, or are
+    /// answered 404 as by a server that has no such route; they never take from the queue.
+    pub fn route(&self, method: &str, path: &str, response: MockResponse) {
+        self.shared.routes.lock().unwrap().push((method.to_owned(), path.to_owned(), response));
+    }
+
     /// Answers every request with `handler` (the queue is used first while not empty).
     pub fn set_handler(&self, handler: impl Fn(&HttpRequest) -> MockResponse + Send + Sync + 'static) {
         *self.shared.handler.lock().unwrap() = Some(Arc::new(handler));
@@ -247,14 +265,21 @@ impl MockServer {
         self.shared.not_recording.store(true, Ordering::Relaxed);
     }
 
-    /// Every request received so far.
+    /// Every request received so far, but for the questions about the model (see
+    /// [`MockServer::questions`]): the requests the script answers, in order.
     pub fn requests(&self) -> Vec<HttpRequest> {
-        self.shared.requests.lock().unwrap().clone()
+        self.shared.requests.lock().unwrap().iter().filter(|r| !asks_about_the_model(r)).cloned().collect()
     }
 
-    /// How many requests arrived.
+    /// The questions about the model received so far (`GET /props`, `POST /api/show`,
+    /// `GET …/models`).
+    pub fn questions(&self) -> Vec<HttpRequest> {
+        self.shared.requests.lock().unwrap().iter().filter(|r| asks_about_the_model(r)).cloned().collect()
+    }
+
+    /// How many requests arrived, but for the questions about the model.
     pub fn request_count(&self) -> usize {
-        self.shared.requests.lock().unwrap().len()
+        self.shared.requests.lock().unwrap().iter().filter(|r| !asks_about_the_model(r)).count()
     }
 }
 
@@ -320,10 +345,22 @@ fn reason(status: u16) -> &'static str {
 async fn serve(mut stream: TcpStream, shared: Arc<Shared>) -> std::io::Result<()> {
     let mut buf = Vec::new();
     while let Some(request) = read_request(&mut stream, &mut buf).await? {
-        let queued = shared.queue.lock().unwrap().pop_front();
-        let response = match queued {
-            Some(response) => response,
-            None => match shared.handler.lock().unwrap().clone() {
+        let routed = shared.routes.lock().unwrap().iter().find_map(|(method, path, response)| {
+            (*method == request.method && *path == request.path).then(|| response.clone())
+        });
+        let handler = shared.handler.lock().unwrap().clone();
+        let queued = match (&routed, &handler) {
+            (Some(_), _) => None,
+            (None, _) if asks_about_the_model(&request) => None,
+            (None, _) => shared.queue.lock().unwrap().pop_front(),
+        };
+        let response = match (routed, queued) {
+            (Some(response), _) | (None, Some(response)) => response,
+            (None, None) if asks_about_the_model(&request) && handler.is_none() => MockResponse::json(
+                404,
+                &serde_json::json!({"error": {"message": "mock server: no such route"}}),
+            ),
+            (None, None) => match handler {
                 Some(handler) => handler(&request),
                 None => MockResponse::json(
                     500,

@@ -189,10 +189,9 @@ impl Compactor<'_> {
             return Ok(Some(end));
         }
         let user_budget = self.limits.keep_tokens() / 2;
-        let dropped = |why: &str| plan::summary_message(&older, user_budget, Err(why), self.tools);
-        let (outcome, text, usage) = match summary {
-            Ok((summary, usage)) if summary.trim().is_empty() => {
-                (CompactionOutcome::Dropped, dropped("the summary was empty"), usage)
+        let (summary, usage) = match summary {
+            Ok((summary, _)) if summary.trim().is_empty() => {
+                (Err("the summary was empty".to_owned()), Usage::default())
             }
             Ok((summary, usage)) => {
                 let text = plan::summary_message(&older, user_budget, Ok(&summary), self.tools);
@@ -200,23 +199,40 @@ impl Compactor<'_> {
                 if plan::text_tokens(&text) < plan::messages_tokens(&older)
                     && after <= self.limits.threshold() * 9 / 10
                 {
-                    (CompactionOutcome::Compacted, text, usage)
+                    (Ok(text), usage)
                 } else {
-                    (CompactionOutcome::Dropped, dropped("the summary left too little room"), usage)
+                    (Err("the summary left too little room".to_owned()), usage)
                 }
             }
-            Err(why) => (CompactionOutcome::Dropped, dropped(&why), Usage::default()),
+            Err(why) => (Err(why), Usage::default()),
         };
-        let (files_read, files_changed) = plan::files_touched(&older, self.tools);
-        let end = CompactionEnd {
-            outcome,
-            tokens_after: overhead + plan::text_tokens(&text) + kept_tokens,
-            summary: text,
-            first_kept_seq,
-            tokens_before,
-            files_read,
-            files_changed,
-            usage,
+        let end = match summary {
+            // A compaction the user asked for never drops history: it says why and
+            // leaves the conversation as it was.
+            Err(why) if reason == CompactionReason::Manual => {
+                CompactionEnd { failure: Some(why), ..aborted(tokens_before, usage) }
+            }
+            summary => {
+                let (outcome, text, failure) = match summary {
+                    Ok(text) => (CompactionOutcome::Compacted, text, None),
+                    Err(why) => {
+                        let text = plan::summary_message(&older, user_budget, Err(&why), self.tools);
+                        (CompactionOutcome::Dropped, text, Some(why))
+                    }
+                };
+                let (files_read, files_changed) = plan::files_touched(&older, self.tools);
+                CompactionEnd {
+                    outcome,
+                    tokens_after: overhead + plan::text_tokens(&text) + kept_tokens,
+                    summary: text,
+                    first_kept_seq,
+                    tokens_before,
+                    files_read,
+                    files_changed,
+                    usage,
+                    failure,
+                }
+            }
         };
         self.log(EventKind::CompactionEnd(end.clone()))?;
         Ok(Some(end))
@@ -264,6 +280,7 @@ fn aborted(tokens_before: u64, usage: Usage) -> CompactionEnd {
         files_read: Vec::new(),
         files_changed: Vec::new(),
         usage,
+        failure: None,
     }
 }
 
@@ -299,11 +316,22 @@ impl crate::Agent {
         let tools = self.tools_for(ctx);
         let limits = self
             .limits(ctx)
-            .unwrap_or_else(|| guessed_limits(context_tokens(session, system, tools.definitions())));
+            .unwrap_or_else(|| assumed_limits(context_tokens(session, system, tools.definitions())));
         let mut compactor = Compactor { model: &**model, system, tools, session, sink, cancel, limits };
         Ok(compactor.compact(CompactionReason::Manual, focus).await?)
     }
 }
+
+/// The window assumed for a compaction asked for while the model's window is unknown:
+/// [`ASSUMED_WINDOW`] tokens, or twice the context in use if that is more (the model has
+/// just taken all of it, so the older part fits; the summary gets room beside it).
+pub(crate) fn assumed_limits(used: u64) -> Limits {
+    Limits { window: used.saturating_mul(2).max(ASSUMED_WINDOW), compact_at: 0.8, keep: 0.2 }
+}
+
+/// The smallest window assumed for a model whose window is unknown (documented in
+/// the README under `context_window`).
+pub const ASSUMED_WINDOW: u64 = 8192;
 
 /// Limits for a model whose window is unknown, from the context in use (which is at
 /// or past the window when the provider says it overflowed).

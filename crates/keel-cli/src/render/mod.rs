@@ -353,15 +353,19 @@ pub fn compaction_text(end: &keel_session::CompactionEnd) -> String {
             thousands(end.tokens_after)
         ),
         keel_session::CompactionOutcome::Dropped => format!(
-            "  context compacted: ~{} → ~{} tokens (older steps dropped: no usable summary)",
+            "  context compacted: ~{} → ~{} tokens (older steps dropped: {})",
             thousands(end.tokens_before),
-            thousands(end.tokens_after)
+            thousands(end.tokens_after),
+            end.failure.as_deref().unwrap_or("no usable summary")
         ),
         keel_session::CompactionOutcome::Restarted => {
             "  stuck: starting the task again from your request with a fresh context (files stay as they are)"
                 .to_owned()
         }
-        _ => "  compaction stopped; the conversation is unchanged".to_owned(),
+        _ => match &end.failure {
+            Some(why) => format!("  no summary ({why}); the conversation is unchanged"),
+            None => "  compaction stopped; the conversation is unchanged".to_owned(),
+        },
     }
 }
 

@@ -100,7 +100,7 @@ fn config_error(message: String) -> ModelError {
 }
 
 /// `config`'s headers, the API's own and the key, parsed once.
-fn headers(
+pub(crate) fn headers(
     config: &ProviderConfig,
     auth: Auth,
     api_headers: &[(&'static str, String)],
