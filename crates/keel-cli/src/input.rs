@@ -15,10 +15,51 @@ use tokio::sync::{mpsc, oneshot};
 use crate::render::Terminal;
 use crate::render::format::clip;
 
+/// What the user gave a permission question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reply {
+    /// One of the one-key answers (`y`, `a`, `s`), typed first.
+    Key(u8),
+    /// A whole line.
+    Line(String),
+    /// The line typed after `n`: what to do instead (empty: just no).
+    Instead(String),
+}
+
+/// What the reader thread sends: a finished line, or a one-key answer.
+enum Typed {
+    Line(String),
+    Key(u8),
+}
+
+/// The answer a reply gives: `y`, `a`, `s` (keys or words), a bare Enter or `n`/`no` a
+/// plain no, other words a no with those words for the model.
+fn answer(reply: Reply) -> AskAnswer {
+    let words = match reply {
+        Reply::Key(b'y') => return AskAnswer::Allow,
+        Reply::Key(b'a') => return AskAnswer::AllowAlways,
+        Reply::Key(_) => return AskAnswer::DenyAndStop,
+        Reply::Instead(words) => words,
+        Reply::Line(line) => match line.trim().to_lowercase().as_str() {
+            "y" | "yes" => return AskAnswer::Allow,
+            "a" | "always" => return AskAnswer::AllowAlways,
+            "s" | "stop" => return AskAnswer::DenyAndStop,
+            "" | "n" | "no" => return AskAnswer::Deny,
+            _ => line,
+        },
+    };
+    match words.trim() {
+        "" => AskAnswer::Deny,
+        words => AskAnswer::DenyWithWords(words.to_owned()),
+    }
+}
+
 /// Routes typed lines during a turn.
 #[derive(Default)]
 pub struct TurnInput {
-    pending: Mutex<Option<oneshot::Sender<String>>>,
+    pending: Mutex<Option<oneshot::Sender<Reply>>>,
+    /// `n` was pressed at the question: the next line says what to do instead.
+    instead: AtomicBool,
     /// True while a reader is attached (a question can be answered).
     attached: AtomicBool,
     /// Keys are read without the terminal's echo: keel shows typed lines itself.
@@ -31,21 +72,46 @@ impl TurnInput {
         Arc::new(Self::default())
     }
 
-    /// Delivers a typed line: to a waiting question, else as steering input.
-    fn deliver(&self, line: String, inbox: &Inbox, terminal: &Terminal) {
+    /// Whether a permission question waits for its answer.
+    fn asking(&self) -> bool {
+        self.pending.lock().is_ok_and(|p| p.is_some())
+    }
+
+    /// Delivers what was typed: to a waiting question, else (a line) as steering input.
+    fn deliver(&self, typed: Typed, inbox: &Inbox, terminal: &Terminal) {
         let waiting = self.pending.lock().ok().and_then(|mut p| p.take());
-        match waiting {
-            Some(sender) => {
-                if self.typing.load(Ordering::Relaxed) {
-                    terminal.line(&format!("  › {line}"));
+        match (waiting, typed) {
+            (Some(sender), Typed::Key(b'n')) => {
+                // Not answered yet: the next line says what to do instead.
+                if let Ok(mut pending) = self.pending.lock() {
+                    *pending = Some(sender);
                 }
-                let _ = sender.send(line);
+                self.instead.store(true, Ordering::Relaxed);
+                terminal.line("  › no · what should it do instead? (Enter: just no)");
             }
-            None if line.trim().is_empty() => {}
-            None => {
-                terminal.line(&format!("  ↳ queued for the next step: {}", clip(&line, 80)));
+            (Some(sender), Typed::Key(key)) => {
+                let shown = match key {
+                    b'y' => "yes",
+                    b'a' => "always",
+                    _ => "stop",
+                };
+                terminal.line(&format!("  › {shown}"));
+                let _ = sender.send(Reply::Key(key));
+            }
+            (Some(sender), Typed::Line(line)) => {
+                if self.typing.load(Ordering::Relaxed) {
+                    terminal.line(&format!("  › {}", clip(&line.replace('\n', " ⏎ "), 200)));
+                }
+                let instead = self.instead.swap(false, Ordering::Relaxed);
+                let _ = sender.send(if instead { Reply::Instead(line) } else { Reply::Line(line) });
+            }
+            (None, Typed::Line(line)) if line.trim().is_empty() => {}
+            (None, Typed::Line(line)) => {
+                terminal
+                    .line(&format!("  ↳ queued for the next step: {}", clip(&line.replace('\n', " ⏎ "), 80)));
                 inbox.steer(line);
             }
+            (None, Typed::Key(_)) => {}
         }
     }
 
@@ -68,6 +134,7 @@ impl TurnInput {
                     return AskAnswer::Deny;
                 }
                 let (sender, receiver) = oneshot::channel();
+                input.instead.store(false, Ordering::Relaxed);
                 if let Ok(mut pending) = input.pending.lock() {
                     *pending = Some(sender);
                 }
@@ -83,12 +150,7 @@ impl TurnInput {
                     terminal.line(&line);
                 }
                 // Anything but an explicit yes (Enter included) is a no.
-                match receiver.await.map(|answer| answer.trim().to_lowercase()) {
-                    Ok(answer) if answer == "y" || answer == "yes" => AskAnswer::Allow,
-                    Ok(answer) if answer == "a" || answer == "always" => AskAnswer::AllowAlways,
-                    Ok(answer) if answer == "s" || answer == "stop" => AskAnswer::DenyAndStop,
-                    _ => AskAnswer::Deny,
-                }
+                receiver.await.map_or(AskAnswer::Deny, answer)
             })
         })
     }
@@ -107,22 +169,24 @@ impl LineReader {
     /// Reads lines from `source` (stdin or /dev/tty) and routes them through `input`.
     pub fn start(source: File, input: Arc<TurnInput>, inbox: Inbox, terminal: Arc<Terminal>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
-        let (sender, mut receiver) = mpsc::unbounded_channel::<String>();
+        let (sender, mut receiver) = mpsc::unbounded_channel::<Typed>();
         let thread_stop = Arc::clone(&stop);
         // Typed text is shown by keel only where the spinner is drawn.
         let typing = terminal.draws() && crate::typing::start(&source);
         input.typing.store(typing, Ordering::Relaxed);
         let shown = typing.then(|| Arc::clone(&terminal));
         let kept = Arc::clone(&terminal);
+        // One-key answers need keys one by one, as typing mode reads them.
+        let keys = typing.then(|| Arc::clone(&input));
         let thread = std::thread::Builder::new()
             .name("keel-input".into())
-            .spawn(move || read_lines(source, &thread_stop, &sender, shown.as_deref()))
+            .spawn(move || read_lines(source, &thread_stop, &sender, shown.as_deref(), keys.as_deref()))
             .ok();
         input.attached.store(thread.is_some(), Ordering::Relaxed);
         let router = Arc::clone(&input);
         let task = tokio::spawn(async move {
-            while let Some(line) = receiver.recv().await {
-                router.deliver(line, &inbox, &terminal);
+            while let Some(typed) = receiver.recv().await {
+                router.deliver(typed, &inbox, &terminal);
             }
         });
         LineReader { stop, thread, task, input, terminal: kept }
@@ -154,12 +218,14 @@ impl Drop for LineReader {
 }
 
 /// Reads keys until `stop`, sending finished lines; with `shown`, the line being typed is
-/// drawn there after each key.
+/// drawn there after each key; with `keys`, a question's one-key answers (`y`, `a`, `s`,
+/// `n`) typed first are sent at once.
 fn read_lines(
     mut source: File,
     stop: &AtomicBool,
-    sender: &mpsc::UnboundedSender<String>,
+    sender: &mpsc::UnboundedSender<Typed>,
     shown: Option<&Terminal>,
+    keys: Option<&TurnInput>,
 ) -> String {
     let mut editor = crate::typing::LineEditor::default();
     let mut buf = [0u8; 4096];
@@ -181,21 +247,40 @@ fn read_lines(
             std::thread::sleep(Duration::from_millis(50));
             continue;
         }
-        match source.read(&mut buf) {
+        let n = match source.read(&mut buf) {
             Ok(0) | Err(_) => return editor.current(),
-            Ok(n) => {
-                for line in editor.feed(&buf[..n]) {
-                    if sender.send(line).is_err() {
-                        return editor.current();
-                    }
-                }
-                if let Some(terminal) = shown {
-                    terminal.typing(&editor.current());
-                }
+            Ok(n) => n,
+        };
+        let mut bytes = &buf[..n];
+        if let Some(input) = keys
+            && let Some(key) = one_key(bytes[0])
+            && editor.is_idle()
+            && input.asking()
+            && !input.instead.load(Ordering::Relaxed)
+        {
+            if sender.send(Typed::Key(key)).is_err() {
+                return editor.current();
             }
+            bytes = &bytes[1..];
+        }
+        for line in editor.feed(bytes) {
+            if sender.send(Typed::Line(line)).is_err() {
+                return editor.current();
+            }
+        }
+        if let Some(terminal) = shown {
+            terminal.typing(&editor.current().replace('\n', " ⏎ "));
         }
     }
     editor.current()
+}
+
+/// The one-key answer a key gives at a permission question.
+fn one_key(byte: u8) -> Option<u8> {
+    match byte.to_ascii_lowercase() {
+        key @ (b'y' | b'a' | b's' | b'n') => Some(key),
+        _ => None,
+    }
 }
 
 /// The terminal to read typed lines from: stdin if it is one, else /dev/tty.
@@ -206,4 +291,29 @@ pub fn terminal_source() -> Option<File> {
         return Some(File::from(fd));
     }
     File::open("/dev/tty").ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_answer_as_the_question_says() {
+        assert_eq!(answer(Reply::Key(b'y')), AskAnswer::Allow);
+        assert_eq!(answer(Reply::Key(b'a')), AskAnswer::AllowAlways);
+        assert_eq!(answer(Reply::Key(b's')), AskAnswer::DenyAndStop);
+        assert_eq!(answer(Reply::Instead(String::new())), AskAnswer::Deny);
+        assert_eq!(
+            answer(Reply::Instead(" run the tests first ".into())),
+            AskAnswer::DenyWithWords("run the tests first".into())
+        );
+        assert_eq!(answer(Reply::Line("".into())), AskAnswer::Deny);
+        assert_eq!(answer(Reply::Line("No".into())), AskAnswer::Deny);
+        assert_eq!(answer(Reply::Line("YES".into())), AskAnswer::Allow);
+        // Issue 32: words at the question were a plain no, and the model never saw them.
+        assert_eq!(
+            answer(Reply::Line("also summarize the log".into())),
+            AskAnswer::DenyWithWords("also summarize the log".into())
+        );
+    }
 }

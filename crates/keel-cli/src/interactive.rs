@@ -6,7 +6,7 @@ use std::time::Instant;
 use keel_agent::{Agent, SessionContext};
 use keel_llm::CancellationToken;
 use keel_session::{JsonlStore, SessionStore};
-use reedline::{DefaultPrompt, DefaultPromptSegment, FileBackedHistory, Reedline, Signal};
+use reedline::Signal;
 
 use crate::cli::Cli;
 use crate::config::{self, ModelSettings, Settings};
@@ -459,12 +459,8 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         repl.show_last_exchange();
     }
 
-    let history = FileBackedHistory::with_file(10_000, crate::paths::history_file()).ok();
-    let mut editor = Reedline::create();
-    if let Some(history) = history {
-        editor = editor.with_history(Box::new(history));
-    }
-    let prompt = DefaultPrompt::new(DefaultPromptSegment::Basic("keel".into()), DefaultPromptSegment::Empty);
+    let mut editor = crate::line_editor::editor();
+    let prompt = crate::line_editor::prompt();
     let mut last_was_ctrl_c = false;
     crate::signals::watch_terminal();
     loop {
@@ -476,7 +472,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         match signal {
             Ok(Signal::Success(line)) => {
                 last_was_ctrl_c = false;
-                let line = line.trim().to_owned();
+                let line = crate::line_editor::message(&line);
                 if line.is_empty() {
                     continue;
                 }

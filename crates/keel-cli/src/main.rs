@@ -7,6 +7,7 @@ mod config;
 mod doctor;
 mod input;
 mod interactive;
+mod line_editor;
 mod local;
 mod mcp;
 mod paths;

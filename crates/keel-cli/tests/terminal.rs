@@ -208,8 +208,8 @@ async fn a_misspelled_subcommand_is_an_error_with_a_suggestion() {
 }
 
 /// Under a pseudo-terminal: a 300-character command is shown whole; an edit's diff comes
-/// before the question; [a]lways offers and adds its rule; a configured allow rule runs
-/// without a question.
+/// before the question; one key answers (`y`, `a`: no Enter); [a]lways offers and adds its
+/// rule; a configured allow rule runs without a question.
 #[tokio::test(flavor = "multi_thread")]
 async fn approvals_show_everything_before_the_question() {
     if !pty::has_script() {
@@ -243,10 +243,11 @@ async fn approvals_show_everything_before_the_question() {
         let terminal = pty::Terminal::start(script);
         terminal.wait_for("/help for commands", 1);
         terminal.type_line("Change the greeting");
-        terminal.wait_for("(Enter: no)", 1);
-        terminal.type_line("y");
-        terminal.wait_for("(Enter: no)", 2);
-        terminal.type_line("a");
+        terminal.wait_for("Enter: no ·", 1);
+        // One key answers: no Enter.
+        terminal.keys("y");
+        terminal.wait_for("Enter: no ·", 2);
+        terminal.keys("a");
         terminal.wait_for("All done.", 1);
         terminal.wait_for("completed", 1);
         terminal.type_line("/quit");
@@ -272,16 +273,82 @@ async fn approvals_show_everything_before_the_question() {
     let expected = "    hello.py  (in ";
     assert!(edit.contains(expected), "{edit}");
     let diff = edit.find("    -print('hello from keel')\n    +print('hello, world')").expect(edit);
-    let choices = edit.find("[y]es  [a]lways: edit_file(./*.py)  [n]o  [s]top  (Enter: no)").expect(edit);
+    let choices =
+        edit.find("[y]es  [a]lways: edit_file(./*.py)  [n]o  [s]top\n  one key · Enter: no").expect(edit);
     assert!(diff < choices, "{edit}");
     // [a]lways covered the second edit; the config's rule the echo: no more questions.
-    assert_eq!(screen.matches("(Enter: no)").count(), 2, "{screen}");
+    assert_eq!(screen.matches("Enter: no ·").count(), 2, "{screen}");
     assert_eq!(std::fs::read_to_string(env.workspace().join("hello.py")).unwrap(), "print('hello, keel')\n");
     assert!(
         tool_results(&server, 4).last().unwrap().starts_with("allowed"),
         "{:?}",
         tool_results(&server, 4)
     );
+}
+
+/// Issue 32: a pasted four-line traceback sent four turns, and words typed at an
+/// approval question were a plain no the model never saw. Now a paste (bracketed) is one
+/// message, `\` + Enter goes on to a next line, `n` then words and words alone are a no
+/// with what to do instead, which the model gets.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paste_is_one_message_and_words_at_a_question_reach_the_model() {
+    if !pty::has_script() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is not installed");
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(calls(&[("c1", "shell", r#"{"command":"rm -rf build"}"#)]));
+    server.push(calls(&[("c2", "shell", r#"{"command":"rm -rf dist"}"#)]));
+    server.push(answer("Understood."));
+    server.push(answer("Two lines."));
+    let script = pty::under_script(&env.keel(&server.base_url()), "--permission ask");
+    let terminal = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.keys(
+            "\x1b[200~Traceback (most recent call last):\r  File \"a.py\", line 1\rValueError: boom\x1b[201~",
+        );
+        terminal.keys(" why?\r");
+        terminal.wait_for("Enter: no ·", 1);
+        terminal.keys("please keep build\r");
+        terminal.wait_for("Enter: no ·", 2);
+        terminal.keys("n");
+        terminal.wait_for("what should it do instead?", 1);
+        terminal.keys("list dist first\r");
+        terminal.wait_for("completed", 1);
+        terminal.keys("first line \\\r");
+        terminal.keys("second line\r");
+        terminal.wait_for("completed", 2);
+        terminal.type_line("/quit");
+        terminal
+    })
+    .await
+    .unwrap();
+    let mut terminal = terminal;
+    let status = terminal.child.wait().unwrap();
+    let screen = pty::plain(&terminal.text());
+    assert!(status.success(), "{screen}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "one turn for the paste, one for the continued line: {screen}");
+    let first = requests[0].json();
+    let users: Vec<&str> = first["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    let task = users.last().unwrap();
+    assert!(
+        task.contains("Traceback (most recent call last):\n  File \"a.py\", line 1\nValueError: boom why?"),
+        "{task}"
+    );
+    let refusals = tool_results(&server, 2);
+    assert!(refusals[0].contains("declined `shell` and said instead:\nplease keep build"), "{refusals:?}");
+    assert!(refusals[1].contains("declined `shell` and said instead:\nlist dist first"), "{refusals:?}");
+    let last = requests[3].json().to_string();
+    assert!(last.contains("first line \\nsecond line"), "{last}");
 }
 
 /// `/undo` puts back what the last turn wrote and edited (and says shell effects stay);

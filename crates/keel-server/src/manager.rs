@@ -51,6 +51,9 @@ pub enum Signal {
         id: Option<u64>,
         /// `allow`, `always`, `deny` or `stop`.
         answer: String,
+        /// With `deny`: what the user said to do instead, for the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
     },
 }
 
@@ -473,16 +476,29 @@ fn apply(live: &Live, signal: Signal) -> Result<(), ApiError> {
     match signal {
         Signal::Abort => live.abort(),
         Signal::Steer(text) => live.steer(text),
-        Signal::Answer { id, answer } => live.answer(id, parse_answer(&answer)?),
+        Signal::Answer { id, answer, message } => live.answer(id, parse_answer(&answer, message)?),
     }
 }
 
-/// An answer's word as the permission policy takes it.
-pub(crate) fn parse_answer(answer: &str) -> Result<AskAnswer, ApiError> {
+/// Most characters of what a user says instead of a call.
+const MESSAGE_LIMIT: usize = 8_000;
+
+/// An answer's word (and, with `deny`, what the user said instead) as the permission
+/// policy takes it.
+pub(crate) fn parse_answer(answer: &str, message: Option<String>) -> Result<AskAnswer, ApiError> {
+    let message = message.filter(|m| !m.trim().is_empty());
+    if let Some(message) = &message {
+        if answer != "deny" {
+            return Err(ApiError::bad_request("a message goes only with the answer `deny`"));
+        }
+        if message.chars().count() > MESSAGE_LIMIT {
+            return Err(ApiError::bad_request(format!("the message is over {MESSAGE_LIMIT} characters")));
+        }
+    }
     match answer {
         "allow" => Ok(AskAnswer::Allow),
         "always" => Ok(AskAnswer::AllowAlways),
-        "deny" => Ok(AskAnswer::Deny),
+        "deny" => Ok(message.map_or(AskAnswer::Deny, AskAnswer::DenyWithWords)),
         "stop" => Ok(AskAnswer::DenyAndStop),
         other => Err(ApiError::bad_request(format!("answer `{other}`: use allow, always, deny or stop"))),
     }

@@ -151,6 +151,9 @@ pub struct PermissionBody {
     id: Option<u64>,
     /// `allow`, `always`, `deny` or `stop`.
     answer: String,
+    /// With `deny`: what the user said to do instead (the model gets it with the refusal).
+    #[serde(default)]
+    message: Option<String>,
 }
 
 /// `POST /v1/sessions/{id}/permission`.
@@ -159,8 +162,8 @@ pub async fn permission(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<PermissionBody>,
 ) -> Result<Response, ApiError> {
-    parse_answer(&body.answer)?;
-    let signal = Signal::Answer { id: body.id, answer: body.answer };
+    parse_answer(&body.answer, body.message.clone())?;
+    let signal = Signal::Answer { id: body.id, answer: body.answer, message: body.message };
     app.manager.signal(&id, signal).await.map_err(|e| {
         if e.code == "no_turn" {
             ApiError::conflict("no_question", "no permission question is pending")

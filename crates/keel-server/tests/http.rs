@@ -136,6 +136,30 @@ async fn a_permission_question_is_asked_on_the_stream_and_answered_over_http() {
     assert!(result.data["data"].get("is_error").is_none(), "the call ran: {result:?}");
 }
 
+/// A no with words: the model gets what the user said to do instead; words go only with
+/// `deny`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_with_words_reaches_the_model() {
+    let model = ScriptedModel::new([reply().call("bump", "{}"), reply().text("ok, not bumping")]);
+    let server = start(model).await;
+    let id = server.session(json!({"permission": "ask"})).await;
+    let mut sse = server.events(&id, None).await;
+    server.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "bump"})).await;
+    let asked = sse.until("permission/ask").await;
+    let qid = asked.last().unwrap().data["data"]["id"].as_u64().unwrap();
+    let path = format!("/v1/sessions/{id}/permission");
+    let (status, body) = server.post(&path, json!({"id": qid, "answer": "allow", "message": "hm"})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("bad_request")), "{body}");
+    let (status, _) = server
+        .post(&path, json!({"id": qid, "answer": "deny", "message": "bump the minor version instead"}))
+        .await;
+    assert_eq!(status, 204);
+    let rest = sse.until("turn/end").await;
+    let result = rest.iter().find(|e| e.kind() == "tool/result").unwrap();
+    let content = result.data["data"]["content"].as_str().unwrap();
+    assert!(content.contains("said instead:\nbump the minor version instead"), "{content}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_without_the_token_are_refused() {
     let server = start(ScriptedModel::new([])).await;

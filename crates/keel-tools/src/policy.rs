@@ -45,7 +45,7 @@ impl PermissionMode {
 }
 
 /// The user's answer to a permission question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AskAnswer {
     /// Run this call.
     Allow,
@@ -56,6 +56,9 @@ pub enum AskAnswer {
     Deny,
     /// Do not run it and stop the turn.
     DenyAndStop,
+    /// Do not run it; the turn goes on with what the user said to do instead, which the
+    /// model gets with the refusal.
+    DenyWithWords(String),
 }
 
 /// What the user is asked about.
@@ -342,6 +345,11 @@ impl PermissionPolicy {
             AskAnswer::DenyAndStop => HookDecision::DenyAndStop {
                 reason: format!("The user declined `{}` and stopped the turn.", call.name),
             },
+            AskAnswer::DenyWithWords(words) => self.deny(format!(
+                "The user declined `{}` and said instead:\n{}\nDo what they said.",
+                call.name,
+                words.trim()
+            )),
         }
     }
 }

