@@ -78,6 +78,10 @@ fn definition(order: [usize; 4]) -> Option<ToolDefinition> {
     })
 }
 
+/// Most tokens a reading's reply may take: the call is a few dozen; a model that runs on
+/// past it (llama-server let a 1.5B model write thousands) is cut off.
+const MAX_REPLY_TOKENS: u32 = 256;
+
 /// The request with the questions in `order`, as logged: everything needed to send it
 /// again.
 pub fn request_record(task: &str, order: [usize; 4]) -> ModelAside {
@@ -90,6 +94,7 @@ pub fn request_record(task: &str, order: [usize; 4]) -> ModelAside {
         tools: definition(order).into_iter().collect(),
         tool_choice: ToolChoice::Required,
         temperature: serde_json::Number::from_f64(0.0),
+        max_tokens: Some(MAX_REPLY_TOKENS),
         reply: None,
         error: None,
     }
@@ -138,8 +143,10 @@ async fn read_once(
     let mut record = request_record(task, order);
     let (system, tools) = (record.system.clone(), record.tools.clone());
     let messages = [Message::User(UserMessage { content: record.prompt.clone() })];
-    let request =
-        ModelRequest::new(&system, &messages, &tools).tool_choice(ToolChoice::Required).temperature(0.0);
+    let request = ModelRequest::new(&system, &messages, &tools)
+        .tool_choice(ToolChoice::Required)
+        .temperature(0.0)
+        .max_tokens(MAX_REPLY_TOKENS);
     let mut stream = model.stream(request, cancel);
     let mut reply = None;
     while let Some(item) = stream.next().await {

@@ -60,8 +60,17 @@ pub async fn model(settings: &mut Settings, progress: bool) -> Result<Arc<dyn Mo
             return Ok(model);
         }
     };
+    let facts = model_facts(&config, &settings.layer).await;
+    // A server of no preset that answers as llama.cpp is driven as the llamacpp preset:
+    // calls written as text are read, and its template may choose the templated route.
+    if facts.props.as_ref().is_some_and(keel_llm::facts::is_llama_cpp)
+        && Preset::find(&config.provider).is_none()
+    {
+        config.provider = "llamacpp".to_owned();
+        config.text_tool_calls = settings.layer.text_tool_calls.unwrap_or(true);
+        config.thoughts_as_reasoning = settings.layer.thoughts_as_reasoning.unwrap_or(true);
+    }
     let undecided = crate::config::route_undecided(&config, &settings.layer);
-    let facts = model_facts(&config, &settings.layer, undecided).await;
     if settings.layer.context_window.is_none() {
         config.context_window = facts.context_window.or(config.context_window);
     }
@@ -86,12 +95,14 @@ pub async fn model(settings: &mut Settings, progress: bool) -> Result<Arc<dyn Mo
 
 /// What is known of `config`'s model: its server is asked when it is not a hosted
 /// preset at its own address and something is left to learn (the window, the size, the
-/// route); the model's name fills the rest.
-pub async fn model_facts(config: &ProviderConfig, layer: &Layer, route_undecided: bool) -> ModelFacts {
+/// route, or what kind of server a custom address is); the model's name fills the rest.
+pub async fn model_facts(config: &ProviderConfig, layer: &Layer) -> ModelFacts {
     let named = ModelFacts::from_name(&config.model);
-    let hosted = Preset::find(&config.provider).is_some_and(|p| !p.local && p.base_url == config.base_url);
+    let preset = Preset::find(&config.provider);
+    let hosted = preset.is_some_and(|p| !p.local && p.base_url == config.base_url);
     let unknown = layer.context_window.is_none()
-        || route_undecided
+        || preset.is_none()
+        || crate::config::route_undecided(config, layer)
         || (layer.tool_profile.is_none() && named.billions.is_none());
     if hosted || !unknown {
         return named;

@@ -111,7 +111,8 @@ async fn ollamas_details_give_the_window_and_the_size() {
     assert!(compacted, "a 2,048-token window is full after the read: {stderr}");
 }
 
-/// A profile set in the config is kept whatever the server says.
+/// A profile and a window set in the config, on a preset's server: nothing is asked (a
+/// server of no preset is asked what kind it is).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_configured_profile_is_not_asked_about() {
     let env = Env::new();
@@ -119,7 +120,7 @@ async fn a_configured_profile_is_not_asked_about() {
     answering(&server, "Hello.");
     std::fs::write(env.root.path().join("config/config.toml"), "context_window = 8192\n").unwrap();
     let mut keel = env.keel(&server.base_url());
-    keel.args(["--tool-profile", "full", "Say hello."]);
+    keel.args(["--provider", "ollama", "--model", "mine", "--tool-profile", "full", "Say hello."]);
     let out = output(keel).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(headers(&env).remove(0).profile.as_deref(), Some("full: set in the config"));

@@ -165,3 +165,47 @@ async fn a_call_cut_off_by_the_output_limit_is_answered_not_taken_as_the_answer(
         "{prompt}"
     );
 }
+
+/// The same llama-server behind a plain `--base-url` (no preset, a name that says
+/// nothing): its `/props` says it is llama.cpp, so it is driven as the llamacpp preset
+/// — the templated route with its grammar — and the small profile follows the size its
+/// model list counts. Through plain Chat Completions the 1.5B model wrote its calls as
+/// JSON in a code block, which nothing ran.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_llama_server_behind_a_plain_base_url_is_recognized() {
+    let env = Env::new();
+    let server = MockServer::start().await;
+    let template = qwen_template();
+    server.set_handler(move |request| match (request.method.as_str(), request.path.as_str()) {
+        ("GET", "/props") => props(&template),
+        ("GET", "/v1/models") => MockResponse::json(
+            200,
+            &json!({"data": [{"id": "default", "meta": {"n_params": 1_777_088_000u64}}]}),
+        ),
+        ("POST", "/completion") if intent(request, "change").is_some() => intent(request, "change").unwrap(),
+        ("POST", "/completion") => MockResponse::json(
+            200,
+            &json!({"content": "<tool_call>\n{\"name\": \"answer\", \"arguments\": {\"text\": \"Hello.\"}}\n</tool_call>",
+                    "stop_type": "eos"}),
+        ),
+        _ => MockResponse::json(404, &json!({"error": "not found"})),
+    });
+    let mut keel = env.keel(&server.base_url());
+    keel.arg("Say hello.");
+    let out = output(keel).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(text(&out.stdout).contains("Hello."), "{}", text(&out.stdout));
+    assert!(!conversation(&server).is_empty(), "driven through /completion");
+    assert!(server.requests().iter().all(|r| r.path != "/v1/chat/completions"));
+    let header = env
+        .session_events()
+        .into_iter()
+        .find_map(|e| match e.kind {
+            keel_session::EventKind::RequestHeader(h) => Some(h),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(header.provider, "llamacpp");
+    assert_eq!(header.profile.as_deref(), Some("small: 1.8B parameters (the server's model list)"));
+}

@@ -66,6 +66,9 @@ pub struct ModelRequest<'a> {
     /// A sampling temperature for this request alone, over the client's configured one
     /// (a tool's own model call that must copy text faithfully asks for a low one).
     pub temperature: Option<f32>,
+    /// A cap on this reply's tokens, below the client's configured one (a request that
+    /// wants a few words must not run on for thousands of tokens).
+    pub max_tokens: Option<u32>,
 }
 
 impl<'a> ModelRequest<'a> {
@@ -79,6 +82,7 @@ impl<'a> ModelRequest<'a> {
             tool_choice: ToolChoice::Auto,
             cache_key: None,
             temperature: None,
+            max_tokens: None,
         }
     }
 
@@ -98,6 +102,17 @@ impl<'a> ModelRequest<'a> {
     pub fn temperature(mut self, temperature: f32) -> Self {
         self.temperature = Some(temperature);
         self
+    }
+
+    /// Caps this reply's tokens (never above the client's configured cap).
+    pub fn max_tokens(mut self, tokens: u32) -> Self {
+        self.max_tokens = Some(tokens);
+        self
+    }
+
+    /// The reply's token cap: this request's, within `configured`.
+    pub fn token_cap(&self, configured: u32) -> u32 {
+        self.max_tokens.map_or(configured, |cap| cap.min(configured))
     }
 }
 

@@ -74,6 +74,11 @@ pub fn billions_from_name(name: &str) -> Option<f64> {
         .find(|b| b.is_finite() && *b > 0.0)
 }
 
+/// Whether a `/props` answer is llama.cpp's (its generation settings and slots).
+pub fn is_llama_cpp(props: &Value) -> bool {
+    props.get("default_generation_settings").is_some_and(Value::is_object)
+}
+
 /// `n_ctx` from a llama.cpp `/props` answer (per slot, where the server says so).
 pub fn props_context_window(props: &Value) -> Option<u64> {
     props
@@ -264,6 +269,8 @@ mod tests {
                 props: None
             }
         );
+        assert!(is_llama_cpp(&props));
+        assert!(!is_llama_cpp(&json!({"n_ctx": 4096})));
         assert_eq!(props_context_window(&json!({"n_ctx": 4096})), Some(4096));
         assert_eq!(props_context_window(&json!("<html>")), None);
         assert_eq!(props_context_window(&json!({"n_ctx": 0})), None);

@@ -129,7 +129,7 @@ impl TemplatedServer {
         };
         let mut body = json!({
             "prompt": prompt,
-            "n_predict": self.config.max_tokens,
+            "n_predict": request.token_cap(self.config.max_tokens),
             "cache_prompt": true,
             "stream": false,
         });

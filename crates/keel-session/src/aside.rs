@@ -29,6 +29,9 @@ pub struct ModelAside {
     /// The sampling temperature asked for, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<serde_json::Number>,
+    /// The cap on the reply's tokens asked for, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
     /// The reply, with its usage; `None` when the request failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<AssistantMessage>,

@@ -440,6 +440,7 @@ mod tests {
             }],
             tool_choice: keel_llm::ToolChoice::Required,
             temperature: serde_json::Number::from_f64(0.2),
+            max_tokens: Some(256),
             reply: Some(AssistantMessage {
                 content: vec![ContentBlock::Text { text: "x".into() }],
                 usage: Usage { input_tokens: 3, ..Usage::default() },

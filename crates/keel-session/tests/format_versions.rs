@@ -124,6 +124,7 @@ fn a_version_1_log_takes_version_2_and_3_events_and_loads_again() {
             tools: Vec::new(),
             tool_choice: keel_llm::ToolChoice::Required,
             temperature: None,
+            max_tokens: None,
             reply: Some(AssistantMessage {
                 usage: Usage { input_tokens: 7, ..Usage::default() },
                 ..AssistantMessage::default()

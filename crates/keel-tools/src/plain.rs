@@ -38,6 +38,7 @@ pub(crate) async fn ask(
         tools: Vec::new(),
         tool_choice: ToolChoice::None,
         temperature: serde_json::Number::from_f64(f64::from(temperature)),
+        max_tokens: None,
         reply: None,
         error: None,
     };

@@ -327,7 +327,9 @@ pub(crate) fn encode(
     me: &ModelInfo,
     tools: &RawValue,
 ) -> serde_json::Result<Vec<u8>> {
-    let mut thinking = thinking_param(config);
+    // A request capped below the configured reply (a few words) does not think.
+    let capped = request.token_cap(config.max_tokens) < config.max_tokens;
+    let mut thinking = thinking_param(config).filter(|_| !capped);
     let mut messages = turns(request.messages, me, thinking.is_some());
     if thinking.is_some() && continues_without_thinking(&messages) {
         // Without thinking in the request, no thinking goes with it either.
@@ -352,7 +354,7 @@ pub(crate) fn encode(
     };
     let body = Request {
         model: &config.model,
-        max_tokens: config.max_tokens,
+        max_tokens: request.token_cap(config.max_tokens),
         system,
         messages,
         tools: has_tools.then_some(tools),

@@ -239,3 +239,24 @@ fn ids_are_rewritten_the_same_way_on_calls_and_results() {
     assert_eq!(wire_id("functions.read_file:0"), "functions_read_file_0");
     assert_eq!(wire_id(""), "call");
 }
+
+/// A request capped to a few words (the task's intent) gets that cap and no thinking,
+/// whose budget could not fit; a cap above the configured one changes nothing.
+#[test]
+fn a_capped_request_is_capped_and_does_not_think() {
+    let config = config(Thinking::Budget(4096));
+    let tools = tools();
+    let messages = [user("Which file?")];
+    let encoded = encode_tools(&tools).unwrap();
+    let send = |request: ModelRequest<'_>| -> Value {
+        serde_json::from_slice(&encode(&request, &config, &me(), &encoded).unwrap()).unwrap()
+    };
+    let capped =
+        send(ModelRequest::new("s", &messages, &tools).tool_choice(ToolChoice::Required).max_tokens(256));
+    assert_eq!(capped["max_tokens"], 256);
+    assert!(capped.get("thinking").is_none(), "{capped}");
+    assert_eq!(capped["tool_choice"], serde_json::json!({"type": "any"}));
+    let above = send(ModelRequest::new("s", &messages, &tools).max_tokens(1_000_000));
+    assert_eq!(above["max_tokens"], config.max_tokens);
+    assert!(above.get("thinking").is_some(), "{above}");
+}

@@ -177,9 +177,10 @@ pub(crate) fn encode(
         (false, ToolChoice::None) => Some("none"),
         (false, ToolChoice::Required) => Some("required"),
     };
+    let cap = request.token_cap(config.max_tokens);
     let (max_tokens, max_completion_tokens) = match config.max_tokens_field {
-        MaxTokensField::MaxTokens => (Some(config.max_tokens), None),
-        MaxTokensField::MaxCompletionTokens => (None, Some(config.max_tokens)),
+        MaxTokensField::MaxTokens => (Some(cap), None),
+        MaxTokensField::MaxCompletionTokens => (None, Some(cap)),
     };
     let body = ChatRequest {
         model: &config.model,
@@ -461,6 +462,25 @@ mod tests {
         let me = ModelInfo { provider: config.provider.clone(), model: config.model.clone() };
         let sent: Value = serde_json::from_slice(&encode(&request, &config, &me, None).unwrap()).unwrap();
         assert!(close(&sent["temperature"], 0.2), "{sent}");
+    }
+
+    #[test]
+    fn a_requests_token_cap_stays_within_the_configured_one() {
+        let mut config = OpenAiConfig::new("http://x", "m");
+        config.max_tokens = 1000;
+        let messages = history();
+        let me = ModelInfo { provider: config.provider.clone(), model: config.model.clone() };
+        let sent = |request: ModelRequest<'_>, config: &OpenAiConfig| -> Value {
+            serde_json::from_slice(&encode(&request, config, &me, None).unwrap()).unwrap()
+        };
+        assert_eq!(sent(ModelRequest::new("s", &messages, &[]).max_tokens(256), &config)["max_tokens"], 256);
+        assert_eq!(
+            sent(ModelRequest::new("s", &messages, &[]).max_tokens(5000), &config)["max_tokens"],
+            1000
+        );
+        config.max_tokens_field = MaxTokensField::MaxCompletionTokens;
+        let body = sent(ModelRequest::new("s", &messages, &[]).max_tokens(256), &config);
+        assert_eq!(body["max_completion_tokens"], 256);
     }
 
     #[test]

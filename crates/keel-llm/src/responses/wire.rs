@@ -250,7 +250,7 @@ pub(crate) fn encode(
         store: false,
         include: ["reasoning.encrypted_content"],
         prompt_cache_key: request.cache_key,
-        max_output_tokens: config.max_tokens,
+        max_output_tokens: request.token_cap(config.max_tokens),
         reasoning,
         temperature: request.temperature.or(config.temperature),
         extra: &config.extra_body,

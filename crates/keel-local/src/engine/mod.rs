@@ -434,7 +434,7 @@ impl ModelClient for LocalModel {
         let spec = JobSpec {
             id: 0,
             prompt,
-            max_tokens: self.max_tokens,
+            max_tokens: request.token_cap(self.max_tokens),
             grammar: grammar.map(|g| g.to_string()),
             require_call,
             temperature: request.temperature,
