@@ -469,10 +469,19 @@ impl TurnRun<'_> {
 
     async fn step_limit(&mut self) -> Result<TurnOutcome, SessionError> {
         let limit = self.step;
-        let message = format!(
-            "stopped after {limit} steps (the step limit); raise it with --max-steps or continue in a new turn"
-        );
-        if self.agent.config.summary_on_step_limit && !self.cancel.is_cancelled() {
+        let summary = self.agent.config.summary_on_step_limit && !self.cancel.is_cancelled();
+        // The summary is one more model request, counted as a step: say so, so the
+        // figures agree.
+        let message = if summary {
+            format!(
+                "stopped at the step limit ({limit} steps), then one step more for a summary with tools off; raise the limit with --max-steps or continue in a new turn"
+            )
+        } else {
+            format!(
+                "stopped after {limit} steps (the step limit); raise it with --max-steps or continue in a new turn"
+            )
+        };
+        if summary {
             self.tools_off = "not run: the step limit was reached";
             self.user(STEP_LIMIT_SUMMARY_REQUEST.to_owned(), InputSource::Harness)?;
             if let StepControl::End(reason, detail) = self.step(ToolChoice::None).await? {

@@ -48,6 +48,10 @@ async fn step_limit_summary_request_has_tools_disabled() {
         .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::MaxSteps);
     assert_eq!(outcome.final_text, "Summary: read f0..f2.");
+    // Issue 32: "stopped after 3 steps" beside a summary of 4 steps.
+    assert_eq!(outcome.steps, 4);
+    let message = outcome.message.as_deref().unwrap_or_default();
+    assert!(message.contains("(3 steps), then one step more for a summary"), "{message}");
     let requests = model.requests();
     assert_eq!(requests.len(), 4);
     let last = &requests[3];

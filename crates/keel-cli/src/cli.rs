@@ -54,8 +54,8 @@ pub struct Cli {
     #[arg(long, env = "KEEL_PERMISSION", hide_env_values = true)]
     pub permission: Option<String>,
 
-    /// Run the model inside keel (no account, no server); downloads the default model
-    /// (Qwen2.5-Coder 1.5B) on first use.
+    /// Run the model inside keel (no account, no server); on first use downloads the
+    /// largest Qwen2.5-Coder this machine runs at a usable speed (1.5B, 3B or 7B).
     #[arg(long)]
     pub local: bool,
 

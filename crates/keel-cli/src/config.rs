@@ -464,6 +464,9 @@ pub fn missing_model_help() -> String {
     format!(
         "no model is configured. Pick one and run keel again:
 
+  No account   keel --local \"your task\"
+               (the model runs inside keel; fetched on first use{})
+
   Anthropic    export ANTHROPIC_API_KEY=sk-ant-...
                keel --provider anthropic \"your task\"
 
@@ -485,8 +488,18 @@ pub fn missing_model_help() -> String {
 To make it stick, put it in {}:
   provider = \"anthropic\"
   model = \"claude-sonnet-4-6\"",
-        crate::paths::config_file().display()
+        local_note(),
+        crate::paths::config_file().display(),
     )
+}
+
+/// What `--local` needs that this build may lack, for the help above.
+fn local_note() -> &'static str {
+    if cfg!(feature = "local") {
+        ""
+    } else {
+        "; this keel was built without it: cargo install --locked --path crates/keel-cli --features local"
+    }
 }
 
 /// Resolves settings from flags, environment and file. `interactive` picks the default

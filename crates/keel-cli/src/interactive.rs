@@ -403,7 +403,14 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let policy = Arc::new(policy);
     let (agent, notes) = setup::agent(&settings, &workspace, Arc::clone(&policy), model);
     let store = setup::store(cli);
-    let (session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
+    let (session, note) = match setup::open_session(cli, store.as_ref(), &workspace) {
+        Ok(opened) => opened,
+        Err(e) if setup::names_no_session(&e) => {
+            errln!("keel: {e:#}");
+            return Ok(exit::USAGE);
+        }
+        Err(e) => return Err(e),
+    };
     let ctx = setup::context(&settings, &workspace, &session);
     let mcp = mcp.map(|m| SessionTools::new(m, settings.permission == keel_tools::PermissionMode::ReadOnly));
     let mut repl = Repl {

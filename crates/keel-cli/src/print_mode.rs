@@ -74,7 +74,14 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     };
     let (agent, notes) = setup::agent(&settings, &workspace, Arc::new(policy), model);
     let store = setup::store(cli);
-    let (mut session, note) = setup::open_session(cli, store.as_ref(), &workspace)?;
+    let (mut session, note) = match setup::open_session(cli, store.as_ref(), &workspace) {
+        Ok(opened) => opened,
+        Err(e) if setup::names_no_session(&e) => {
+            errln!("keel: {e:#}");
+            return Ok(exit::USAGE);
+        }
+        Err(e) => return Err(e),
+    };
     let mut ctx = setup::context(&settings, &workspace, &session);
     if json.is_none() {
         for note in &notes {

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use anyhow::Context;
 use keel_agent::{Agent, AgentConfig, FinishCheck, HookChain, Session, SessionContext};
 use keel_llm::facts::ModelFacts;
 use keel_llm::{ModelClient, Preset, ProviderConfig};
@@ -217,6 +216,19 @@ pub fn store(cli: &Cli) -> Option<JsonlStore> {
     (!cli.no_session).then(|| JsonlStore::new(crate::paths::sessions_dir()))
 }
 
+/// Whether `error` is about the session the user named (none by that id, an ambiguous
+/// one, none to continue): a usage error, exit 2, as `keel sessions show` answers it.
+pub fn names_no_session(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.downcast_ref::<keel_session::SessionError>().is_some_and(|e| {
+            matches!(
+                e.kind,
+                keel_session::SessionErrorKind::NotFound | keel_session::SessionErrorKind::Invalid
+            )
+        })
+    })
+}
+
 /// Opens the session the flags ask for: resumed (`--resume`, `--continue`), or new.
 /// A resumed session is repaired at once, and what repair did is reported.
 pub fn open_session(
@@ -226,14 +238,16 @@ pub fn open_session(
 ) -> anyhow::Result<(Session, Option<String>)> {
     let cwd = workspace.display().to_string();
     let Some(store) = store else { return Ok((Session::in_memory(&cwd), None)) };
-    let resume_id =
-        match (&cli.resume, cli.continue_latest) {
-            (Some(id), _) => Some(id.clone()),
-            (None, true) => Some(store.latest_in(&cwd)?.with_context(|| {
-                format!("no earlier session in {cwd} to continue; start one with `keel`")
-            })?),
-            (None, false) => None,
-        };
+    let resume_id = match (&cli.resume, cli.continue_latest) {
+        (Some(id), _) => Some(id.clone()),
+        (None, true) => Some(store.latest_in(&cwd)?.ok_or_else(|| {
+            keel_session::SessionError::new(
+                keel_session::SessionErrorKind::NotFound,
+                format!("no earlier session in {cwd} to continue; start one with `keel`"),
+            )
+        })?),
+        (None, false) => None,
+    };
     match resume_id {
         None => Ok((store.create(&cwd)?, None)),
         Some(id) => {

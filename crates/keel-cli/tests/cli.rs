@@ -402,6 +402,19 @@ async fn sessions_list_show_and_fork() {
     let out = output(missing).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("no session `nope`"));
+    // Issue 32: one rule for a session the user names that is not there: exit 2 when
+    // resuming it too (it was 1), and when there is none to continue.
+    let mut resume = env.keel(&server.base_url());
+    resume.args(["--resume", "nope", "go on"]);
+    let out = output(resume).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("no session `nope`"), "{}", text(&out.stderr));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut again = env.keel(&server.base_url());
+    again.current_dir(elsewhere.path()).args(["--continue", "go on"]);
+    let out = output(again).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("to continue"), "{}", text(&out.stderr));
 }
 
 /// Issue 10, item 5: a workspace AGENTS.md that is a symlink outside was read into the

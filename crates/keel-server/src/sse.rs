@@ -122,8 +122,17 @@ pub async fn events(
     let notices = Some(app.notices.subscribe(&live.id));
     let store = Arc::clone(app.manager.store());
     let mut replay = Replay { live, store, queue: VecDeque::new(), rx, notices, last: after };
-    // The log after `after` (all of it without one) first.
+    // The log after `after` (all of it without one) first, then a permission question
+    // asked before this client came (asked from now on, it arrives on the channel; one
+    // asked in between may come twice, with the same id).
     replay.read_store().await?;
+    if let Some((id, tool, arguments)) = replay.live.question() {
+        let question = serde_json::json!({
+            "type": "permission/ask",
+            "data": {"id": id, "tool": tool, "arguments": arguments}
+        });
+        replay.queue.push_back(Frame { seq: None, data: Arc::from(question.to_string()) });
+    }
     let stream = futures::stream::unfold(replay, |mut st| async move {
         loop {
             if let Some(frame) = st.queue.pop_front() {

@@ -127,6 +127,10 @@ async fn a_permission_question_is_asked_on_the_stream_and_answered_over_http() {
         .post(&format!("/v1/sessions/{id}/permission"), json!({"id": qid + 1, "answer": "allow"}))
         .await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("no_question")));
+    // Issue 32: a client that connects after the question was asked sees it too.
+    let mut late = server.events(&id, None).await;
+    let seen = late.until("permission/ask").await;
+    assert_eq!(seen.last().unwrap().data["data"]["id"], qid);
     let (status, _) =
         server.post(&format!("/v1/sessions/{id}/permission"), json!({"id": qid, "answer": "allow"})).await;
     assert_eq!(status, 204);

@@ -47,7 +47,7 @@ pub fn short_result(tool: &str, content: &str, is_error: bool) -> String {
         let code = lines.last().and_then(|l| l.strip_prefix("[exit code: ")).map(|c| c.trim_end_matches(']'));
         let output: Vec<&&str> = lines.iter().filter(|l| !l.starts_with('[')).collect();
         let first = output.first().map(|l| clip(l, 50)).unwrap_or_default();
-        let more = if output.len() > 1 { format!(" (+{} lines)", output.len() - 1) } else { String::new() };
+        let more = if output.len() > 1 { format!(" … ({} lines)", output.len()) } else { String::new() };
         return match code {
             Some(code) if first.is_empty() => format!("exit {code}"),
             Some(code) => format!("exit {code}: {first}{more}"),
@@ -63,8 +63,21 @@ pub fn short_result(tool: &str, content: &str, is_error: bool) -> String {
             return format!("{numbered} lines");
         }
     }
+    if !is_error && tool == "list_files" {
+        if lines.first().is_some_and(|l| l.contains(" is empty (")) {
+            return "empty".to_owned();
+        }
+        let shown = lines.iter().filter(|l| !l.starts_with('[') && !l.starts_with('(')).count();
+        let hidden: usize = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("[... ")?.split_whitespace().next()?.parse::<usize>().ok())
+            .sum();
+        let entries = shown + hidden;
+        return format!("{entries} {}", if entries == 1 { "entry" } else { "entries" });
+    }
+    // "(+2 lines)" read like a diff's count: say how many lines there are in all.
     let first = lines.first().map(|l| clip(l, 70)).unwrap_or_else(|| "(empty)".into());
-    if lines.len() > 1 && !is_error { format!("{first} (+{} lines)", lines.len() - 1) } else { first }
+    if lines.len() > 1 && !is_error { format!("{first} … ({} lines)", lines.len()) } else { first }
 }
 
 /// `12ms`, `1.4s`, `2m05s`.
@@ -103,7 +116,13 @@ mod tests {
         assert_eq!(short_args("grep", r#"{"pattern":"TODO","path":"src"}"#), "\"TODO\" in src");
         assert_eq!(short_args("get_weather", r#"{"city":"Oslo"}"#), r#"{"city":"Oslo"}"#);
         assert_eq!(short_args("x", "{not json"), "{not json");
-        assert_eq!(short_result("shell", "hello\nworld\n[exit code: 0]", false), "exit 0: hello (+1 lines)");
+        assert_eq!(short_result("shell", "hello\nworld\n[exit code: 0]", false), "exit 0: hello … (2 lines)");
+        // Issue 32: "README.md (+2 lines)" read like a diff.
+        assert_eq!(short_result("list_files", "README.md\nhello.py\nsrc/\n", false), "3 entries");
+        let cut = "a\nb\n[... 7 more entries not shown; list a sub-folder or lower the depth]";
+        assert_eq!(short_result("list_files", cut, false), "9 entries");
+        assert_eq!(short_result("list_files", "src is empty (or holds only ignored files).", false), "empty");
+        assert_eq!(short_result("grep", "a.py:1: x\nb.py:2: x\n", false), "a.py:1: x … (2 lines)");
         assert_eq!(short_result("shell", "(no output; exit code 1)", true), "exit 1");
         assert_eq!(short_result("read_file", "1\ta\n2\tb\n", false), "2 lines");
         assert_eq!(short_result("edit_file", "`x` does not exist.\nmore", true), "`x` does not exist.");

@@ -105,6 +105,9 @@ async fn drain(mut stream: BodyStream) {
 }
 
 fn network(error: &reqwest::Error) -> ModelError {
+    if let Some(refused) = refused_here(error) {
+        return refused;
+    }
     let what = if error.is_connect() {
         "could not connect"
     } else if error.is_timeout() {
@@ -121,6 +124,43 @@ fn network(error: &reqwest::Error) -> ModelError {
         source = inner.source();
     }
     ModelError::new(ModelErrorKind::Network, format!("{what}: {detail}"))
+}
+
+/// A connection refused by this machine: nothing listens there, and retrying will not
+/// change that in seconds. Said at once, naming the server that usually listens there; a
+/// configuration error (not retried).
+fn refused_here(error: &reqwest::Error) -> Option<ModelError> {
+    if !error.is_connect() {
+        return None;
+    }
+    let mut source = std::error::Error::source(error);
+    let mut refused = false;
+    while let Some(inner) = source {
+        if inner
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            refused = true;
+        }
+        source = inner.source();
+    }
+    let url = error.url()?;
+    let host = url.host_str()?;
+    let local = matches!(host, "localhost" | "127.0.0.1" | "[::1]" | "::1");
+    if !refused || !local {
+        return None;
+    }
+    let port = url.port_or_known_default().unwrap_or(80);
+    let server = match port {
+        11434 => "is Ollama running (`ollama serve`)?",
+        8080 => "is llama-server running (`llama-server -m MODEL.gguf --port 8080`)?",
+        8000 => "is vLLM running (`vllm serve MODEL`)?",
+        _ => "is the model server running, and on this port?",
+    };
+    Some(ModelError::new(
+        ModelErrorKind::Config,
+        format!("nothing listens on {host}:{port} (connection refused) — {server}"),
+    ))
 }
 
 impl<'a> Run<'a> {
