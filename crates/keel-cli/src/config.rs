@@ -371,17 +371,15 @@ impl Settings {
 
     /// Chooses the profile again for a model of these `facts` (unless the config sets
     /// one), with the aids that follow it (the finish checks, keep-parsing) unless they
-    /// are set. Returns whether the profile changed.
-    pub fn fit_profile(&mut self, facts: &ModelFacts, local_preset: bool) -> bool {
+    /// are set.
+    pub fn fit_profile(&mut self, facts: &ModelFacts, local_preset: bool) {
         let set = self.layer.tool_profile.as_deref().and_then(ToolProfile::parse);
         let choice = crate::profile_choice::choose(set, facts, local_preset);
-        let changed = choice.profile != self.tool_profile;
         let small = choice.profile == ToolProfile::Small;
         self.tool_profile = choice.profile;
         self.profile_why = choice.why;
         self.finish_check = self.layer.finish_check.unwrap_or(small);
         self.keep_parsing = self.layer.keep_parsing.unwrap_or(small);
-        changed
     }
 }
 
@@ -562,20 +560,16 @@ pub(crate) fn settings_from(
         None if interactive => PermissionMode::Ask,
         None => PermissionMode::Auto,
     };
-    let set_profile = match &layer.tool_profile {
-        Some(text) => Some(
-            ToolProfile::parse(text)
-                .ok_or_else(|| ConfigError(format!("tool_profile must be small or full (got `{text}`)")))?,
-        ),
-        None => None,
-    };
-    // The profile follows the model: its size as its name states it here; what its
-    // server says, once asked ([`Settings::fit_profile`]).
+    if let Some(text) = &layer.tool_profile
+        && ToolProfile::parse(text).is_none()
+    {
+        return Err(ConfigError(format!("tool_profile must be small or full (got `{text}`)")));
+    }
+    // The profile follows the model: its size as its name states it here, what its
+    // server says once asked; both through `Settings::fit_profile` (which also sets the
+    // finish checks and keep-parsing that follow the profile).
     let local = Preset::find(&client.provider).is_some_and(|p| p.local);
-    let choice = crate::profile_choice::choose(set_profile, &ModelFacts::from_name(&client.model), local);
-    let tool_profile = choice.profile;
-    // Small models get the finish checks too.
-    let finish_check = layer.finish_check.unwrap_or(tool_profile == ToolProfile::Small);
+    let named = ModelFacts::from_name(&client.model);
     // llama-server driven like the embedded engine: its calls are constrained, so every
     // step may require one, as with --local.
     let templated = templated_server(&client, &layer);
@@ -583,7 +577,7 @@ pub(crate) fn settings_from(
     if max_steps == 0 {
         return Err(ConfigError("--max-steps must be at least 1".into()));
     }
-    Ok(Settings {
+    let mut settings = Settings {
         model: ModelSettings::Remote(Box::new(client)),
         max_steps,
         permission,
@@ -594,9 +588,9 @@ pub(crate) fn settings_from(
         pid_namespace: layer.pid_namespace.unwrap_or(true),
         pricing,
         profile,
-        tool_profile,
-        profile_why: choice.why,
-        finish_check,
+        tool_profile: ToolProfile::Full,
+        profile_why: String::new(),
+        finish_check: false,
         // Off by default: on the real-task suite a fresh start did not help the 1.5B
         // model (20/72 with it, 22/72 without), and twice it undid a fixed file.
         fresh_start: layer.fresh_start.unwrap_or(false),
@@ -612,7 +606,7 @@ pub(crate) fn settings_from(
         grounded_answers: layer.grounded_answers.unwrap_or(true),
         // A small model's broken edit is refused rather than made: its next edits piled
         // onto the broken file (`def mean(values): return …` over a working function).
-        keep_parsing: layer.keep_parsing.unwrap_or(tool_profile == ToolProfile::Small),
+        keep_parsing: false,
         environment: layer.environment.unwrap_or(true),
         // Servers handle a required call poorly (llama-server let Qwen 1.5B run on past
         // its call for thousands of tokens); the embedded engine constrains it exactly.
@@ -625,7 +619,9 @@ pub(crate) fn settings_from(
         layer,
         profiles: BTreeMap::new(),
         rules: Vec::new(),
-    })
+    };
+    settings.fit_profile(&named, local);
+    Ok(settings)
 }
 
 /// Whether `client` is llama-server driven through `/completion` with keel's template and
