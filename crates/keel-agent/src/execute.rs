@@ -15,9 +15,9 @@ use keel_session::{EventKind, SessionError, ToolCallStarted, ToolResultData, Tur
 use tokio::sync::mpsc;
 
 use crate::hooks::{HookDecision, ToolCallRequest};
+use crate::run::TurnRun;
 use crate::sink::AgentEvent;
 use crate::tool::{PreparedCall, Progress, ToolContext, ToolError, ToolOutput};
-use crate::turn::TurnRun;
 
 /// What the loop does after a step.
 #[derive(Debug)]

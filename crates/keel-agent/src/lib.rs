@@ -48,6 +48,7 @@ mod loops;
 mod narrow;
 mod registry;
 mod restart;
+mod run;
 pub mod schema;
 mod sink;
 mod state;

@@ -3,25 +3,9 @@
 use std::path::Path;
 
 use keel_tools::rules::{PermissionRules, RuleKind};
-use serde::Deserialize;
 
 use crate::cli::Cli;
-use crate::config::{ConfigError, FileConfig};
-
-/// A `[permissions]` table: rules by list.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PermissionsTable {
-    /// Run without asking (in ask mode).
-    #[serde(default)]
-    pub allow: Vec<String>,
-    /// Always ask.
-    #[serde(default)]
-    pub ask: Vec<String>,
-    /// Never run.
-    #[serde(default)]
-    pub deny: Vec<String>,
-}
+use crate::config::layer::{ConfigError, FileConfig, PermissionsTable};
 
 /// One configured rule and where it was written.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,7 +56,7 @@ pub fn rules(configured: &[ConfiguredRule], workspace: &Path) -> Result<Permissi
 
 /// `keel permissions`: the mode and every rule in force, with where it came from.
 pub fn command(cli: &Cli) -> anyhow::Result<u8> {
-    let (file, profile, mode, deny) = match crate::config::permission_sources(cli) {
+    let (file, profile, mode, deny) = match crate::config::layer::permission_sources(cli) {
         Ok(found) => found,
         Err(e) => {
             errln!("keel: {e}");

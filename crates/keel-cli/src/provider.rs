@@ -4,7 +4,7 @@
 
 use keel_llm::{Api, Preset, ProviderConfig, ReasoningReplay, Thinking};
 
-use crate::config::{ConfigError, Layer, Settings, env, missing_model_help};
+use crate::config::layer::{ConfigError, Layer, env};
 
 /// The provider a layer names, or the first whose key is in the environment (`vars`).
 fn pick_provider_in(layer: &Layer, vars: impl Fn(&str) -> Option<String>) -> Option<String> {
@@ -20,7 +20,7 @@ fn pick_provider_in(layer: &Layer, vars: impl Fn(&str) -> Option<String>) -> Opt
 }
 
 /// [`pick_provider_in`] the process environment.
-fn pick_provider(layer: &Layer) -> Option<String> {
+pub(crate) fn pick_provider(layer: &Layer) -> Option<String> {
     pick_provider_in(layer, env)
 }
 
@@ -131,46 +131,46 @@ pub fn provider_config(layer: &Layer) -> Result<ProviderConfig, ConfigError> {
     Ok(client)
 }
 
-impl Settings {
-    /// The layer without what names a model and its server: what another provider's
-    /// model keeps of the current settings.
-    fn without_model(&self) -> Layer {
-        Layer {
-            provider: None,
-            api: None,
-            base_url: None,
-            model: None,
-            api_key: None,
-            thinking: None,
-            reasoning_effort: None,
-            reasoning_summary: None,
-            reasoning_replay: None,
-            text_tool_calls: None,
-            thoughts_as_reasoning: None,
-            ..self.layer.clone()
-        }
-    }
+/// The message shown when no model is configured.
+pub fn missing_model_help() -> String {
+    format!(
+        "no model is configured. Pick one and run keel again:
 
-    /// The configuration `/model ARG` switches to. `ARG` is a profile of the config file
-    /// (its provider, server, API and model), a preset with or without a model name
-    /// (`anthropic`, `openai gpt-5`: the preset's server, API and key), or a model name
-    /// on the current server.
-    pub fn switch_model(&self, arg: &str) -> Result<ProviderConfig, ConfigError> {
-        let mut words = arg.split_whitespace();
-        let (first, second) = (words.next().unwrap_or_default(), words.next());
-        let preset = first == "custom" || Preset::find(first).is_some();
-        let layer = match (self.profiles.get(first), second) {
-            (Some(profile), None) => profile.clone().over(self.without_model()),
-            _ if preset && pick_provider(&self.layer).as_deref() != Some(first) => {
-                let model = second.map(str::to_owned);
-                Layer { provider: Some(first.to_owned()), model, ..self.without_model() }
-            }
-            _ if preset => {
-                Layer { model: second.map(str::to_owned).or(self.layer.model.clone()), ..self.layer.clone() }
-            }
-            _ => Layer { model: Some(first.to_owned()), ..self.layer.clone() },
-        };
-        provider_config(&layer)
+  No account   keel --local \"your task\"
+               (the model runs inside keel; fetched on first use{})
+
+  Anthropic    export ANTHROPIC_API_KEY=sk-ant-...
+               keel --provider anthropic \"your task\"
+
+  OpenAI       export OPENAI_API_KEY=sk-...
+               keel --provider openai \"your task\"
+
+  DeepSeek     export DEEPSEEK_API_KEY=sk-...
+               keel --provider deepseek \"your task\"
+
+  llama.cpp    llama-server -m model.gguf --jinja --port 8080
+               keel --provider llamacpp \"your task\"
+
+  Ollama       ollama pull qwen2.5-coder:7b
+               keel --provider ollama --model qwen2.5-coder:7b \"your task\"
+
+  Any server:  keel --base-url http://host:port/v1 --model NAME \"your task\"
+               (--api chat, responses or anthropic: the API it speaks; chat by default)
+
+To make it stick, put it in {}:
+  provider = \"anthropic\"
+  model = \"claude-sonnet-4-6\"",
+        local_note(),
+        crate::paths::config_file().display(),
+    )
+}
+
+/// What `--local` needs that this build may lack, for the help above.
+fn local_note() -> &'static str {
+    if cfg!(feature = "local") {
+        ""
+    } else {
+        "; this keel was built without it: cargo install --locked --path crates/keel-cli --features local"
     }
 }
 

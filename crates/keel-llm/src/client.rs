@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ModelError;
-use crate::message::{AssistantMessage, Message};
+use crate::message::{AssistantMessage, Message, ModelInfo};
 
 /// A tool as offered to the model: name, description and JSON schema of its arguments.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -152,16 +152,6 @@ pub enum ModelEvent {
 
 /// A boxed stream of model events.
 pub type ModelStream<'a> = Pin<Box<dyn Stream<Item = Result<ModelEvent, ModelError>> + Send + 'a>>;
-
-/// Identifies a model: for the session's `request/header`, and as the origin of an
-/// assistant message.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ModelInfo {
-    /// Provider name, e.g. `deepseek`, `openai`, `scripted`.
-    pub provider: String,
-    /// Model name as sent to the provider.
-    pub model: String,
-}
 
 /// A source of assistant messages: a remote provider, a local model, or a script.
 ///

@@ -1,15 +1,16 @@
 //! What an HTTP provider needs, whatever its wire API: where the server is, which key
 //! it takes, the bounds of a request's life, and each API's own options; the named
-//! presets; and the one place a configuration becomes a client.
+//! presets. [`crate::connect`] is where a configuration becomes a client.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::client::ModelClient;
 use crate::error::{ModelError, ModelErrorKind};
-use crate::transport::DecodeLimits;
+use crate::transport::limits::DecodeLimits;
+
+/// The Anthropic API version sent with every request to an Anthropic server.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// The wire API a server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -226,16 +227,6 @@ impl ProviderConfig {
     /// The URL requests are posted to.
     pub fn endpoint(&self) -> String {
         format!("{}/{}", self.base_url.trim_end_matches('/'), self.api.path())
-    }
-
-    /// A client for this configuration's API: the provider enum made a
-    /// [`ModelClient`]. Fails on a missing model name or a bad URL.
-    pub fn client(&self) -> Result<Arc<dyn ModelClient>, ModelError> {
-        Ok(match self.api {
-            Api::Chat => Arc::new(crate::openai::OpenAiClient::new(self.clone())?),
-            Api::Anthropic => Arc::new(crate::anthropic::AnthropicClient::new(self.clone())?),
-            Api::Responses => Arc::new(crate::responses::ResponsesClient::new(self.clone())?),
-        })
     }
 
     /// Checks what every API needs: a model name and an http(s) URL.

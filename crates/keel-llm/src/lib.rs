@@ -14,6 +14,8 @@ mod assemble;
 mod client;
 #[cfg(feature = "http")]
 mod config;
+#[cfg(feature = "http")]
+mod connect;
 mod error;
 pub mod facts;
 pub mod lenient;
@@ -29,12 +31,13 @@ mod transport;
 mod windows;
 
 pub use assemble::MessageBuilder;
-pub use client::{ModelClient, ModelEvent, ModelInfo, ModelRequest, ModelStream, ToolChoice, ToolDefinition};
+pub use client::{ModelClient, ModelEvent, ModelRequest, ModelStream, ToolChoice, ToolDefinition};
 #[cfg(feature = "http")]
 pub use config::{Api, MaxTokensField, PRESETS, Preset, ProviderConfig, ReasoningReplay, Thinking};
 pub use error::{ModelError, ModelErrorKind};
 pub use message::{
-    AssistantMessage, ContentBlock, FinishReason, Message, ToolCall, ToolResultMessage, Usage, UserMessage,
+    AssistantMessage, ContentBlock, FinishReason, Message, ModelInfo, ToolCall, ToolResultMessage, Usage,
+    UserMessage,
 };
 #[cfg(feature = "http")]
 pub use transport::models::list_models;

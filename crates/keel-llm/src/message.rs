@@ -5,7 +5,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::ModelInfo;
+/// Identifies a model: for the session's `request/header`, and as the origin of an
+/// assistant message.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// Provider name, e.g. `deepseek`, `openai`, `scripted`.
+    pub provider: String,
+    /// Model name as sent to the provider.
+    pub model: String,
+}
 
 /// One message of the conversation, as a model sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

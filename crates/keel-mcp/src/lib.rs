@@ -29,6 +29,7 @@ mod http;
 mod listing;
 mod manager;
 pub mod name;
+mod options;
 mod process;
 pub mod schema;
 mod server;
@@ -36,6 +37,7 @@ mod tool;
 
 pub use config::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig};
 pub use error::{McpError, McpErrorKind};
-pub use manager::{McpManager, McpOptions, ServerStatus, ToolStatus};
+pub use manager::{McpManager, ServerStatus, ToolStatus};
+pub use options::McpOptions;
 pub use server::ServerState;
 pub use tool::McpTool;

@@ -1,7 +1,6 @@
 //! Every configured server of a session: started together, waited for with each one's
 //! startup timeout, reported, and stopped with the manager.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,45 +9,9 @@ use tokio::time::Instant;
 
 use crate::config::ServerConfig;
 use crate::error::{McpError, McpErrorKind};
+use crate::options::McpOptions;
 use crate::server::{Server, ServerState};
 use crate::tool::dyn_tool;
-
-/// Settings shared by the servers of a manager.
-#[derive(Debug, Clone)]
-pub struct McpOptions {
-    /// The program implementing [`keel_tools::launch`] (the `keel` binary): stdio
-    /// servers are started through it so they die with this process even on `kill -9`.
-    /// `None` starts them directly; they are then stopped when the manager is dropped
-    /// (or shut down), which a `kill -9` of this process skips.
-    pub launcher: Option<PathBuf>,
-    /// Stdio servers run in a PID namespace of their own (through the launcher, where the
-    /// system allows it): a process they start with `setsid` dies with them too.
-    pub pid_namespace: bool,
-    /// Folders a sandboxed server may not read (keel's own files).
-    pub hidden: Vec<PathBuf>,
-    /// The client name sent in the handshake.
-    pub client_name: String,
-    /// The client version sent in the handshake.
-    pub client_version: String,
-    /// The runtime the connections and calls run on (default: the one `start` is called
-    /// on). A program whose runtime thread blocks between turns (an interactive prompt)
-    /// gives one on a thread of its own, living as long as the program: stdio servers
-    /// started through the launcher die when the thread that started them ends.
-    pub runtime: Option<tokio::runtime::Handle>,
-}
-
-impl Default for McpOptions {
-    fn default() -> Self {
-        McpOptions {
-            launcher: None,
-            pid_namespace: false,
-            hidden: Vec::new(),
-            client_name: "keel".to_owned(),
-            client_version: env!("CARGO_PKG_VERSION").to_owned(),
-            runtime: None,
-        }
-    }
-}
 
 /// A tool of a server, as reported.
 #[derive(Debug, Clone, PartialEq, Eq)]

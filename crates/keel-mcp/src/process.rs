@@ -230,7 +230,7 @@ impl StdioProcess {
     pub(crate) fn spawn(
         server: &str,
         config: &ServerConfig,
-        options: &crate::McpOptions,
+        options: &crate::options::McpOptions,
         groups: &Arc<Groups>,
     ) -> std::io::Result<(StdioProcess, BoundedLines<ChildStdout>, ChildStdin)> {
         let program = config.command.clone().unwrap_or_default();

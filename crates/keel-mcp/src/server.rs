@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use keel_agent::{ToolError, ToolOutput};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
@@ -16,9 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
 use crate::listing::{Listing, list_tools};
-use crate::manager::McpOptions;
+use crate::options::McpOptions;
 use crate::process::{Groups, StdioProcess};
-use crate::tool::McpTool;
+use crate::tool::{McpTool, Remote};
 
 /// A server's state, as `keel mcp list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,7 +230,7 @@ impl Server {
                 ));
                 break;
             }
-            match McpTool::new(&self.name, tool, self.weak.clone()) {
+            match McpTool::new(&self.name, tool, self.weak.clone() as Weak<dyn Remote>) {
                 Ok(made_tool) => made.push(Arc::new(made_tool)),
                 Err(why) => skipped.push(format!("{}: {why}", tool.name)),
             }
@@ -360,24 +361,6 @@ impl Server {
         link.failures += 1;
         link.retry_at = Some(Instant::now() + backoff(link.failures));
         self.set_state(ServerState::Failed(format!("{why}; it is started again on the next call")));
-    }
-
-    /// Calls tool `tool` with `arguments` on the servers' runtime (see
-    /// [`McpOptions::runtime`]); the call stops when the returned future is dropped.
-    pub(crate) async fn spawn_call(
-        self: Arc<Self>,
-        tool: String,
-        arguments: Map<String, Value>,
-        cancel: CancellationToken,
-    ) -> Result<ToolOutput, ToolError> {
-        let Some(runtime) = self.options.runtime.clone() else {
-            return self.call(&tool, arguments, &cancel).await;
-        };
-        let task = AbortOnDrop(runtime.spawn(async move { self.call(&tool, arguments, &cancel).await }));
-        match (task).await {
-            Ok(result) => result,
-            Err(e) => Err(ToolError::msg(format!("the MCP call stopped unexpectedly: {e}"))),
-        }
     }
 
     /// Calls tool `tool` (the server's own name for it) with `arguments`.
@@ -555,4 +538,26 @@ async fn stdio_failure(process: &StdioProcess, why: String) -> String {
     process.stderr().settled(Duration::from_millis(300)).await;
     let tail = process.stderr().last(3);
     if tail.is_empty() { why } else { format!("{why}: {tail}") }
+}
+
+impl Remote for Server {
+    /// Calls tool `tool` with `arguments` on the servers' runtime (see
+    /// [`McpOptions::runtime`]); the call stops when the returned future is dropped.
+    fn call_tool(
+        self: Arc<Self>,
+        tool: String,
+        arguments: Map<String, Value>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let Some(runtime) = self.options.runtime.clone() else {
+                return self.call(&tool, arguments, &cancel).await;
+            };
+            let task = AbortOnDrop(runtime.spawn(async move { self.call(&tool, arguments, &cancel).await }));
+            match (task).await {
+                Ok(result) => result,
+                Err(e) => Err(ToolError::msg(format!("the MCP call stopped unexpectedly: {e}"))),
+            }
+        })
+    }
 }

@@ -6,7 +6,22 @@ use keel_agent::{DynTool, PreparedCall, ToolError, schema};
 use keel_llm::ToolDefinition;
 use serde_json::{Map, Value};
 
-use crate::server::Server;
+use futures::future::BoxFuture;
+use keel_agent::ToolOutput;
+use tokio_util::sync::CancellationToken;
+
+/// What a tool needs of its server: a way to call one of its tools by the server's own
+/// name. [`crate::server::Server`] implements it; a tool holds it weakly, so a server
+/// shut down is not kept alive by the tools the model still has.
+pub(crate) trait Remote: Send + Sync {
+    /// Calls `tool` with `arguments`; the call stops when the returned future is dropped.
+    fn call_tool(
+        self: Arc<Self>,
+        tool: String,
+        arguments: Map<String, Value>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>>;
+}
 
 /// One tool of one MCP server, named `mcp__<server>__<tool>`. Its arguments are checked
 /// against the server's input schema before the call is sent (see [`crate::schema`]);
@@ -20,7 +35,7 @@ pub struct McpTool {
     schema: Value,
     summary: String,
     read_only: bool,
-    server: Weak<Server>,
+    server: Weak<dyn Remote>,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -44,7 +59,7 @@ impl McpTool {
     pub(crate) fn new(
         server_name: &str,
         tool: &rmcp::model::Tool,
-        server: Weak<Server>,
+        server: Weak<dyn Remote>,
     ) -> Result<McpTool, String> {
         let mut schema = Value::Object(tool.input_schema.as_ref().clone());
         if let Value::Object(root) = &mut schema {
@@ -155,7 +170,7 @@ impl DynTool for McpTool {
                         format!("the MCP server `{server_name}` was shut down"),
                     ));
                 };
-                server.spawn_call(remote, map, ctx.cancel.clone()).await
+                server.call_tool(remote, map, ctx.cancel.clone()).await
             })
         }))
     }
@@ -171,6 +186,24 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// A server that is never there.
+    struct Gone;
+
+    impl Remote for Gone {
+        fn call_tool(
+            self: Arc<Self>,
+            _: String,
+            _: Map<String, Value>,
+            _: CancellationToken,
+        ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+            Box::pin(async { Err(ToolError::msg("gone")) })
+        }
+    }
+
+    fn nowhere() -> Weak<dyn Remote> {
+        Weak::<Gone>::new()
+    }
+
     fn tool(name: &str, description: String, schema: Value) -> rmcp::model::Tool {
         let Value::Object(schema) = schema else { panic!("an object") };
         rmcp::model::Tool::new(name.to_owned(), description, Arc::new(schema))
@@ -185,10 +218,10 @@ mod tests {
             })
             .collect();
         let big = tool("big", "d".into(), serde_json::json!({"type": "object", "properties": properties}));
-        let error = McpTool::new("s", &big, Weak::new()).unwrap_err();
+        let error = McpTool::new("s", &big, nowhere()).unwrap_err();
         assert!(error.contains("at most 64 KiB is sent with every request"), "{error}");
         let wordy = tool("wordy", "w".repeat(50_000), serde_json::json!({"type": "object"}));
-        let made = McpTool::new("s", &wordy, Weak::new()).unwrap();
+        let made = McpTool::new("s", &wordy, nowhere()).unwrap();
         assert_eq!(made.definition().description.chars().count(), MAX_DESCRIPTION_CHARS + 1);
     }
 }

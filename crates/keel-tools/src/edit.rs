@@ -28,6 +28,10 @@ pub struct EditArgs {
     pub replace_all: bool,
 }
 
+fn texts(args: &EditArgs) -> crate::repeated::Texts<'_> {
+    crate::repeated::Texts { old: &args.old_text, new: &args.new_text }
+}
+
 /// Edits files in place.
 #[derive(Debug, Clone)]
 pub struct EditFile {
@@ -291,7 +295,7 @@ fn edit_in_session(
         )
     })?;
     if let Some(state) = state
-        && crate::repeated::made_before(state, &canonical, args)
+        && crate::repeated::made_before(state, &canonical, texts(args))
         && let Some(start) = content.find(args.new_text.as_str())
     {
         return Ok(crate::repeated::report(&roots.display(&canonical), line_at(&content, start)));
@@ -372,7 +376,7 @@ fn edit_in_session(
         keeper.written(&roots.display(&canonical), updated.as_bytes());
     }
     if let Some(state) = state {
-        crate::repeated::note(state, &canonical, args);
+        crate::repeated::note(state, &canonical, texts(args));
     }
     let shown = roots.display(&canonical);
     let first_line = first_lines.first().copied().unwrap_or(1);

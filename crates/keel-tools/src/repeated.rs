@@ -10,29 +10,34 @@ use std::path::{Path, PathBuf};
 
 use keel_agent::ToolState;
 
-use crate::edit::EditArgs;
-
 /// Insertions made in this session: the file and a hash of old_text and new_text.
 #[derive(Debug, Default)]
 struct Insertions(HashSet<(PathBuf, u64)>);
 
-fn key(canonical: &Path, args: &EditArgs) -> Option<(PathBuf, u64)> {
-    if args.old_text.is_empty() || !args.new_text.contains(&args.old_text) || args.old_text == args.new_text {
+/// An edit's two texts: what it replaces and what it puts there.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Texts<'a> {
+    pub old: &'a str,
+    pub new: &'a str,
+}
+
+fn key(canonical: &Path, texts: Texts<'_>) -> Option<(PathBuf, u64)> {
+    if texts.old.is_empty() || !texts.new.contains(texts.old) || texts.old == texts.new {
         return None;
     }
     let mut hasher = DefaultHasher::new();
-    (&args.old_text, &args.new_text).hash(&mut hasher);
+    (texts.old, texts.new).hash(&mut hasher);
     Some((canonical.to_path_buf(), hasher.finish()))
 }
 
 /// Whether this session has made this insertion in the file at `canonical`.
-pub(crate) fn made_before(state: &ToolState, canonical: &Path, args: &EditArgs) -> bool {
-    key(canonical, args).is_some_and(|key| state.with(|made: &mut Insertions| made.0.contains(&key)))
+pub(crate) fn made_before(state: &ToolState, canonical: &Path, texts: Texts<'_>) -> bool {
+    key(canonical, texts).is_some_and(|key| state.with(|made: &mut Insertions| made.0.contains(&key)))
 }
 
 /// Notes an insertion that was made (other edits are not noted).
-pub(crate) fn note(state: &ToolState, canonical: &Path, args: &EditArgs) {
-    if let Some(key) = key(canonical, args) {
+pub(crate) fn note(state: &ToolState, canonical: &Path, texts: Texts<'_>) {
+    if let Some(key) = key(canonical, texts) {
         state.with(|made: &mut Insertions| made.0.insert(key));
     }
 }

@@ -7,12 +7,7 @@ use keel_tools::AskRequest;
 use keel_tools::workspace::Roots;
 use serde_json::Value;
 
-/// `text` with control characters (other than newline, tab included) and terminal
-/// escapes visible: tab as `\t`, ESC as `\e`, others as `\xNN`, and bidirectional-override
-/// characters as `\u{…}` ([`super::safe`], stricter: what is approved is shown exactly).
-pub fn visible(text: &str) -> String {
-    super::safe::plain(text).replace('\t', "\\t")
-}
+use super::safe::visible;
 
 /// Lines of the question's diff at most.
 const DIFF_LINES: usize = 40;

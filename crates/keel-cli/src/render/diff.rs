@@ -27,7 +27,7 @@ pub fn shown(line: &str, color: bool) -> String {
 }
 
 fn clip(line: &str) -> String {
-    let line = crate::render::approval::visible(line);
+    let line = crate::render::safe::visible(line);
     match line.char_indices().nth(LINE_CHARS) {
         Some((at, _)) => format!("{}…", &line[..at]),
         None => line,

@@ -210,7 +210,7 @@ impl Terminal {
             return;
         }
         let room = width().saturating_sub(status.chars().count() + 5).max(10);
-        let typed = crate::render::approval::visible(&state.typed);
+        let typed = crate::render::safe::visible(&state.typed);
         let count = typed.chars().count();
         let typed: String = if count > room {
             format!("…{}", typed.chars().skip(count + 1 - room).collect::<String>())

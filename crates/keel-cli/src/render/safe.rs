@@ -66,6 +66,13 @@ fn sgr_len(text: &str) -> Option<usize> {
     (body.as_bytes().get(params) == Some(&b'm')).then_some(2 + params + 1)
 }
 
+/// `text` with control characters (other than newline, tab included) and terminal
+/// escapes visible: tab as `\t`, ESC as `\e`, others as `\xNN`, and bidirectional-override
+/// characters as `\u{…}` (stricter than [`plain`]: what is approved is shown exactly).
+pub fn visible(text: &str) -> String {
+    plain(text).replace('\t', "\\t")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,13 +15,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ModelClient, ModelInfo, ModelRequest, ModelStream};
+use crate::client::{ModelClient, ModelRequest, ModelStream};
 use crate::config::{Api, ProviderConfig, Thinking};
 use crate::error::{ModelError, ModelErrorKind};
+use crate::message::ModelInfo;
 use crate::transport::{ApiNames, Auth, Decode, DecodeLimits, EventStream, ToolsCache, Transport, failed};
 
-/// The API version sent with every request.
-pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+pub use crate::config::ANTHROPIC_VERSION;
 
 /// The beta that lets a model with a thinking budget think between tool calls.
 const INTERLEAVED_THINKING: &str = "interleaved-thinking-2025-05-14";

@@ -22,8 +22,9 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::client::{ModelInfo, ModelRequest, ToolChoice, ToolDefinition};
+use crate::client::{ModelRequest, ToolChoice, ToolDefinition};
 use crate::config::{ProviderConfig, Thinking};
+use crate::message::ModelInfo;
 use crate::message::{AssistantMessage, ContentBlock, Message, ToolCall, ToolResultMessage};
 
 /// `{"type": "ephemeral"}`.

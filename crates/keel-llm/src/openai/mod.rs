@@ -16,9 +16,10 @@ pub use crate::config::{MaxTokensField, PRESETS, Preset, ReasoningReplay};
 pub use crate::transport::DecodeLimits;
 pub use stream::StreamDecoder;
 
-use crate::client::{ModelClient, ModelInfo, ModelRequest, ModelStream};
+use crate::client::{ModelClient, ModelRequest, ModelStream};
 use crate::config::ProviderConfig;
 use crate::error::{ModelError, ModelErrorKind};
+use crate::message::ModelInfo;
 use crate::transport::{ApiNames, Auth, ToolsCache, Transport, failed};
 
 /// The settings of a Chat Completions client: the [`ProviderConfig`] every provider

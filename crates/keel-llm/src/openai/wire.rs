@@ -8,8 +8,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::client::{ModelInfo, ModelRequest, ToolChoice, ToolDefinition};
+use crate::client::{ModelRequest, ToolChoice, ToolDefinition};
 use crate::config::{MaxTokensField, ProviderConfig as OpenAiConfig, ReasoningReplay};
+use crate::message::ModelInfo;
 use crate::message::{ContentBlock, Message, Usage};
 use crate::transport::escapes::parse_json;
 

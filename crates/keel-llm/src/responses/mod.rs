@@ -14,9 +14,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ModelClient, ModelInfo, ModelRequest, ModelStream};
+use crate::client::{ModelClient, ModelRequest, ModelStream};
 use crate::config::{Api, ProviderConfig};
 use crate::error::{ModelError, ModelErrorKind};
+use crate::message::ModelInfo;
 use crate::transport::{ApiNames, Auth, Decode, DecodeLimits, EventStream, ToolsCache, Transport, failed};
 
 /// How a Responses server is named in errors.

@@ -20,8 +20,9 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::client::{ModelInfo, ModelRequest, ToolChoice, ToolDefinition};
+use crate::client::{ModelRequest, ToolChoice, ToolDefinition};
 use crate::config::ProviderConfig;
+use crate::message::ModelInfo;
 use crate::message::{AssistantMessage, ContentBlock, Message, ToolResultMessage};
 
 /// The API name a provider item of this API carries.

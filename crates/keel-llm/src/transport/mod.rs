@@ -20,7 +20,7 @@ mod clock;
 pub(crate) mod errors;
 pub(crate) mod escapes;
 mod events;
-mod limits;
+pub(crate) mod limits;
 pub(crate) mod models;
 mod run;
 
@@ -30,9 +30,10 @@ use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ModelInfo, ModelStream};
+use crate::client::ModelStream;
 use crate::config::ProviderConfig;
 use crate::error::{ModelError, ModelErrorKind};
+use crate::message::ModelInfo;
 
 pub(crate) use events::{Decode, EventStream, Events};
 pub use limits::DecodeLimits;

@@ -19,7 +19,7 @@ pub async fn list_models(config: &ProviderConfig) -> Result<Vec<String>, ModelEr
     let (auth, extra) = match config.api {
         Api::Anthropic => (
             Auth::Header("x-api-key"),
-            vec![("anthropic-version", crate::anthropic::ANTHROPIC_VERSION.to_owned())],
+            vec![("anthropic-version", crate::config::ANTHROPIC_VERSION.to_owned())],
         ),
         _ => (Auth::Bearer, Vec::new()),
     };
