@@ -90,25 +90,35 @@ fn snapshot(workspace: &Path) -> Option<Snapshot> {
     Some(files)
 }
 
+/// [`snapshot`] on the blocking pool: walking and hashing up to [`MAX_FILES`] files would
+/// stall every other task of the runtime (a server's other sessions, the terminal's
+/// spinner) for as long as it takes.
+async fn snapshot_off_runtime(workspace: &Path) -> Option<Snapshot> {
+    let workspace = workspace.to_path_buf();
+    tokio::task::spawn_blocking(move || snapshot(&workspace)).await.ok().flatten()
+}
+
 impl ChangeCheck {
+    /// Whether to look at all: the task asks for a change and this turn was not asked yet.
+    fn may_ask(state: &TurnStopping<'_>) -> bool {
+        state.intent.asks_for_change()
+            && !state
+                .messages
+                .iter()
+                .skip(1)
+                .any(|m| matches!(m, Message::User(u) if u.content.starts_with(NOTHING_CHANGED)))
+    }
+
     /// What to ask, if anything: the task asks for a change and no file changed.
-    fn nudge(state: &TurnStopping<'_>) -> Option<Nudge> {
-        let task = state.task();
-        if !state.intent.asks_for_change() {
+    async fn nudge(state: &TurnStopping<'_>) -> Option<Nudge> {
+        if !Self::may_ask(state) {
             return None;
         }
-        let asked = state
-            .messages
-            .iter()
-            .skip(1)
-            .any(|m| matches!(m, Message::User(u) if u.content.starts_with(NOTHING_CHANGED)));
-        if asked {
-            return None;
-        }
-        let now = snapshot(&state.ctx.workspace)?;
+        let now = snapshot_off_runtime(&state.ctx.workspace).await?;
         if !state.ctx.tool_state.with(|start: &mut Start| start.unchanged(state.turn, &now)) {
             return None;
         }
+        let task = state.task();
         Some(Nudge::new(
             format!(
                 "{NOTHING_CHANGED} \"{task}\". Make the change now with your tools (a file tool or the shell), then check it."
@@ -121,14 +131,14 @@ impl ChangeCheck {
 
 impl Hooks for ChangeCheck {
     fn turn_started<'a>(&'a self, state: TurnStarted<'a>) -> BoxFuture<'a, ()> {
-        let taken = snapshot(&state.ctx.workspace).map(|files| (state.turn, files));
-        state.ctx.tool_state.with(|start: &mut Start| start.0 = taken);
-        Box::pin(async {})
+        Box::pin(async move {
+            let taken = snapshot_off_runtime(&state.ctx.workspace).await.map(|files| (state.turn, files));
+            state.ctx.tool_state.with(|start: &mut Start| start.0 = taken);
+        })
     }
 
     fn turn_stopping<'a>(&'a self, state: TurnStopping<'a>) -> BoxFuture<'a, Option<Nudge>> {
-        let nudge = Self::nudge(&state);
-        Box::pin(async move { nudge })
+        Box::pin(async move { Self::nudge(&state).await })
     }
 }
 
