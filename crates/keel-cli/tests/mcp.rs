@@ -331,8 +331,8 @@ async fn the_server_dies_with_keel_on_sigint_sigterm_and_kill_9() {
 /// SIGHUP and leaves; its servers go with it.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_server_dies_when_keels_parent_is_killed() {
-    if std::process::Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: `script` (util-linux) is not installed");
+    let script = std::process::Command::new("script").arg("--version").output().is_ok();
+    if !keel_testkit::prereq::available("pty", script, "util-linux `script` (a pseudo-terminal)") {
         return;
     }
     let env = Env::new();
@@ -373,8 +373,8 @@ async fn requests(server: &MockServer, n: usize) {
 /// turn and its tools are offered from the next turn once it is ready; `/mcp` reports.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_late_server_joins_at_a_later_turn_in_interactive_mode() {
-    if std::process::Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: `script` (util-linux) is not installed");
+    let script = std::process::Command::new("script").arg("--version").output().is_ok();
+    if !keel_testkit::prereq::available("pty", script, "util-linux `script` (a pseudo-terminal)") {
         return;
     }
     let env = Env::new();

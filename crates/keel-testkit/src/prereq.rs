@@ -36,3 +36,22 @@ pub fn database_with_tls() -> Option<(String, String)> {
     }
     Some((url, ca?))
 }
+
+/// Whether `name`, a program a test needs, is here (`present`). When it is not, says the
+/// test is skipped (`what` describes the program), or fails the test when
+/// `KEEL_TEST_REQUIRE` names it (a comma-separated list: `.ci/run` names what it installs,
+/// e.g. `pty,python3`), so a machine that lost a program never turns a suite green.
+///
+/// # Panics
+/// When the program is missing and `KEEL_TEST_REQUIRE` names it.
+pub fn available(name: &str, present: bool, what: &str) -> bool {
+    if !present {
+        let required = std::env::var("KEEL_TEST_REQUIRE").unwrap_or_default();
+        assert!(
+            !required.split(',').any(|r| r.trim() == name),
+            "KEEL_TEST_REQUIRE names `{name}` but {what} is not installed"
+        );
+        eprintln!("skipped: {what} is not installed");
+    }
+    present
+}

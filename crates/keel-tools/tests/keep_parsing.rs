@@ -54,8 +54,7 @@ async fn a_broken_or_new_file_is_changed_as_asked() {
 
 #[tokio::test]
 async fn an_edit_that_breaks_python_is_refused_exact_or_loose() {
-    if !python3() {
-        eprintln!("skipped: no python3");
+    if !keel_testkit::prereq::available("python3", python3(), "python3") {
         return;
     }
     let ws = tempfile::tempdir().unwrap();
