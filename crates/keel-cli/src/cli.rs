@@ -111,6 +111,11 @@ pub struct Cli {
     #[arg(long)]
     pub no_session: bool,
 
+    /// Where sessions live, for every mode: `postgres://user@host:port/db`, or a folder
+    /// for JSONL files (default: KEEL_DATABASE_URL, else keel's sessions folder).
+    #[arg(long, value_name = "URL|DIR", env = "KEEL_STORE", hide_env_values = true, global = true)]
+    pub store: Option<String>,
+
     /// Resume the latest session of this folder.
     #[arg(long = "continue", short = 'c', conflicts_with_all = ["resume", "no_session"])]
     pub continue_latest: bool,
@@ -220,10 +225,6 @@ pub struct ServeArgs {
     /// Workspaces must be inside this folder; repeatable (default: the current folder).
     #[arg(long = "root", value_name = "DIR")]
     pub roots: Vec<PathBuf>,
-    /// Where sessions live: `postgres://user@host:port/db`, or a folder for JSONL files
-    /// (default: keel's sessions folder).
-    #[arg(long, value_name = "URL|DIR", env = "KEEL_STORE", hide_env_values = true)]
-    pub store: Option<String>,
     /// Turns running at once over all sessions (default: 128 per CPU core); more wait in
     /// line, first come first served.
     #[arg(long, value_name = "N")]

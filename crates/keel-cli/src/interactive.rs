@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use keel_agent::{Agent, SessionContext};
 use keel_llm::CancellationToken;
-use keel_session::{JsonlStore, SessionStore};
+use keel_session::SessionStore;
 use reedline::Signal;
 
 use crate::cli::Cli;
@@ -42,7 +42,7 @@ struct Repl {
     agent: Agent,
     /// The permission policy, shared by every agent built for a new model.
     policy: Arc<keel_tools::PermissionPolicy>,
-    store: Option<JsonlStore>,
+    store: Option<Arc<dyn SessionStore>>,
     session: keel_agent::Session,
     ctx: SessionContext,
     terminal: Arc<Terminal>,
@@ -152,7 +152,19 @@ impl Repl {
         Ok(())
     }
 
+    /// Closes the current session (durable, its file lock or database lease released, so
+    /// it can be opened again at once) and leaves an unsaved placeholder in its place.
+    fn release_session(&mut self) -> anyhow::Result<()> {
+        let placeholder = keel_agent::Session::in_memory(&self.workspace.display().to_string());
+        let current = std::mem::replace(&mut self.session, placeholder);
+        let id = current.id().to_owned();
+        current.close().map_err(|e| anyhow::anyhow!("closing session {id}: {e}"))
+    }
+
     fn switch_to(&mut self, session: keel_agent::Session, note: &str) {
+        if let Err(e) = self.release_session() {
+            self.say(&format!("keel: {e}"));
+        }
         self.session = session;
         self.refresh_context();
         self.say(&format!("{note} {}", self.session.id()));
@@ -281,11 +293,10 @@ impl Repl {
         match (name, arg) {
             ("/help", _) => self.say(HELP),
             ("/quit" | "/exit", _) => return Ok(false),
-            ("/new", _) => match &self.store {
+            ("/new", _) => match self.store.clone() {
                 Some(store) => {
                     let cwd = self.workspace.display().to_string();
-                    // Release the current session's lock first.
-                    self.session = keel_agent::Session::in_memory(&cwd);
+                    self.release_session()?;
                     let fresh = store.create(&cwd)?;
                     self.switch_to(fresh, "new session");
                 }
@@ -296,15 +307,17 @@ impl Repl {
                 }
             },
             ("/sessions", _) => match &self.store {
-                Some(store) => {
-                    self.say(&sessions::table(store, Some(&self.workspace.display().to_string()), 10)?)
-                }
+                Some(store) => self.say(&sessions::table(
+                    store.as_ref(),
+                    Some(&self.workspace.display().to_string()),
+                    10,
+                )?),
                 None => self.say("sessions are not saved (--no-session)"),
             },
-            ("/resume", Some(id)) => match &self.store {
+            ("/resume", Some(id)) => match self.store.clone() {
                 Some(store) => {
                     let current = self.session.id().to_owned();
-                    self.session = keel_agent::Session::in_memory(&self.workspace.display().to_string());
+                    self.release_session()?;
                     match store.open(id) {
                         Ok(mut session) => {
                             session.repair()?;
@@ -402,8 +415,8 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     };
     let policy = Arc::new(policy);
     let (agent, notes) = setup::agent(&settings, &workspace, Arc::clone(&policy), model);
-    let store = setup::store(cli);
-    let (session, note) = match setup::open_session(cli, store.as_ref(), &workspace) {
+    let store = setup::store(cli)?;
+    let (session, note) = match setup::open_session(cli, store.as_deref(), &workspace) {
         Ok(opened) => opened,
         Err(e) if setup::names_no_session(&e) => {
             errln!("keel: {e:#}");
@@ -533,9 +546,10 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
             }
         }
     }
-    repl.session.sync()?;
-    if repl.store.is_some() && repl.session.projection().turns() > 0 {
-        repl.say(&format!("to come back to this session: keel --resume {}", repl.session.id()));
+    let (kept, id) = (repl.session.projection().turns() > 0, repl.session.id().to_owned());
+    repl.release_session()?;
+    if repl.store.is_some() && kept {
+        repl.say(&format!("to come back to this session: keel --resume {id}"));
     }
     if let Some(mcp) = &repl.mcp {
         mcp.shutdown().await;

@@ -24,6 +24,7 @@ mod serve;
 mod sessions;
 mod setup;
 mod signals;
+mod store;
 mod typing;
 mod undo;
 
@@ -83,7 +84,7 @@ fn init_logging(cli: &cli::Cli) {
 
 async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
     match cli.command.take() {
-        Some(cli::Command::Sessions { action }) => return sessions::run(action),
+        Some(cli::Command::Sessions { action }) => return sessions::run(action, cli.store.as_deref()),
         Some(cli::Command::Models { action }) => return local::models_command(action).await,
         Some(cli::Command::Sandbox) => return doctor::run(&cli).await,
         Some(cli::Command::Permissions) => return permissions::command(&cli),

@@ -73,8 +73,8 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Err(e) => return fail(e.0),
     };
     let (agent, notes) = setup::agent(&settings, &workspace, Arc::new(policy), model);
-    let store = setup::store(cli);
-    let (mut session, note) = match setup::open_session(cli, store.as_ref(), &workspace) {
+    let store = setup::store(cli)?;
+    let (mut session, note) = match setup::open_session(cli, store.as_deref(), &workspace) {
         Ok(opened) => opened,
         Err(e) if setup::names_no_session(&e) => {
             errln!("keel: {e:#}");
@@ -132,13 +132,18 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     if let Some(mcp) = &mcp {
         mcp.shutdown().await;
     }
+    // Durable and released (its lock, its database lease) before keel exits: a
+    // `--continue` right after must find the session free.
+    let session_id = session.id().to_owned();
+    let closed = session.close();
     let outcome: TurnOutcome = outcome?;
+    closed.map_err(|e| anyhow::anyhow!("closing session {session_id}: {e}"))?;
     let code = exit_code(outcome.reason);
     match &json {
         Some(out) => out.write_value(&json!({
             "type": "keel/done",
             "data": {
-                "session_id": session.id(),
+                "session_id": session_id,
                 "reason": outcome.reason.as_str(),
                 "message": outcome.message,
                 "final_text": outcome.final_text,

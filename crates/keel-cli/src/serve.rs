@@ -9,7 +9,6 @@ use std::sync::Arc;
 use anyhow::Context;
 use futures::future::BoxFuture;
 use keel_server::{AgentFactory, Prepared, Server, ServerConfig, SessionSpec};
-use keel_session::{JsonlStore, SessionStore};
 use keel_tools::AskFn;
 
 use crate::cli::{Cli, ServeArgs};
@@ -169,27 +168,6 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     file.write_all(text.as_bytes())
 }
 
-/// The store `--store` / `KEEL_STORE` / `KEEL_DATABASE_URL` names.
-fn store(args: &ServeArgs) -> anyhow::Result<(Arc<dyn SessionStore>, String)> {
-    let chosen =
-        args.store.clone().or_else(|| std::env::var("KEEL_DATABASE_URL").ok().filter(|s| !s.is_empty()));
-    match chosen {
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            let store =
-                keel_store_postgres::PgStore::connect(&url).map_err(|e| anyhow::anyhow!("--store: {e}"))?;
-            Ok((Arc::new(store), "PostgreSQL".to_owned()))
-        }
-        Some(dir) => {
-            Ok((Arc::new(JsonlStore::new(&dir).detached_sync(true)), format!("JSONL files in {dir}")))
-        }
-        None => {
-            let dir = paths::sessions_dir();
-            let label = format!("JSONL files in {}", dir.display());
-            Ok((Arc::new(JsonlStore::new(dir).detached_sync(true)), label))
-        }
-    }
-}
-
 /// Runs the server until Ctrl-C or SIGTERM.
 pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
     let open_files = keel_server::ops::raise_open_files_limit();
@@ -201,12 +179,11 @@ pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
     };
     // The configuration must be usable before anyone connects.
     config::resolve(cli, false).map_err(|e| anyhow::anyhow!("{}", e.0))?;
-    let (store, store_label) = tokio::task::spawn_blocking({
-        let args = args.clone();
-        move || store(&args)
-    })
-    .await
-    .context("opening the store")??;
+    let spec = crate::store::chosen(cli.store.as_deref());
+    let crate::store::Opened { store, label: store_label } =
+        tokio::task::spawn_blocking(move || crate::store::open(spec.as_deref(), true))
+            .await
+            .context("opening the store")??;
     let mut config = ServerConfig::new(token.clone(), roots.clone());
     if let Some(max_turns) = args.max_turns {
         config.max_turns = max_turns.max(1);

@@ -1,7 +1,7 @@
 //! `keel sessions`: list, show, fork.
 
 use keel_llm::ContentBlock;
-use keel_session::{Event, EventKind, JsonlStore, SessionStore};
+use keel_session::{Event, EventKind, SessionStore};
 
 use crate::cli::SessionsAction;
 use crate::exit;
@@ -15,7 +15,7 @@ fn home_relative(path: &str) -> String {
 }
 
 /// A table of sessions (optionally only those of `cwd`), at most `limit` rows.
-pub fn table(store: &JsonlStore, cwd: Option<&str>, limit: usize) -> anyhow::Result<String> {
+pub fn table(store: &dyn SessionStore, cwd: Option<&str>, limit: usize) -> anyhow::Result<String> {
     let sessions: Vec<_> = store.list()?.into_iter().filter(|s| cwd.is_none_or(|c| s.cwd == c)).collect();
     if sessions.is_empty() {
         return Ok("no sessions yet".to_owned());
@@ -141,12 +141,14 @@ pub fn last_exchange(events: &[Event]) -> Vec<String> {
 }
 
 /// Runs a sessions subcommand; returns the exit code.
-pub fn run(action: Option<SessionsAction>) -> anyhow::Result<u8> {
-    let store = JsonlStore::new(crate::paths::sessions_dir());
+pub fn run(action: Option<SessionsAction>, store: Option<&str>) -> anyhow::Result<u8> {
+    let spec = crate::store::chosen(store);
+    let store = crate::store::open(spec.as_deref(), false)?.store;
+    let store = store.as_ref();
     match action.unwrap_or(SessionsAction::List { here: false }) {
         SessionsAction::List { here } => {
             let cwd = std::env::current_dir()?.canonicalize()?.display().to_string();
-            outln!("{}", table(&store, here.then_some(cwd.as_str()), 50)?);
+            outln!("{}", table(store, here.then_some(cwd.as_str()), 50)?);
         }
         SessionsAction::Show { id, raw } => {
             let events = match store.read(&id) {

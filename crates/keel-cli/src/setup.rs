@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use keel_agent::{Agent, AgentConfig, FinishCheck, HookChain, Session, SessionContext};
 use keel_llm::facts::ModelFacts;
 use keel_llm::{ModelClient, Preset, ProviderConfig};
-use keel_session::{JsonlStore, SessionStore};
+use keel_session::SessionStore;
 use keel_tools::profile;
 use keel_tools::{PermissionPolicy, ToolsConfig};
 
@@ -211,9 +211,13 @@ pub fn context(settings: &Settings, workspace: &Path, session: &Session) -> Sess
     ctx
 }
 
-/// The session store, unless `--no-session`.
-pub fn store(cli: &Cli) -> Option<JsonlStore> {
-    (!cli.no_session).then(|| JsonlStore::new(crate::paths::sessions_dir()))
+/// The session store (`--store`, see [`crate::store`]), unless `--no-session`.
+pub fn store(cli: &Cli) -> anyhow::Result<Option<Arc<dyn SessionStore>>> {
+    if cli.no_session {
+        return Ok(None);
+    }
+    let spec = crate::store::chosen(cli.store.as_deref());
+    Ok(Some(crate::store::open(spec.as_deref(), false)?.store))
 }
 
 /// Whether `error` is about the session the user named (none by that id, an ambiguous
@@ -233,7 +237,7 @@ pub fn names_no_session(error: &anyhow::Error) -> bool {
 /// A resumed session is repaired at once, and what repair did is reported.
 pub fn open_session(
     cli: &Cli,
-    store: Option<&JsonlStore>,
+    store: Option<&dyn SessionStore>,
     workspace: &Path,
 ) -> anyhow::Result<(Session, Option<String>)> {
     let cwd = workspace.display().to_string();

@@ -316,29 +316,6 @@ impl JsonlStore {
         Ok(events)
     }
 
-    /// The most recently changed session whose workspace is `cwd`. Reads only each
-    /// log's first line, so it stays fast with many large sessions.
-    pub fn latest_in(&self, cwd: &str) -> Result<Option<String>, SessionError> {
-        let mut best: Option<(SystemTime, String)> = None;
-        for id in self.ids()? {
-            let path = self.path_of(&id);
-            let Ok(file) = File::open(&path) else { continue };
-            let modified = file.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
-            let mut first = String::new();
-            if BufReader::new(file).read_line(&mut first).is_err() {
-                continue;
-            }
-            let matches = match Event::parse(first.trim_end()) {
-                Ok(Event { kind: EventKind::SessionHeader(header), .. }) => header.cwd == cwd,
-                _ => false,
-            };
-            if matches && best.as_ref().is_none_or(|(time, best_id)| (modified, &id) > (*time, best_id)) {
-                best = Some((modified, id));
-            }
-        }
-        Ok(best.map(|(_, id)| id))
-    }
-
     fn summarize(&self, id: String) -> Result<SessionSummary, SessionError> {
         let path = self.path_of(&id);
         let file = File::open(&path).map_err(|e| SessionError::io(e).at_path(&path))?;
@@ -416,6 +393,27 @@ impl SessionStore for JsonlStore {
         session.sync()?;
         session.repair()?;
         Ok(session)
+    }
+
+    fn latest_in(&self, cwd: &str) -> Result<Option<String>, SessionError> {
+        let mut best: Option<(SystemTime, String)> = None;
+        for id in self.ids()? {
+            let path = self.path_of(&id);
+            let Ok(file) = File::open(&path) else { continue };
+            let modified = file.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
+            let mut first = String::new();
+            if BufReader::new(file).read_line(&mut first).is_err() {
+                continue;
+            }
+            let matches = match Event::parse(first.trim_end()) {
+                Ok(Event { kind: EventKind::SessionHeader(header), .. }) => header.cwd == cwd,
+                _ => false,
+            };
+            if matches && best.as_ref().is_none_or(|(time, best_id)| (modified, &id) > (*time, best_id)) {
+                best = Some((modified, id));
+            }
+        }
+        Ok(best.map(|(_, id)| id))
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {

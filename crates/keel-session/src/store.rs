@@ -29,6 +29,17 @@ pub trait SessionStore: Send + Sync {
     /// Every session, most recently changed first. Unreadable logs are skipped.
     fn list(&self) -> Result<Vec<SessionSummary>, SessionError>;
 
+    /// The id of the most recently changed session of workspace `cwd`, if any (what
+    /// `--continue` resumes). The default reads [`Self::list`].
+    fn latest_in(&self, cwd: &str) -> Result<Option<String>, SessionError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .filter(|s| s.cwd == cwd)
+            .max_by(|a, b| (a.modified, &a.id).cmp(&(b.modified, &b.id)))
+            .map(|s| s.id))
+    }
+
     /// All events of a session, read without locking it.
     fn read(&self, id: &str) -> Result<Vec<Event>, SessionError>;
 
