@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keel_agent::ToolContext;
+use keel_sandbox::launch::Launcher;
+use keel_sandbox::{SandboxMode, SandboxSettings};
 use keel_tools::ToolsConfig;
-use keel_tools::launch::Launcher;
-use keel_tools::sandbox::{SandboxMode, SandboxSettings};
 
 async fn median_call(config: ToolsConfig, ws: &std::path::Path, rounds: usize) -> Duration {
     let registry = keel_tools::builtin(Arc::new(config));

@@ -1,6 +1,6 @@
 //! `keel sandbox`: what this system enforces for shell commands, policy by policy.
 
-use keel_tools::sandbox::{SandboxMode, SandboxSettings, Support};
+use keel_sandbox::{SandboxMode, SandboxSettings, Support};
 
 /// The report for `support` (and whether PID namespaces work) with `settings` in use.
 pub fn report(support: &Support, pid_namespace: bool, settings: &SandboxSettings) -> String {
@@ -75,8 +75,8 @@ pub async fn run(cli: &crate::cli::Cli) -> anyhow::Result<u8> {
         }
     };
     let program = std::env::current_exe()?;
-    let support = keel_tools::launch::sandbox_support(&program).await;
-    let pid_namespace = keel_tools::launch::pid_namespace_available().await;
+    let support = keel_sandbox::launch::sandbox_support(&program).await;
+    let pid_namespace = keel_sandbox::launch::pid_namespace_available().await;
     out!("{}", report(&support, pid_namespace, &settings));
     Ok(crate::exit::OK)
 }

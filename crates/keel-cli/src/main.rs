@@ -153,10 +153,10 @@ fn write_stats() {
 }
 
 fn main() -> ExitCode {
-    // `keel __exec …`: the shell tool's launcher (keel_tools::launch), nothing else.
+    // `keel __exec …`: the shell tool's launcher (keel_sandbox::launch), nothing else.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == keel_tools::launch::SUBCOMMAND) {
-        std::process::exit(keel_tools::launch::main(&args[2..]));
+    if args.get(1).is_some_and(|a| a == keel_sandbox::launch::SUBCOMMAND) {
+        std::process::exit(keel_sandbox::launch::main(&args[2..]));
     }
     // `keel __engine`: the embedded model's engine process (keel_local::engine).
     #[cfg(feature = "local")]

@@ -57,7 +57,7 @@ async fn start_servers(
     if servers.is_empty() {
         return Ok(None);
     }
-    let pid_namespace = pid_namespace && keel_tools::launch::pid_namespace_available().await;
+    let pid_namespace = pid_namespace && keel_sandbox::launch::pid_namespace_available().await;
     let options = McpOptions {
         launcher: std::env::current_exe().ok(),
         pid_namespace,

@@ -24,8 +24,8 @@ struct Factory {
 }
 
 /// How strict a sandbox is: off < workspace-write < read-only.
-fn sandbox_strictness(mode: keel_tools::sandbox::SandboxMode) -> u8 {
-    use keel_tools::sandbox::SandboxMode;
+fn sandbox_strictness(mode: keel_sandbox::SandboxMode) -> u8 {
+    use keel_sandbox::SandboxMode;
     match mode {
         SandboxMode::ReadOnly => 2,
         SandboxMode::WorkspaceWrite => 1,

@@ -134,7 +134,7 @@ pub fn agent(
     // keel and run in a PID namespace where possible.
     let launcher = std::env::current_exe()
         .ok()
-        .map(|program| keel_tools::launch::Launcher { program, pid_namespace: settings.pid_namespace });
+        .map(|program| keel_sandbox::launch::Launcher { program, pid_namespace: settings.pid_namespace });
     let tools_config = ToolsConfig {
         extra_roots: settings.allowed_roots.clone(),
         allow_hardlinks: settings.allow_hardlinks,

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::{gone, pid_namespaces, processes_with_arg};
 use keel_agent::{ToolContext, ToolOutput};
+use keel_sandbox::launch::Launcher;
 use keel_tools::ToolsConfig;
-use keel_tools::launch::Launcher;
 use serde_json::json;
 
 /// The modes this machine can run: without a namespace always, with one if allowed.

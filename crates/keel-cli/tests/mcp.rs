@@ -513,7 +513,7 @@ async fn ask_mode_asks_for_tools_not_marked_read_only() {
 async fn a_sandboxed_server_writes_only_its_folder() {
     let probe =
         std::process::Command::new(env!("CARGO_BIN_EXE_keel")).args(["__exec", "--probe"]).output().unwrap();
-    let support = keel_tools::sandbox::Support::parse(&String::from_utf8_lossy(&probe.stdout));
+    let support = keel_sandbox::Support::parse(&String::from_utf8_lossy(&probe.stdout));
     if !support.landlock() {
         eprintln!("skipped: this kernel enforces no Landlock rules ({})", support.landlock);
         return;

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use keel_agent::{ToolContext, ToolOutput};
+use keel_sandbox::launch::Launcher;
+use keel_sandbox::{SandboxMode, SandboxSettings, Support};
 use keel_tools::ToolsConfig;
-use keel_tools::launch::Launcher;
-use keel_tools::sandbox::{SandboxMode, SandboxSettings, Support};
 use serde_json::json;
 
 fn keel() -> std::path::PathBuf {
@@ -136,7 +136,7 @@ async fn metadata_outside_the_workspace_is_read_only_in_a_namespace() {
     if supported().is_none() {
         return;
     }
-    if !keel_tools::launch::pid_namespace_available().await {
+    if !keel_sandbox::launch::pid_namespace_available().await {
         eprintln!("skipped: this system gives commands no PID (and mount) namespace");
         return;
     }

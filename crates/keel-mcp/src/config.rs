@@ -129,7 +129,7 @@ impl ServerConfig {
             }
         }
         if let Some(mode) = &self.sandbox {
-            if keel_tools::sandbox::SandboxMode::parse(mode).is_none() {
+            if keel_sandbox::SandboxMode::parse(mode).is_none() {
                 return bad(format!("unknown sandbox `{mode}` (read-only, workspace-write or off)"));
             }
             if self.command.is_none() {

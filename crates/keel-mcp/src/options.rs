@@ -5,7 +5,7 @@ use std::path::PathBuf;
 /// Settings shared by the servers of a manager.
 #[derive(Debug, Clone)]
 pub struct McpOptions {
-    /// The program implementing [`keel_tools::launch`] (the `keel` binary): stdio
+    /// The program implementing [`keel_sandbox::launch`] (the `keel` binary): stdio
     /// servers are started through it so they die with this process even on `kill -9`.
     /// `None` starts them directly; they are then stopped when the manager is dropped
     /// (or shut down), which a `kill -9` of this process skips.

@@ -10,9 +10,9 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keel_tools::launch;
-use keel_tools::sandbox::{Policy, SandboxMode, SandboxSettings};
-use keel_tools::shell::is_secret;
+use keel_sandbox::launch;
+use keel_sandbox::secrets::is_secret;
+use keel_sandbox::{Policy, SandboxMode, SandboxSettings};
 use rustix::process::{Pid, Signal};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, BufReader, ReadBuf};
 use tokio::process::{ChildStdin, ChildStdout, Command};
@@ -226,7 +226,7 @@ fn sandbox_policy(
 
 impl StdioProcess {
     /// Starts `config.command` (through `launcher`, the program implementing
-    /// [`keel_tools::launch`], when given) with piped stdin, stdout and stderr.
+    /// [`keel_sandbox::launch`], when given) with piped stdin, stdout and stderr.
     pub(crate) fn spawn(
         server: &str,
         config: &ServerConfig,

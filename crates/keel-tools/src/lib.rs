@@ -9,7 +9,6 @@
 //!            ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "glob"]);
 //! ```
 
-mod anchored;
 pub mod answer;
 mod blank_lines;
 pub mod change;
@@ -21,7 +20,6 @@ pub mod environment;
 pub mod glob;
 pub mod grep;
 pub mod grounded;
-pub mod launch;
 pub mod list;
 mod loose;
 mod near;
@@ -35,7 +33,7 @@ pub mod question;
 pub mod read;
 mod repeated;
 pub mod rules;
-pub mod sandbox;
+mod sandboxed;
 pub mod script;
 mod seen;
 pub mod shell;
@@ -93,14 +91,14 @@ pub struct ToolsConfig {
     /// is always allowed.
     pub allow_hardlinks: bool,
     /// Environment variables passed to shell commands even though their name or value
-    /// looks like a credential (see [`shell::is_secret`]), e.g. `GITHUB_TOKEN`.
+    /// looks like a credential (see [`keel_sandbox::secrets::is_secret`]), e.g. `GITHUB_TOKEN`.
     pub env_passthrough: Vec<String>,
     /// The program that launches shell commands so they die with this process and run in
     /// a PID namespace where possible (see [`launch`]); `None` runs `bash -c` directly.
     /// The `keel` binary sets itself here.
-    pub launcher: Option<launch::Launcher>,
+    pub launcher: Option<keel_sandbox::launch::Launcher>,
     /// The sandbox shell commands run in (default off; needs `launcher`).
-    pub sandbox: sandbox::SandboxSettings,
+    pub sandbox: keel_sandbox::SandboxSettings,
 }
 
 impl Default for ToolsConfig {
@@ -120,7 +118,7 @@ impl Default for ToolsConfig {
             allow_hardlinks: false,
             env_passthrough: Vec::new(),
             launcher: None,
-            sandbox: sandbox::SandboxSettings::default(),
+            sandbox: keel_sandbox::SandboxSettings::default(),
         }
     }
 }

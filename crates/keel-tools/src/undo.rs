@@ -5,7 +5,7 @@
 //! newest first, and marks those calls undone. A file changed since (by the user, or a
 //! command) is left as it is and reported: undo never overwrites work it did not do.
 //! Every file keel creates here is new (`O_EXCL`, no link followed); a file to remove is
-//! removed through [`crate::anchored`], so a folder on the way swapped for a link to
+//! removed through [`keel_sandbox::anchored`], so a folder on the way swapped for a link to
 //! elsewhere is never followed.
 
 use std::fs::File;
@@ -269,10 +269,10 @@ fn restore(record: &Record, before: &Path, roots: &Roots) -> Result<bool, String
         let Some((root, rel)) = roots.anchor_for(&record.path) else {
             return Err("it is outside the folders keel may write".to_owned());
         };
-        let anchored = crate::anchored::Anchored::open(root).map_err(|e| e.to_string())?;
+        let anchored = keel_sandbox::anchored::Anchored::open(root).map_err(|e| e.to_string())?;
         return match anchored.kind(&rel) {
             Ok(None) => Ok(false),
-            Ok(Some(crate::anchored::Kind::File | crate::anchored::Kind::Link)) => {
+            Ok(Some(keel_sandbox::anchored::Kind::File | keel_sandbox::anchored::Kind::Link)) => {
                 anchored.remove(&rel).map(|_| false).map_err(|e| e.to_string())
             }
             Ok(Some(_)) => {

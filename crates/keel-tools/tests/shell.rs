@@ -209,7 +209,7 @@ fn secrets_are_removed_from_the_environment() {
 
 #[test]
 fn secret_names() {
-    use keel_tools::shell::{has_url_credentials, is_secret_var};
+    use keel_sandbox::secrets::{has_url_credentials, is_secret_var};
     for name in [
         "OPENAI_API_KEY",
         "my_api_key",
@@ -255,7 +255,7 @@ fn secret_names() {
         ("skeleton-of-a-plain-value-here", false),
         ("/usr/local/bin:/usr/bin", false),
     ] {
-        assert_eq!(keel_tools::shell::looks_like_token(value), token, "{value}");
+        assert_eq!(keel_sandbox::secrets::looks_like_token(value), token, "{value}");
     }
     for value in ["https://example.com:8080/a@b", "ssh://git@github.com/x.git", "git@github.com:x/y", "plain"]
     {

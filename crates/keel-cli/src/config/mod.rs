@@ -129,7 +129,7 @@ pub struct Settings {
     /// The configured context window, if any, and when and how much to compact.
     pub compaction: Compaction,
     /// The shell sandbox.
-    pub sandbox: keel_tools::sandbox::SandboxSettings,
+    pub sandbox: keel_sandbox::SandboxSettings,
     /// The merged settings the model came from, to build another (`/model`).
     pub layer: Layer,
     /// The config file's profiles (`/model PROFILE`).
@@ -337,14 +337,14 @@ pub fn route_undecided(client: &ProviderConfig, layer: &Layer) -> bool {
 }
 
 /// The sandbox settings alone (for `keel sandbox`, which needs no model).
-pub fn resolve_sandbox(cli: &Cli) -> Result<keel_tools::sandbox::SandboxSettings, ConfigError> {
+pub fn resolve_sandbox(cli: &Cli) -> Result<keel_sandbox::SandboxSettings, ConfigError> {
     let file = load_file()?;
     sandbox_settings(&layers(cli, &file)?.0)
 }
 
 /// The sandbox settings: the chosen mode, or workspace-write where the system enforces it.
-fn sandbox_settings(layer: &Layer) -> Result<keel_tools::sandbox::SandboxSettings, ConfigError> {
-    use keel_tools::sandbox::{SandboxMode, SandboxSettings};
+fn sandbox_settings(layer: &Layer) -> Result<keel_sandbox::SandboxSettings, ConfigError> {
+    use keel_sandbox::{SandboxMode, SandboxSettings};
     let mode = match &layer.sandbox {
         Some(text) => Some(SandboxMode::parse(text).ok_or_else(|| {
             ConfigError(format!("sandbox must be workspace-write, read-only or off (got `{text}`)"))
@@ -420,7 +420,7 @@ mod tests {
     /// default sandbox is not applied there), and the command reached the network.
     #[test]
     fn a_chosen_network_setting_makes_the_sandbox_a_choice() {
-        use keel_tools::sandbox::SandboxMode;
+        use keel_sandbox::SandboxMode;
         let off = Layer { network: Some(false), ..Layer::default() };
         let settings = sandbox_settings(&off).unwrap();
         assert_eq!(

@@ -1,5 +1,5 @@
 //! Shell commands in a sandbox: Landlock for the file system and a seccomp filter for the
-//! network, set up by the launcher (`keel __exec`, see [`crate::launch`]) on itself right
+//! network, set up by the launcher (`keel __exec`, see [`launch`]) on itself right
 //! before it starts `bash`, so every process of the command inherits them. No root, no
 //! setuid helper, no container, no `unsafe` in keel.
 //!
@@ -28,12 +28,20 @@
 //! namespace, every mount outside the writable roots is read-only there
 //! ([`protect_metadata`]); elsewhere metadata outside the roots is not protected.
 
-pub(crate) mod call;
+//!
+//! This crate also holds what confinement is built from, for the coding tools, MCP
+//! servers and `keel serve` alike: the launcher ([`launch`]), writes that never follow
+//! a symlink ([`anchored`]), and which environment variables are credentials
+//! ([`secrets`]).
+
+pub mod anchored;
 #[cfg(target_os = "linux")]
 mod enforce;
 mod git_guard;
+pub mod launch;
 #[cfg(target_os = "linux")]
 mod mounts;
+pub mod secrets;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

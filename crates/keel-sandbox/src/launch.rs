@@ -39,7 +39,7 @@
 //! child has them (so keel sees the server's output end when the server's processes
 //! do), and the parent-death signal kills the group as above.
 //!
-//! A library user gets none of this unless it sets [`crate::ToolsConfig::launcher`];
+//! A library user gets none of this unless it sets `keel_tools::ToolsConfig::launcher`;
 //! without it the shell tool runs `bash -c` directly as before. The kernel sends the
 //! parent-death signal when the *thread* that started the launcher ends: the shell tool
 //! starts it from the async runtime's thread (keel's only thread for tools; a
@@ -55,7 +55,8 @@ use std::process::{Command, Stdio};
 
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
-use crate::sandbox::{self, Policy};
+use crate as sandbox;
+use crate::Policy;
 
 /// The hidden subcommand of the launcher program: `PROGRAM __exec …`.
 pub const SUBCOMMAND: &str = "__exec";
@@ -118,7 +119,7 @@ pub async fn sandbox_support(program: &std::path::Path) -> sandbox::Support {
 }
 
 /// The arguments after `program` that launch `bash -c command`, confined by `sandbox`.
-pub(crate) fn launcher_args(command: &str, pid_namespace: bool, sandbox: Option<&Policy>) -> Vec<OsString> {
+pub fn launcher_args(command: &str, pid_namespace: bool, sandbox: Option<&Policy>) -> Vec<OsString> {
     let mut args: Vec<OsString> =
         vec![SUBCOMMAND.into(), "--parent".into(), std::process::id().to_string().into()];
     if pid_namespace {
@@ -149,7 +150,7 @@ pub fn stdio_args(command: &[OsString], pid_namespace: bool, sandbox: Option<&Po
 }
 
 /// Parses a wait status reported by a launcher: one decimal line.
-pub(crate) fn parse_report(line: &[u8]) -> Option<std::process::ExitStatus> {
+pub fn parse_report(line: &[u8]) -> Option<std::process::ExitStatus> {
     use std::os::unix::process::ExitStatusExt;
     let raw: i32 = std::str::from_utf8(line).ok()?.trim().parse().ok()?;
     Some(std::process::ExitStatus::from_raw(raw))
@@ -486,7 +487,7 @@ mod tests {
         assert_eq!(parse(&args(&["--init", "--", "bash"])).unwrap().role, Role::Init { stdio: false });
         assert_eq!(parse(&args(&["--init", "--stdio", "--", "a"])).unwrap().role, Role::Init { stdio: true });
         let policy = Policy {
-            mode: crate::sandbox::SandboxMode::WorkspaceWrite,
+            mode: crate::SandboxMode::WorkspaceWrite,
             network: false,
             writable: vec!["/w".into(), "/t".into()],
             hidden: vec!["/h".into()],

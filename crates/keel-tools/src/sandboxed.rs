@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use keel_agent::{ToolError, ToolOutput};
 
-use super::{GitGuard, Policy, SandboxMode};
 use crate::ToolsConfig;
+use keel_sandbox::{GitGuard, Policy, SandboxMode};
 
 /// A call prepared for the sandbox.
 pub(crate) struct Prepared {
@@ -40,7 +40,7 @@ impl Prepared {
         // A default sandbox applies where the system enforces it; a chosen one always
         // (the launcher then refuses to run what it cannot confine).
         if config.sandbox.auto
-            && !crate::launch::sandbox_support(&launcher.program).await.enforces(&config.sandbox)
+            && !keel_sandbox::launch::sandbox_support(&launcher.program).await.enforces(&config.sandbox)
         {
             return Ok(None);
         }
