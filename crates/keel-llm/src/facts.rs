@@ -165,7 +165,9 @@ pub async fn ask_server(config: &ProviderConfig) -> ModelFacts {
     let base = config.base_url.trim_end_matches('/');
     let root = base.strip_suffix("/v1").unwrap_or(base).to_owned();
     let local = root.starts_with("http://");
-    let Some(client) = http_client() else { return ModelFacts::default() };
+    let Ok(client) = crate::transport::http_client(base, ASK_TIMEOUT).build() else {
+        return ModelFacts::default();
+    };
     let headers = crate::transport::headers(config, crate::transport::Auth::Bearer, &[]).unwrap_or_default();
     let props = async {
         if !local {
@@ -201,16 +203,6 @@ pub async fn ask_server(config: &ProviderConfig) -> ModelFacts {
         props: None,
     };
     ModelFacts { props, ..facts }
-}
-
-#[cfg(feature = "http")]
-fn http_client() -> Option<reqwest::Client> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(ASK_TIMEOUT)
-        .build()
-        .ok()
 }
 
 /// The JSON a request answers with, if it succeeds with at most [`ANSWER_LIMIT`] bytes.

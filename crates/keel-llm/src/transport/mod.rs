@@ -137,6 +137,18 @@ pub(crate) fn headers(
     Ok(map)
 }
 
+/// An HTTP client for the server at `url`: rustls on ring (not aws-lc: no cmake, quick
+/// to build), keel's user agent, and, for plain HTTP (a local server), none of the
+/// system's CA certificates, whose loading costs milliseconds and memory at every start.
+pub(crate) fn http_client(url: &str, connect_timeout: Duration) -> reqwest::ClientBuilder {
+    // Installing twice is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let builder = reqwest::Client::builder()
+        .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(connect_timeout);
+    if url.starts_with("http://") { builder.tls_certs_only(Vec::new()) } else { builder }
+}
+
 impl Transport {
     /// The transport for `config`'s endpoint, its key sent as `auth`, with the API's
     /// own headers (after the key, before the config's, which win).
@@ -148,18 +160,10 @@ impl Transport {
     ) -> Result<Self, ModelError> {
         config.validate()?;
         let endpoint = config.endpoint();
-        // ring, not aws-lc: no cmake, quick to build. Installing twice is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = reqwest::Client::builder()
-            .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(config.idle_timeout.min(Duration::from_secs(30)))
-            .tcp_nodelay(true);
-        if endpoint.starts_with("http://") {
-            // Plain HTTP (a local server): skip loading the system's CA certificates,
-            // which costs milliseconds at every start.
-            builder = builder.tls_certs_only(Vec::new());
-        }
-        let http = builder.build().map_err(|e| config_error(format!("cannot build the HTTP client: {e}")))?;
+        let http = http_client(&endpoint, config.idle_timeout.min(Duration::from_secs(30)))
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| config_error(format!("cannot build the HTTP client: {e}")))?;
         let endpoint = reqwest::Url::parse(&endpoint).map_err(|e| {
             config_error(format!("the base URL `{}` is not a valid URL: {e}", config.base_url))
         })?;

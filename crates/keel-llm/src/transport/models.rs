@@ -26,14 +26,7 @@ pub async fn list_models(config: &ProviderConfig) -> Result<Vec<String>, ModelEr
     let config = ProviderConfig { stream: false, ..config.clone() };
     let headers = headers(&config, auth, &extra)?;
     let url = format!("{}/models", config.base_url.trim_end_matches('/'));
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = reqwest::Client::builder()
-        .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(Duration::from_secs(10));
-    if url.starts_with("http://") {
-        builder = builder.tls_certs_only(Vec::new());
-    }
-    let client = builder
+    let client = super::http_client(&url, Duration::from_secs(10))
         .build()
         .map_err(|e| error(ModelErrorKind::Config, format!("cannot build the HTTP client: {e}")))?;
     let ask = async {
