@@ -1,6 +1,7 @@
 //! Running one step's tool calls: validate, ask hooks, log `tool/call`, run (safe calls
 //! together, exclusive calls alone), log results in the model's order.
 
+use crate::ToolErrorKind;
 use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
@@ -17,7 +18,8 @@ use tokio::sync::mpsc;
 use crate::hooks::{HookDecision, ToolCallRequest};
 use crate::run::TurnRun;
 use crate::sink::AgentEvent;
-use crate::tool::{PreparedCall, Progress, ToolContext, ToolError, ToolOutput};
+use crate::tool::{PreparedCall, Progress, ToolContext, ToolOutput};
+use crate::tool_error::ToolError;
 
 /// What the loop does after a step.
 #[derive(Debug)]
@@ -83,7 +85,7 @@ fn plan(run: &TurnRun<'_>, call: ToolCall, length_cut: bool) -> Item {
         None => {
             let names: Vec<&str> = tools.names().collect();
             Plan::Fail(ToolError::new(
-                "unknown_tool",
+                ToolErrorKind::UnknownTool,
                 format!("Unknown tool `{}`. Available tools: {}.", call.name, names.join(", ")),
             ))
         }
@@ -151,7 +153,8 @@ pub(crate) fn refuse_calls(
     reason: &str,
 ) -> Result<(), SessionError> {
     for call in calls {
-        let result = result_data(call, message_seq, Err(ToolError::new("not_started", reason)), None);
+        let result =
+            result_data(call, message_seq, Err(ToolError::new(ToolErrorKind::NotStarted, reason)), None);
         commit(run, step, call, result, Duration::ZERO)?;
     }
     Ok(())
@@ -168,7 +171,7 @@ fn result_data(
             let code = output.is_error.then(|| "tool_error".to_owned());
             (output.content, output.is_error, code, output.concludes_turn, output.change)
         }
-        Err(error) => (error.message, true, Some(error.code), false, None),
+        Err(error) => (error.message, true, Some(error.kind.as_str().to_owned()), false, None),
     };
     ToolResultData {
         call_id: call.id.clone(),
@@ -236,13 +239,13 @@ fn guarded(
             result = work => match result {
                 Ok(result) => result,
                 Err(panic) => Err(ToolError::new(
-                    "panic",
+                    ToolErrorKind::Panic,
                     format!("The tool crashed (panic: {}). This is a bug in the tool, not in your call; try another way.", panic_message(panic)),
                 )),
             },
-            _ = abort_deadline => Err(ToolError::new("aborted", ABORTED)),
+            _ = abort_deadline => Err(ToolError::new(ToolErrorKind::Aborted, ABORTED)),
             _ = timed_out => Err(ToolError::new(
-                "timeout",
+                ToolErrorKind::Timeout,
                 format!("The tool did not finish within {} s and was stopped.", timeout.map_or(0, |t| t.as_secs())),
             )),
         };
@@ -262,7 +265,7 @@ fn aborted(outcome: Result<ToolOutput, ToolError>) -> ToolError {
         Err(error) => error.message,
     };
     let message = if detail.trim().is_empty() { ABORTED.to_owned() } else { format!("{ABORTED}\n{detail}") };
-    ToolError::new("aborted", message)
+    ToolError::new(ToolErrorKind::Aborted, message)
 }
 
 /// Runs the calls of one assistant message. Every call gets exactly one result, logged
@@ -305,7 +308,7 @@ pub(crate) async fn execute_calls(
             };
             if stop.is_some() {
                 item.plan = Plan::Fail(ToolError::new(
-                    "not_started",
+                    ToolErrorKind::NotStarted,
                     "not started: an earlier call in this step stopped the turn",
                 ));
                 continue;
@@ -319,16 +322,18 @@ pub(crate) async fn execute_calls(
             match decision {
                 Some(HookDecision::Allow) => {}
                 Some(HookDecision::Deny { reason }) => {
-                    item.plan = Plan::Fail(ToolError::new("denied", reason));
+                    item.plan = Plan::Fail(ToolError::new(ToolErrorKind::Denied, reason));
                 }
                 Some(HookDecision::DenyAndStop { reason }) => {
-                    item.plan = Plan::Fail(ToolError::new("denied", reason.clone()));
+                    item.plan = Plan::Fail(ToolError::new(ToolErrorKind::Denied, reason.clone()));
                     stop = Some((TurnEndReason::Blocked, reason));
                 }
                 None => {
                     stop = Some((TurnEndReason::Aborted, run.ctx.inbox.take_abort_reason()));
-                    item.plan =
-                        Plan::Fail(ToolError::new("not_started", "not started: the user aborted the turn"));
+                    item.plan = Plan::Fail(ToolError::new(
+                        ToolErrorKind::NotStarted,
+                        "not started: the user aborted the turn",
+                    ));
                 }
             }
         }
@@ -340,8 +345,10 @@ pub(crate) async fn execute_calls(
             }
             for item in &mut batch {
                 if let Plan::Run { .. } = item.plan {
-                    item.plan =
-                        Plan::Fail(ToolError::new("not_started", "not started: the user aborted the turn"));
+                    item.plan = Plan::Fail(ToolError::new(
+                        ToolErrorKind::NotStarted,
+                        "not started: the user aborted the turn",
+                    ));
                 }
             }
         }

@@ -53,6 +53,7 @@ pub mod schema;
 mod sink;
 mod state;
 mod tool;
+mod tool_error;
 mod turn;
 
 pub use agent::{Agent, AgentBuilder, AgentConfig, TurnOutcome};
@@ -68,9 +69,9 @@ pub use registry::{ToolRegistry, ToolRegistryError, ToolRegistryErrorKind};
 pub use sink::{AgentEvent, NullSink, RecordedEvent, RecordingSink, Sink};
 pub use state::ToolState;
 pub use tool::{
-    DynTool, PreparedCall, Tool, ToolContext, ToolError, ToolOutput, json_kind, parse_arguments,
-    path_argument, typed,
+    DynTool, PreparedCall, Tool, ToolContext, ToolOutput, json_kind, parse_arguments, path_argument, typed,
 };
+pub use tool_error::{ToolError, ToolErrorKind};
 pub use turn::{AgentError, STEP_LIMIT_SUMMARY_REQUEST};
 
 pub use keel_session::{Effect, FileChange, ModelAside, Session, TaskIntent, Wants};

@@ -7,7 +7,8 @@ use keel_llm::ToolDefinition;
 use serde_json::Value;
 
 use crate::schema;
-use crate::tool::{DynTool, PreparedCall, ToolError};
+use crate::tool::{DynTool, PreparedCall};
+use crate::tool_error::ToolError;
 
 /// `tool`, offered with only the arguments in `keep` (the others take their defaults)
 /// and described as `description`. A call naming any other argument is refused the way
@@ -81,6 +82,7 @@ impl DynTool for Narrowed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ToolErrorKind;
     use crate::tool::{Tool, ToolContext, ToolOutput, typed};
     use schemars::JsonSchema;
     use serde::Deserialize;
@@ -119,7 +121,7 @@ mod tests {
         let run = tool.prepare(r#"{"command": "ls"}"#).unwrap();
         assert_eq!(run(ToolContext::new(".")).await.unwrap().content, "ls None");
         let refused = tool.prepare(r#"{"command": "ls", "timeout_secs": 5}"#).err().unwrap();
-        assert_eq!(refused.code, "invalid_arguments");
+        assert_eq!(refused.kind, ToolErrorKind::InvalidArguments);
         assert!(refused.message.contains("unknown field `timeout_secs`"), "{}", refused.message);
         assert!(refused.message.contains("{command: string (required)}"), "{}", refused.message);
         let wrong = tool.prepare(r#"{"command": 5}"#).err().unwrap();

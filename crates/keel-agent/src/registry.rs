@@ -112,7 +112,8 @@ impl ToolRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::{ToolContext, ToolError, ToolOutput};
+    use crate::tool::{ToolContext, ToolOutput};
+    use crate::tool_error::ToolError;
 
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     struct NoArgs {}
@@ -150,7 +151,8 @@ mod tests {
 #[cfg(test)]
 pub(crate) mod tests_support {
     use super::*;
-    use crate::tool::{PreparedCall, ToolError};
+    use crate::tool::PreparedCall;
+    use crate::tool_error::ToolError;
 
     struct Fake {
         definition: ToolDefinition,

@@ -1,5 +1,6 @@
 //! The `Tool` trait: a typed tool whose JSON schema comes from its argument type.
 
+use crate::tool_error::{ToolError, ToolErrorKind};
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
@@ -78,28 +79,6 @@ impl ToolOutput {
     pub fn with_asides(mut self, asides: Vec<keel_session::ModelAside>) -> Self {
         self.asides.extend(asides);
         self
-    }
-}
-
-/// A failed call. Becomes an `is_error` result carrying `code` and `message`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct ToolError {
-    /// Machine-readable class, e.g. `invalid_arguments`, `not_found`, `tool_error`.
-    pub code: String,
-    /// What went wrong and, where possible, how to fix it.
-    pub message: String,
-}
-
-impl ToolError {
-    /// An error of class `code`.
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        ToolError { code: code.into(), message: message.into() }
-    }
-
-    /// A generic tool failure (`tool_error`).
-    pub fn msg(message: impl Into<String>) -> Self {
-        Self::new("tool_error", message)
     }
 }
 
@@ -341,7 +320,7 @@ pub fn parse_arguments<A: DeserializeOwned>(
 ) -> Result<A, ToolError> {
     let invalid = |problem: String| {
         ToolError::new(
-            "invalid_arguments",
+            ToolErrorKind::InvalidArguments,
             format!("Invalid arguments for `{tool}`: {problem}. Expected a JSON object {summary}."),
         )
     };

@@ -1,5 +1,6 @@
 //! The system prompt: short, precise, plus `AGENTS.md` when present.
 
+use keel_agent::ToolErrorKind;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -74,8 +75,8 @@ fn project_instructions(workspace: &Path, allowed_roots: &[PathBuf]) -> Result<O
     let roots = Roots::new(workspace, allowed_roots, &[]).map_err(|e| e.message)?;
     match roots.open_read("AGENTS.md") {
         Ok((file, _)) => read_capped(file, "AGENTS.md"),
-        Err(e) if e.code == "not_found" => Ok(None),
-        Err(e) if e.code == "outside_workspace" => Err(
+        Err(e) if e.kind == ToolErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind == ToolErrorKind::OutsideWorkspace => Err(
             "AGENTS.md was not read: it leads outside the project folder (add its folder to allowed_roots to use it)"
                 .to_owned(),
         ),

@@ -2,6 +2,7 @@
 //! tools. A server that crashes or hangs costs the call that found out; the next call
 //! starts it again, after a backoff when it keeps failing.
 
+use keel_agent::ToolErrorKind;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -309,7 +310,7 @@ impl Server {
         let now = Instant::now();
         if let Some(at) = link.retry_at.filter(|at| *at > now) {
             return Err(ToolError::new(
-                "server_unavailable",
+                ToolErrorKind::ServerUnavailable,
                 format!(
                     "the MCP server `{}` is down ({}); keel starts it again in {} s",
                     self.name,
@@ -339,7 +340,7 @@ impl Server {
         link.retry_at = Some(Instant::now() + backoff(link.failures));
         self.set_state(ServerState::Failed(why.clone()));
         Err(ToolError::new(
-            "server_unavailable",
+            ToolErrorKind::ServerUnavailable,
             format!("the MCP server `{}` could not be started: {why}", self.name),
         ))
     }
@@ -397,7 +398,7 @@ impl Server {
                 Ok(crate::content::render(&value))
             }
             Outcome::Answered(Err(ServiceError::McpError(error))) => Err(ToolError::new(
-                "mcp_error",
+                ToolErrorKind::McpError,
                 format!("the MCP server `{}` refused the call: {}", self.name, error.message),
             )),
             Outcome::Answered(Err(error)) => {
@@ -406,7 +407,7 @@ impl Server {
                 let why = self.fail(generation, hint).await;
                 let why = if why.is_empty() { error.to_string() } else { why };
                 Err(ToolError::new(
-                    "server_crashed",
+                    ToolErrorKind::ServerCrashed,
                     format!(
                         "the MCP server `{}` stopped during the call ({why}); it is started again on the next call",
                         self.name
@@ -417,16 +418,17 @@ impl Server {
                 let secs = timeout.as_secs_f64();
                 self.fail(generation, Some(format!("a call of `{tool}` took longer than {secs} s"))).await;
                 Err(ToolError::new(
-                    "timeout",
+                    ToolErrorKind::Timeout,
                     format!(
                         "`{tool}` did not answer within {secs} s (tool_timeout_sec of MCP server `{}`); the server was stopped and is started again on the next call",
                         self.name
                     ),
                 ))
             }
-            Outcome::Aborted => {
-                Err(ToolError::new("aborted", "the call was aborted; the server was asked to cancel it"))
-            }
+            Outcome::Aborted => Err(ToolError::new(
+                ToolErrorKind::Aborted,
+                "the call was aborted; the server was asked to cancel it",
+            )),
         }
     }
 

@@ -1,5 +1,6 @@
 //! An MCP server's tool as a keel tool.
 
+use keel_agent::ToolErrorKind;
 use std::sync::{Arc, Weak};
 
 use keel_agent::{DynTool, PreparedCall, ToolError, schema};
@@ -124,7 +125,7 @@ impl McpTool {
 
     fn invalid(&self, problem: String) -> ToolError {
         ToolError::new(
-            "invalid_arguments",
+            ToolErrorKind::InvalidArguments,
             format!(
                 "Invalid arguments for `{}`: {problem}. Expected a JSON object {}.",
                 self.definition.name, self.summary
@@ -166,7 +167,7 @@ impl DynTool for McpTool {
             Box::pin(async move {
                 let Some(server) = server.upgrade() else {
                     return Err(ToolError::new(
-                        "server_unavailable",
+                        ToolErrorKind::ServerUnavailable,
                         format!("the MCP server `{server_name}` was shut down"),
                     ));
                 };

@@ -36,12 +36,17 @@ pub struct SessionError {
     pub path: Option<PathBuf>,
     /// The 1-based line of the log, for corrupt lines.
     pub line: Option<usize>,
+    /// The error underneath (an `io::Error`, a JSON or database error), kept whole: see
+    /// [`SessionError::cause`] and [`SessionError::io_kind`]. Its text is already in
+    /// `message`, so it is not also reported as [`std::error::Error::source`] (a chain
+    /// printed with `{:#}` would say it twice).
+    pub cause: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
 impl SessionError {
     /// A new error.
     pub fn new(kind: SessionErrorKind, message: impl Into<String>) -> Self {
-        SessionError { kind, message: message.into(), path: None, line: None }
+        SessionError { kind, message: message.into(), path: None, line: None, cause: None }
     }
 
     pub(crate) fn io(err: std::io::Error) -> Self {
@@ -53,11 +58,27 @@ impl SessionError {
             Some(EMFILE | ENFILE) => SessionErrorKind::Unavailable,
             _ => SessionErrorKind::Io,
         };
-        Self::new(kind, err.to_string())
+        Self::new(kind, err.to_string()).caused_by(err)
+    }
+
+    /// Keeps `cause`, the error underneath (its text should already be in the message).
+    pub fn caused_by(mut self, cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.cause = Some(Box::new(cause));
+        self
+    }
+
+    /// The error underneath, if one was kept.
+    pub fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.cause.as_deref()
+    }
+
+    /// The `io::ErrorKind` of an I/O failure (not found, permission denied, disk full, …).
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        self.cause()?.downcast_ref::<std::io::Error>().map(std::io::Error::kind)
     }
 
     pub(crate) fn corrupt(err: serde_json::Error) -> Self {
-        Self::new(SessionErrorKind::Corrupt, err.to_string())
+        Self::new(SessionErrorKind::Corrupt, err.to_string()).caused_by(err)
     }
 
     pub(crate) fn corrupt_msg(message: String) -> Self {
@@ -65,7 +86,7 @@ impl SessionError {
     }
 
     pub(crate) fn encode(err: serde_json::Error) -> Self {
-        Self::new(SessionErrorKind::Encode, err.to_string())
+        Self::new(SessionErrorKind::Encode, err.to_string()).caused_by(err)
     }
 
     /// Attaches a file path.
@@ -102,5 +123,9 @@ mod tests {
         }
         let e = SessionError::io(std::io::Error::from_raw_os_error(2));
         assert_eq!(e.kind, SessionErrorKind::Io);
+        // Issue 31, item 5: the io kind and the error itself are kept, not only its text.
+        assert_eq!(e.io_kind(), Some(std::io::ErrorKind::NotFound));
+        assert_eq!(e.to_string(), std::io::Error::from_raw_os_error(2).to_string());
+        assert!(std::error::Error::source(&e).is_none(), "its text is in the message already");
     }
 }

@@ -60,7 +60,7 @@ pub(crate) fn db_error(e: tokio_postgres::Error) -> SessionError {
             message
         }
     };
-    SessionError::new(kind, message)
+    SessionError::new(kind, message).caused_by(e)
 }
 
 /// Whether `e` says the database cannot be reached now rather than that the statement is

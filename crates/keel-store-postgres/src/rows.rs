@@ -52,9 +52,9 @@ pub(crate) fn to_row(event: &Event, line: &mut Vec<u8>) -> Result<Row, SessionEr
 /// The event a stored row holds.
 pub(crate) fn from_row(seq: i64, kind: &str, time: &str, payload: &str) -> Result<Event, SessionError> {
     let time = serde_json::to_string(time)
-        .map_err(|e| SessionError::new(SessionErrorKind::Encode, e.to_string()))?;
+        .map_err(|e| SessionError::new(SessionErrorKind::Encode, e.to_string()).caused_by(e))?;
     let kind = serde_json::to_string(kind)
-        .map_err(|e| SessionError::new(SessionErrorKind::Encode, e.to_string()))?;
+        .map_err(|e| SessionError::new(SessionErrorKind::Encode, e.to_string()).caused_by(e))?;
     let line = format!(r#"{{"seq":{seq},"time":{time},"type":{kind},"data":{payload}}}"#);
     Event::parse(&line).map_err(|e| SessionError::new(SessionErrorKind::Corrupt, format!("event {seq}: {e}")))
 }

@@ -2,6 +2,7 @@
 //! step required to call a tool (`AgentConfig::always_call`), this is how a model stops;
 //! a small model then never narrates where it should act.
 
+use keel_agent::ToolErrorKind;
 use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -50,13 +51,16 @@ impl Tool for Answer {
 /// Refuses an answer that is empty or says nothing.
 pub(crate) fn says_something(text: &str) -> Result<(), ToolError> {
     if text.trim().is_empty() {
-        return Err(ToolError::new("invalid_arguments", "the answer is empty; say what you found or did"));
+        return Err(ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            "the answer is empty; say what you found or did",
+        ));
     }
     // A placeholder (`...`, `-`) says nothing: the 1.5B model answered "..." after
     // writing a file, and the turn ended with that.
     if !text.chars().any(char::is_alphanumeric) {
         return Err(ToolError::new(
-            "invalid_arguments",
+            ToolErrorKind::InvalidArguments,
             format!(
                 "the answer `{}` says nothing; say what you found or did",
                 text.trim().chars().take(40).collect::<String>()
@@ -86,7 +90,7 @@ mod tests {
             );
         }
         let error = answer(" ... ").await.unwrap_err();
-        assert_eq!(error.code, "invalid_arguments");
+        assert_eq!(error.kind, ToolErrorKind::InvalidArguments);
         assert_eq!(error.message, "the answer `...` says nothing; say what you found or did");
         assert!(answer("42").await.is_ok());
         // A long placeholder is not echoed whole.

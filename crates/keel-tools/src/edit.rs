@@ -1,5 +1,6 @@
 //! `edit_file`: exact search and replace, with helpful failures and a diff.
 
+use keel_agent::ToolErrorKind;
 use std::future::Future;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
@@ -230,7 +231,7 @@ fn too_big(path: &str, size: u64, after_edit: bool) -> ToolError {
         format!("`{path}` is {size}")
     };
     ToolError::new(
-        "file_too_large",
+        ToolErrorKind::FileTooLarge,
         format!(
             "{what}; edit_file edits files up to {limit}. Change it with a command in the shell instead (sed, or a short script), or write_file a smaller file."
         ),
@@ -260,19 +261,19 @@ fn edit_in_session(
 ) -> Result<String, ToolError> {
     if args.old_text.is_empty() {
         return Err(ToolError::new(
-            "invalid_arguments",
+            ToolErrorKind::InvalidArguments,
             "old_text is empty; use write_file to create or replace a whole file",
         ));
     }
     if args.old_text == args.new_text {
         return Err(ToolError::new(
-            "invalid_arguments",
+            ToolErrorKind::InvalidArguments,
             "old_text and new_text are the same; nothing would change",
         ));
     }
     let (mut file, canonical) = roots.open_edit(&args.path).map_err(|e| {
-        if e.code == "not_found" {
-            ToolError::new("not_found", crate::suggest::missing_path_message(roots, &args.path))
+        if e.kind == ToolErrorKind::NotFound {
+            ToolError::new(ToolErrorKind::NotFound, crate::suggest::missing_path_message(roots, &args.path))
         } else {
             e
         }
@@ -290,7 +291,7 @@ fn edit_in_session(
     }
     let content = String::from_utf8(bytes).map_err(|_| {
         ToolError::new(
-            "not_utf8",
+            ToolErrorKind::NotUtf8,
             format!("`{}` is not valid UTF-8 text; edit_file only edits text", args.path),
         )
     })?;
@@ -328,11 +329,11 @@ fn edit_in_session(
                 }
                 None => match already_there(&content, &new) {
                     Some(line) => Err(ToolError::new(
-                        "no_match",
+                        ToolErrorKind::NoMatch,
                         already_there_report(&roots.display(&canonical), line),
                     )),
                     None => Err(ToolError::new(
-                        "no_match",
+                        ToolErrorKind::NoMatch,
                         not_found_hint(&content, &args.old_text, &args.new_text, &args.path, numbered),
                     )),
                 },
@@ -340,7 +341,7 @@ fn edit_in_session(
         }
         0 => {
             return Err(ToolError::new(
-                "no_match",
+                ToolErrorKind::NoMatch,
                 not_found_hint(&content, &args.old_text, &args.new_text, &args.path, numbered),
             ));
         }
@@ -350,7 +351,7 @@ fn edit_in_session(
                 lines.push("…".to_owned());
             }
             return Err(ToolError::new(
-                "ambiguous_match",
+                ToolErrorKind::AmbiguousMatch,
                 format!(
                     "old_text occurs {n} times in `{}` (lines {}). Include more surrounding lines to make it unique, or set replace_all to change every occurrence.",
                     args.path,
@@ -485,7 +486,10 @@ impl Tool for EditFile {
             if let Some(call) = crate::pasted::call_in(&args.path, &args.new_text)
                 && !args.old_text.contains(call)
             {
-                return Err(ToolError::new("call_as_content", crate::pasted::call_refusal(&args.path, call)));
+                return Err(ToolError::new(
+                    ToolErrorKind::CallAsContent,
+                    crate::pasted::call_refusal(&args.path, call),
+                ));
             }
             edit_in_session(roots, &args, Some(&keeper), Some(&state), checks, numbered)
         });

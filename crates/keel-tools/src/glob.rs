@@ -1,5 +1,6 @@
 //! `glob`: files by name pattern, newest first.
 
+use keel_agent::ToolErrorKind;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -40,14 +41,14 @@ pub fn glob(roots: &Roots, args: &GlobArgs) -> Result<String, ToolError> {
     let pattern = args.pattern.trim().trim_start_matches("./");
     if pattern.starts_with('/') || pattern.split('/').any(|part| part == "..") {
         return Err(ToolError::new(
-            "outside_workspace",
+            ToolErrorKind::OutsideWorkspace,
             format!("`{pattern}` must be relative to the workspace, without `..`"),
         ));
     }
     let matcher = globset::GlobBuilder::new(pattern)
         .literal_separator(true)
         .build()
-        .map_err(|e| ToolError::new("invalid_glob", format!("invalid glob `{pattern}`: {e}")))?
+        .map_err(|e| ToolError::new(ToolErrorKind::InvalidGlob, format!("invalid glob `{pattern}`: {e}")))?
         .compile_matcher();
     // A pattern without a slash matches names at any depth, like `find -name`.
     let name_only = !pattern.contains('/');

@@ -1,5 +1,6 @@
 //! `grep`: regex search with ripgrep's libraries.
 
+use keel_agent::ToolErrorKind;
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
@@ -54,11 +55,13 @@ pub fn grep(roots: &Roots, args: &GrepArgs) -> Result<String, ToolError> {
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(args.case_insensitive)
         .build(&args.pattern)
-        .map_err(|e| ToolError::new("invalid_pattern", format!("invalid regex `{}`: {e}", args.pattern)))?;
+        .map_err(|e| {
+            ToolError::new(ToolErrorKind::InvalidPattern, format!("invalid regex `{}`: {e}", args.pattern))
+        })?;
     let path = args.path.as_deref().filter(|p| !p.trim().is_empty()).unwrap_or(".");
     let start = roots.resolve_existing(path, false).map_err(|e| {
-        if e.code == "not_found" {
-            ToolError::new("not_found", crate::suggest::missing_path_message(roots, path))
+        if e.kind == ToolErrorKind::NotFound {
+            ToolError::new(ToolErrorKind::NotFound, crate::suggest::missing_path_message(roots, path))
         } else {
             e
         }
@@ -68,7 +71,9 @@ pub fn grep(roots: &Roots, args: &GrepArgs) -> Result<String, ToolError> {
             globset::GlobBuilder::new(pattern)
                 .literal_separator(false)
                 .build()
-                .map_err(|e| ToolError::new("invalid_glob", format!("invalid glob `{pattern}`: {e}")))?
+                .map_err(|e| {
+                    ToolError::new(ToolErrorKind::InvalidGlob, format!("invalid glob `{pattern}`: {e}"))
+                })?
                 .compile_matcher(),
         ),
         None => None,

@@ -1,5 +1,6 @@
 //! `list_files`: what is in a folder, honouring `.gitignore` and hidden-file rules.
 
+use keel_agent::ToolErrorKind;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -42,15 +43,15 @@ impl ListFiles {
 pub fn list(roots: &Roots, args: &ListArgs) -> Result<String, ToolError> {
     let path = args.path.as_deref().filter(|p| !p.trim().is_empty()).unwrap_or(".");
     let dir = roots.resolve_existing(path, false).map_err(|e| {
-        if e.code == "not_found" {
-            ToolError::new("not_found", crate::suggest::missing_path_message(roots, path))
+        if e.kind == ToolErrorKind::NotFound {
+            ToolError::new(ToolErrorKind::NotFound, crate::suggest::missing_path_message(roots, path))
         } else {
             e
         }
     })?;
     if !dir.is_dir() {
         return Err(ToolError::new(
-            "not_a_directory",
+            ToolErrorKind::NotADirectory,
             format!("`{path}` is a file; use read_file to read it"),
         ));
     }

@@ -1,5 +1,6 @@
 //! `read_file`: a text file's lines (numbered, unless configured off), in pages.
 
+use keel_agent::ToolErrorKind;
 use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::sync::Arc;
@@ -198,8 +199,8 @@ impl Page {
 /// `numbered`, each line starts with its number and a tab.
 pub fn read(roots: &Roots, args: &ReadArgs, numbered: bool) -> Result<String, ToolError> {
     let (file, canonical) = roots.open_read(&args.path).map_err(|e| {
-        if e.code == "not_found" {
-            ToolError::new("not_found", missing_path_message(roots, &args.path))
+        if e.kind == ToolErrorKind::NotFound {
+            ToolError::new(ToolErrorKind::NotFound, missing_path_message(roots, &args.path))
         } else {
             e
         }
@@ -208,7 +209,7 @@ pub fn read(roots: &Roots, args: &ReadArgs, numbered: bool) -> Result<String, To
         file.metadata().map_err(|e| ToolError::msg(format!("cannot stat `{}`: {e}", args.path)))?;
     if metadata.is_dir() {
         return Err(ToolError::new(
-            "is_a_directory",
+            ToolErrorKind::IsADirectory,
             format!("`{}` is a folder; use list_files to see what is in it", args.path),
         ));
     }
@@ -217,7 +218,7 @@ pub fn read(roots: &Roots, args: &ReadArgs, numbered: bool) -> Result<String, To
     let head = reader.fill_buf().map_err(io)?;
     if let Some(kind) = binary_kind(&head[..head.len().min(8192)]) {
         return Err(ToolError::new(
-            "binary_file",
+            ToolErrorKind::BinaryFile,
             format!(
                 "`{}` is a {kind} ({}), not text; read_file only shows text",
                 args.path,
@@ -260,7 +261,7 @@ fn render(page: &Page, complete: bool, path: &str, size: u64, numbered: bool) ->
     let total = page.finished;
     let Some(&(last, _)) = page.lines.last() else {
         return Err(ToolError::new(
-            "invalid_arguments",
+            ToolErrorKind::InvalidArguments,
             format!("offset {} is past the end: `{path}` has {total} lines", page.start),
         ));
     };

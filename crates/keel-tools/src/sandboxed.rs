@@ -1,5 +1,6 @@
 //! One sandboxed shell call: its policy, its private TMPDIR, and the git guard around it.
 
+use keel_agent::ToolErrorKind;
 use std::path::{Path, PathBuf};
 
 use keel_agent::{ToolError, ToolOutput};
@@ -33,7 +34,7 @@ impl Prepared {
                 return Ok(None);
             }
             return Err(ToolError::new(
-                "sandbox_unavailable",
+                ToolErrorKind::SandboxUnavailable,
                 "the sandbox needs keel's launcher (ToolsConfig::launcher), so the command was not run",
             ));
         };
@@ -47,7 +48,7 @@ impl Prepared {
         let tmp = artifacts.join(format!("tmp-{call_id}"));
         std::fs::create_dir_all(&tmp).map_err(|e| {
             ToolError::new(
-                "sandbox_unavailable",
+                ToolErrorKind::SandboxUnavailable,
                 format!("cannot create the command's TMPDIR {}: {e}", tmp.display()),
             )
         })?;

@@ -6,6 +6,7 @@
 //! exactly, as whole words, is not a guess and goes through: refusing it cost small
 //! models a step and their plan (a rename that never reached the second file).
 
+use keel_agent::ToolErrorKind;
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::PathBuf;
@@ -104,7 +105,7 @@ pub(crate) fn require(
     };
     if bytes.len() > SHOWN_BYTES || bytes.contains(&0) {
         return Err(ToolError::new(
-            "not_read",
+            ToolErrorKind::NotRead,
             format!(
                 "`{shown}` was not changed: read a file before changing it. It is long; read the part you need with read_file first. {advice}"
             ),
@@ -120,7 +121,7 @@ pub(crate) fn require(
         text.lines().map(|line| format!("{line}\n")).collect()
     };
     Err(ToolError::new(
-        "not_read",
+        ToolErrorKind::NotRead,
         format!(
             "`{shown}` was not changed: read a file before changing it. Its content is:\n{}{advice}",
             if shown_text.is_empty() { "(empty)\n".to_owned() } else { shown_text }

@@ -1,6 +1,7 @@
 //! The shell tool: `bash -c` in its own process group, output bounded, the whole group
 //! stopped on timeout, abort or exit.
 
+use keel_agent::ToolErrorKind;
 use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -120,14 +121,17 @@ impl Tool for Shell {
 
 async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     if args.command.trim().is_empty() {
-        return Err(ToolError::new("invalid_arguments", "the command is empty"));
+        return Err(ToolError::new(ToolErrorKind::InvalidArguments, "the command is empty"));
     }
     let roots = Roots::for_call(&ctx, config)?;
     let workdir = match args.workdir.as_deref().filter(|w| !w.trim().is_empty()) {
         Some(dir) => {
             let path = roots.resolve_existing(dir, false)?;
             if !path.is_dir() {
-                return Err(ToolError::new("not_a_directory", format!("workdir `{dir}` is not a folder")));
+                return Err(ToolError::new(
+                    ToolErrorKind::NotADirectory,
+                    format!("workdir `{dir}` is not a folder"),
+                ));
             }
             path
         }
@@ -184,7 +188,7 @@ async fn spawn(
             // A sandboxed command never runs without its launcher.
             Err(e) if sandbox.is_some() => {
                 return Err(ToolError::new(
-                    "sandbox_unavailable",
+                    ToolErrorKind::SandboxUnavailable,
                     format!(
                         "cannot start the sandbox launcher {}: {e}; the command was not run",
                         launcher.program.display()

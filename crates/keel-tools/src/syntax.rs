@@ -6,6 +6,7 @@
 //! and `ToolsConfig::keep_parsing` is on ([`Checks::change`]): then it is refused, so a small
 //! model's broken edit cannot spoil a working file.
 
+use keel_agent::ToolErrorKind;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -103,7 +104,7 @@ impl Checks {
         if self.keep_parsing
             && before().is_some_and(|old| self::problem(Path::new(path), &old, workspace).is_none())
         {
-            return Err(keel_agent::ToolError::new("would_not_parse", refusal(path, &problem)));
+            return Err(keel_agent::ToolError::new(ToolErrorKind::WouldNotParse, refusal(path, &problem)));
         }
         Ok(self.warn.then(|| note(path, &problem)))
     }

@@ -9,6 +9,7 @@
 //! regular file with more than one hard link is refused for writing (unless allowed):
 //! its other names may be outside the workspace, where a write would land too.
 
+use keel_agent::ToolErrorKind;
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -55,7 +56,7 @@ pub fn special_kind(file_type: &std::fs::FileType) -> Option<&'static str> {
 fn refuse_special(metadata: &Metadata, path: &str) -> Result<(), ToolError> {
     match special_kind(&metadata.file_type()) {
         Some(kind) => Err(ToolError::new(
-            "not_a_regular_file",
+            ToolErrorKind::NotARegularFile,
             format!(
                 "`{path}` is {kind}, not a regular file; the file tools only open regular files (reading it could block forever or never end)"
             ),
@@ -65,12 +66,12 @@ fn refuse_special(metadata: &Metadata, path: &str) -> Result<(), ToolError> {
 }
 
 fn io_error(path: &str, action: &str, error: &io::Error) -> ToolError {
-    let code = match error.kind() {
-        io::ErrorKind::NotFound => "not_found",
-        io::ErrorKind::PermissionDenied => "permission_denied",
-        _ => "io_error",
+    let kind = match error.kind() {
+        io::ErrorKind::NotFound => ToolErrorKind::NotFound,
+        io::ErrorKind::PermissionDenied => ToolErrorKind::PermissionDenied,
+        _ => ToolErrorKind::IoError,
     };
-    ToolError::new(code, format!("cannot {action} `{path}`: {error}"))
+    ToolError::new(kind, format!("cannot {action} `{path}`: {error}"))
 }
 
 impl Roots {
@@ -79,7 +80,7 @@ impl Roots {
     pub fn new(workspace: &Path, extra: &[PathBuf], read_only: &[PathBuf]) -> Result<Roots, ToolError> {
         let root = workspace.canonicalize().map_err(|e| {
             ToolError::new(
-                "workspace_unavailable",
+                ToolErrorKind::WorkspaceUnavailable,
                 format!("the workspace {} is unavailable: {e}", workspace.display()),
             )
         })?;
@@ -127,7 +128,7 @@ impl Roots {
     pub fn read_text(&self, path: &str, max: usize) -> Result<Option<String>, ToolError> {
         let (file, _) = match self.open_read(path) {
             Ok(opened) => opened,
-            Err(e) if e.code == "not_found" => return Ok(None),
+            Err(e) if e.kind == ToolErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
         let mut bytes = Vec::new();
@@ -135,16 +136,16 @@ impl Roots {
             .map_err(|e| ToolError::msg(format!("cannot read `{path}`: {e}")))?;
         if bytes.len() > max {
             return Err(ToolError::new(
-                "file_too_large",
+                ToolErrorKind::FileTooLarge,
                 format!("`{path}` is larger than {} KiB", max / 1024),
             ));
         }
         if bytes.contains(&0) {
-            return Err(ToolError::new("binary_file", format!("`{path}` is not a text file")));
+            return Err(ToolError::new(ToolErrorKind::BinaryFile, format!("`{path}` is not a text file")));
         }
         String::from_utf8(bytes)
             .map(Some)
-            .map_err(|_| ToolError::new("binary_file", format!("`{path}` is not UTF-8 text")))
+            .map_err(|_| ToolError::new(ToolErrorKind::BinaryFile, format!("`{path}` is not UTF-8 text")))
     }
 
     /// Refuses a path in (or named) `.git`: the file tools never write git's own files
@@ -155,7 +156,7 @@ impl Roots {
         let inside = lexical.strip_prefix(&self.root).unwrap_or(&lexical);
         if inside.components().any(|c| c.as_os_str() == ".git") {
             return Err(ToolError::new(
-                "git_internals",
+                ToolErrorKind::GitInternals,
                 format!(
                     "`{path}` is git's own data: the file tools do not write it. Use git commands in the shell (git init, git add, git commit)."
                 ),
@@ -191,7 +192,7 @@ impl Roots {
 
     fn outside(&self, path: &str) -> ToolError {
         ToolError::new(
-            "outside_workspace",
+            ToolErrorKind::OutsideWorkspace,
             format!(
                 "`{path}` is outside the workspace ({}). Only paths inside the workspace can be used; use a relative path such as `src/main.rs`.",
                 self.root.display()
@@ -272,7 +273,7 @@ impl Roots {
         refuse_special(&metadata, path)?;
         if metadata.nlink() > 1 && !self.allow_hardlinks {
             return Err(ToolError::new(
-                "hard_link",
+                ToolErrorKind::HardLink,
                 format!(
                     "`{path}` has {} hard links: the same file also has other names, possibly outside the workspace, and writing it here would change them too. Refused. To change only this copy, break the link first (in the shell: `cp -p {path} {path}.tmp && mv {path}.tmp {path}`); if the links are intended, the user can set allow_hardlinks = true in keel's config.",
                     metadata.nlink()
@@ -290,14 +291,14 @@ impl Roots {
     pub fn open_write(&self, path: &str) -> Result<(File, PathBuf, Option<u64>), ToolError> {
         if names_folder(path) {
             return Err(ToolError::new(
-                "is_a_folder",
+                ToolErrorKind::IsADirectory,
                 format!("`{path}` names a folder (it ends with `/`), not a file: name the file to write"),
             ));
         }
         self.refuse_git_internals(path)?;
         let lexical = self.lexical(path);
         let Some(Component::Normal(name)) = lexical.components().next_back() else {
-            return Err(ToolError::new("invalid_path", format!("`{path}` does not name a file")));
+            return Err(ToolError::new(ToolErrorKind::InvalidPath, format!("`{path}` does not name a file")));
         };
         let name = name.to_owned();
         let parent = lexical.parent().map(Path::to_path_buf).unwrap_or_else(|| self.root.clone());
@@ -322,7 +323,7 @@ impl Roots {
                     let file_type = rustix::fs::FileType::from_raw_mode(stat.st_mode);
                     if let Some(kind) = special_type_name(file_type) {
                         return Err(ToolError::new(
-                            "not_a_regular_file",
+                            ToolErrorKind::NotARegularFile,
                             format!(
                                 "`{path}` is {kind}, not a regular file; write_file only writes regular files"
                             ),
@@ -395,7 +396,7 @@ impl Roots {
 }
 
 fn folder_error(path: &str) -> ToolError {
-    ToolError::new("is_a_directory", format!("`{path}` is a folder, not a file"))
+    ToolError::new(ToolErrorKind::IsADirectory, format!("`{path}` is a folder, not a file"))
 }
 
 fn special_type_name(file_type: rustix::fs::FileType) -> Option<&'static str> {

@@ -1,5 +1,6 @@
 //! `write_file`: create or overwrite a file.
 
+use keel_agent::ToolErrorKind;
 use std::collections::HashSet;
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -110,7 +111,10 @@ fn confirm_overwrite(roots: &Roots, state: &ToolState, path: &str, content: &str
     if !state.with(|insisted: &mut Insisted| insisted.0.insert(key)) {
         return Ok(());
     }
-    Err(ToolError::new("would_drop", overwrite::refusal(&roots.display(&canonical), path, content, &dropped)))
+    Err(ToolError::new(
+        ToolErrorKind::WouldDrop,
+        overwrite::refusal(&roots.display(&canonical), path, content, &dropped),
+    ))
 }
 
 impl Tool for WriteFile {
@@ -156,7 +160,10 @@ impl Tool for WriteFile {
                 Err(_) => args.path.clone(),
             };
             if let Some(call) = pasted::call_in(&args.path, content) {
-                return Err(ToolError::new("call_as_content", pasted::call_refusal(&shown(), call)));
+                return Err(ToolError::new(
+                    ToolErrorKind::CallAsContent,
+                    pasted::call_refusal(&shown(), call),
+                ));
             }
             if let Some(verdict) = pasted::diff(&args.path, content, || {
                 roots.read_text(&args.path, MAX_COMPARED_BYTES as usize).ok().flatten()
@@ -165,7 +172,7 @@ impl Tool for WriteFile {
                 let report = pasted::diff_report(&shown, &verdict);
                 return match verdict {
                     DiffContent::AlreadyMade => Ok(report),
-                    DiffContent::NotMade => Err(ToolError::new("diff_content", report)),
+                    DiffContent::NotMade => Err(ToolError::new(ToolErrorKind::DiffContent, report)),
                 };
             }
             let note = checks.change(

@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! `change_file`: the model says what to change; a plain request to it writes the file.
 
+use keel_agent::ToolErrorKind;
 use std::sync::Arc;
 
 use keel_agent::{Agent, Session, SessionContext, ToolContext, typed};
@@ -205,26 +206,30 @@ async fn long_files_and_empty_changes_are_refused_before_asking() {
     let tool = typed(ChangeFile::new(Arc::new(ToolsConfig::default()), Arc::new(model.clone())));
     let long = tool.prepare(r#"{"path": "big.txt", "change": "add a line"}"#).unwrap();
     let error = long(ToolContext::new(ws.path())).await.unwrap_err();
-    assert_eq!(error.code, "file_too_large");
+    assert_eq!(error.kind, ToolErrorKind::FileTooLarge);
     assert!(
         error.message.contains("`big.txt` has 500 lines") && error.message.contains("shell"),
         "{}",
         error.message
     );
     let empty = tool.prepare(r#"{"path": "a.txt", "change": "  "}"#).unwrap();
-    assert_eq!(empty(ToolContext::new(ws.path())).await.unwrap_err().code, "invalid_arguments");
+    assert_eq!(empty(ToolContext::new(ws.path())).await.unwrap_err().kind, ToolErrorKind::InvalidArguments);
     let outside = tool.prepare(r#"{"path": "../x.txt", "change": "hi"}"#).unwrap();
     assert!(outside(ToolContext::new(ws.path())).await.is_err());
     // A folder path is not a file to create (it once became a file named `backup`).
     std::fs::create_dir(ws.path().join("docs")).unwrap();
     for folder in ["backup/", "docs"] {
         let call = tool.prepare(&serde_json::json!({"path": folder, "change": "x"}).to_string()).unwrap();
-        assert_eq!(call(ToolContext::new(ws.path())).await.unwrap_err().code, "is_a_folder", "{folder}");
+        assert_eq!(
+            call(ToolContext::new(ws.path())).await.unwrap_err().kind,
+            ToolErrorKind::IsADirectory,
+            "{folder}"
+        );
     }
     assert!(!ws.path().join("backup").exists());
     // Nor is git's own data.
     let git = tool.prepare(r#"{"path": ".git", "change": "init"}"#).unwrap();
-    assert_eq!(git(ToolContext::new(ws.path())).await.unwrap_err().code, "git_internals");
+    assert_eq!(git(ToolContext::new(ws.path())).await.unwrap_err().kind, ToolErrorKind::GitInternals);
     assert!(!ws.path().join(".git").exists());
     assert!(model.requests().is_empty(), "no model request for a refused call");
 }
@@ -382,7 +387,7 @@ async fn a_shell_command_as_the_change_is_refused_before_the_editor_is_asked() {
     let tool = typed(ChangeFile::new(Arc::new(config), Arc::new(model.clone())));
     let prepared = tool.prepare(r#"{"path": "stats.py", "change": "git add stats.py"}"#).unwrap();
     let error = prepared(ToolContext::new(ws.path()).task("Fix stats.py")).await.unwrap_err();
-    assert_eq!(error.code, "invalid_arguments");
+    assert_eq!(error.kind, ToolErrorKind::InvalidArguments);
     assert_eq!(
         error.message,
         "`stats.py` was not changed: `git add stats.py` is a shell command, and change_file does not run commands. To run it, call shell with it; to change `stats.py`, call change_file saying in words what to change in its content."
@@ -392,7 +397,7 @@ async fn a_shell_command_as_the_change_is_refused_before_the_editor_is_asked() {
     // (the model tried `rm -rf pluggy` on site-packages through change_file).
     let outside = tool.prepare(r#"{"path": "/usr/lib/python3/pluggy", "change": "rm -rf pluggy"}"#).unwrap();
     let error = outside(ToolContext::new(ws.path()).task("Fix stats.py")).await.unwrap_err();
-    assert_eq!(error.code, "outside_workspace", "{}", error.message);
+    assert_eq!(error.kind, ToolErrorKind::OutsideWorkspace, "{}", error.message);
     assert_eq!(
         std::fs::read_to_string(ws.path().join("stats.py")).unwrap(),
         "def mean(v):\n    return sum(v) / len(v)\n"

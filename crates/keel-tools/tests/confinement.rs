@@ -4,6 +4,7 @@
 
 mod common;
 
+use keel_agent::ToolErrorKind;
 use std::os::unix::fs::symlink;
 use std::sync::Arc;
 
@@ -37,7 +38,7 @@ async fn dot_dot_is_refused_for_every_tool() {
         ("grep", json!({"pattern": "secret", "path": ".."})),
     ] {
         let error = err(s.ws.path(), tool, args).await;
-        assert_eq!(error.code, "outside_workspace", "{tool}: {}", error.message);
+        assert_eq!(error.kind, ToolErrorKind::OutsideWorkspace, "{tool}: {}", error.message);
     }
     assert_eq!(std::fs::read_to_string(s.outside.path().join("secret.txt")).unwrap(), "top secret\n");
 }
@@ -46,7 +47,7 @@ async fn dot_dot_is_refused_for_every_tool() {
 async fn absolute_paths_outside_are_refused_and_inside_are_fine() {
     let s = setup();
     let error = err(s.ws.path(), "read_file", json!({"path": "/etc/passwd"})).await;
-    assert_eq!(error.code, "outside_workspace");
+    assert_eq!(error.kind, ToolErrorKind::OutsideWorkspace);
     assert!(error.message.contains("is outside the workspace"));
     let inside = s.ws.path().join("inside.txt").canonicalize().unwrap();
     assert_eq!(ok(s.ws.path(), "read_file", json!({"path": inside})).await, "1\tfine\n");
@@ -56,16 +57,19 @@ async fn absolute_paths_outside_are_refused_and_inside_are_fine() {
 async fn a_symlink_pointing_out_is_refused() {
     let s = setup();
     symlink(s.outside.path().join("secret.txt"), s.ws.path().join("link.txt")).unwrap();
-    assert_eq!(err(s.ws.path(), "read_file", json!({"path": "link.txt"})).await.code, "outside_workspace");
     assert_eq!(
-        err(s.ws.path(), "write_file", json!({"path": "link.txt", "content": "pwned"})).await.code,
-        "outside_workspace"
+        err(s.ws.path(), "read_file", json!({"path": "link.txt"})).await.kind,
+        ToolErrorKind::OutsideWorkspace
+    );
+    assert_eq!(
+        err(s.ws.path(), "write_file", json!({"path": "link.txt", "content": "pwned"})).await.kind,
+        ToolErrorKind::OutsideWorkspace
     );
     assert_eq!(
         err(s.ws.path(), "edit_file", json!({"path": "link.txt", "old_text": "top", "new_text": "x"}))
             .await
-            .code,
-        "outside_workspace"
+            .kind,
+        ToolErrorKind::OutsideWorkspace
     );
     assert_eq!(std::fs::read_to_string(s.outside.path().join("secret.txt")).unwrap(), "top secret\n");
     // A symlink that stays inside is followed.
@@ -78,20 +82,23 @@ async fn a_symlinked_parent_folder_is_refused() {
     let s = setup();
     symlink(s.outside.path(), s.ws.path().join("out")).unwrap();
     assert_eq!(
-        err(s.ws.path(), "read_file", json!({"path": "out/secret.txt"})).await.code,
-        "outside_workspace"
+        err(s.ws.path(), "read_file", json!({"path": "out/secret.txt"})).await.kind,
+        ToolErrorKind::OutsideWorkspace
     );
     assert_eq!(
-        err(s.ws.path(), "write_file", json!({"path": "out/new.txt", "content": "x"})).await.code,
-        "outside_workspace"
+        err(s.ws.path(), "write_file", json!({"path": "out/new.txt", "content": "x"})).await.kind,
+        ToolErrorKind::OutsideWorkspace
     );
     assert_eq!(
-        err(s.ws.path(), "write_file", json!({"path": "out/deeper/new.txt", "content": "x"})).await.code,
-        "outside_workspace"
+        err(s.ws.path(), "write_file", json!({"path": "out/deeper/new.txt", "content": "x"})).await.kind,
+        ToolErrorKind::OutsideWorkspace
     );
     assert!(!s.outside.path().join("new.txt").exists());
     assert!(!s.outside.path().join("deeper").exists());
-    assert_eq!(err(s.ws.path(), "list_files", json!({"path": "out"})).await.code, "outside_workspace");
+    assert_eq!(
+        err(s.ws.path(), "list_files", json!({"path": "out"})).await.kind,
+        ToolErrorKind::OutsideWorkspace
+    );
 }
 
 #[tokio::test]
@@ -102,7 +109,7 @@ async fn a_symlink_planted_at_a_new_files_name_is_not_followed() {
     let target = s.outside.path().join("created-through-link.txt");
     symlink(&target, s.ws.path().join("new.txt")).unwrap();
     let error = err(s.ws.path(), "write_file", json!({"path": "new.txt", "content": "x"})).await;
-    assert!(matches!(error.code.as_str(), "outside_workspace" | "not_found"), "{error:?}");
+    assert!(matches!(error.kind, ToolErrorKind::OutsideWorkspace | ToolErrorKind::NotFound), "{error:?}");
     assert!(!target.exists(), "a file was created outside the workspace");
 }
 
@@ -134,7 +141,7 @@ async fn writes_through_a_hard_link_are_refused_unless_allowed() {
         return;
     }
     let error = err(s.ws.path(), "write_file", json!({"path": "link.txt", "content": "pwned"})).await;
-    assert_eq!(error.code, "hard_link");
+    assert_eq!(error.kind, ToolErrorKind::HardLink);
     assert!(
         error.message.starts_with("`link.txt` has 2 hard links: the same file also has other names"),
         "{}",
@@ -143,7 +150,7 @@ async fn writes_through_a_hard_link_are_refused_unless_allowed() {
     assert!(error.message.contains("allow_hardlinks = true"), "{}", error.message);
     let error =
         err(s.ws.path(), "edit_file", json!({"path": "link.txt", "old_text": "top", "new_text": "x"})).await;
-    assert_eq!(error.code, "hard_link");
+    assert_eq!(error.kind, ToolErrorKind::HardLink);
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "top secret\n");
     // Reading is allowed (see docs/architecture.md: a link cannot come from a checkout,
     // and pnpm stores or local clones link files on purpose).

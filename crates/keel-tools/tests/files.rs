@@ -3,6 +3,7 @@
 
 mod common;
 
+use keel_agent::ToolErrorKind;
 use std::os::unix::ffi::OsStrExt;
 
 use common::*;
@@ -72,7 +73,7 @@ async fn binary_files_are_refused_with_size_and_type() {
     png.extend(vec![0u8; 2000]);
     std::fs::write(ws.path().join("logo.png"), &png).unwrap();
     let error = err(ws.path(), "read_file", json!({"path": "logo.png"})).await;
-    assert_eq!(error.code, "binary_file");
+    assert_eq!(error.kind, ToolErrorKind::BinaryFile);
     assert_eq!(error.message, "`logo.png` is a PNG image (2.0 KB), not text; read_file only shows text");
 }
 
@@ -92,12 +93,12 @@ async fn missing_paths_get_near_matches_and_the_folder_listing() {
     std::fs::write(ws.path().join("src/math.rs"), "fn add() {}\n").unwrap();
     std::fs::write(ws.path().join("src/lib.rs"), "").unwrap();
     let error = err(ws.path(), "read_file", json!({"path": "math.rs"})).await;
-    assert_eq!(error.code, "not_found");
+    assert_eq!(error.kind, ToolErrorKind::NotFound);
     assert!(error.message.contains("Did you mean `src/math.rs`?"), "{}", error.message);
     let error = err(ws.path(), "read_file", json!({"path": "src/maths.rs"})).await;
     assert!(error.message.contains("The folder `src/` contains: `lib.rs`, `math.rs`."), "{}", error.message);
     let error = err(ws.path(), "read_file", json!({"path": "src"})).await;
-    assert_eq!(error.code, "is_a_directory");
+    assert_eq!(error.kind, ToolErrorKind::IsADirectory);
 }
 
 #[tokio::test]
@@ -111,7 +112,7 @@ async fn write_creates_parents_and_reports_what_it_did() {
     assert_eq!(out, "Overwrote docs/notes/NOTES.md (was 14 bytes, now 5 bytes, 1 lines).");
     assert_eq!(std::fs::read_to_string(ws.path().join("docs/notes/NOTES.md")).unwrap(), "short");
     let error = err(ws.path(), "write_file", json!({"path": "docs", "content": "x"})).await;
-    assert_eq!(error.code, "is_a_directory");
+    assert_eq!(error.kind, ToolErrorKind::IsADirectory);
 }
 
 #[tokio::test]
@@ -146,7 +147,7 @@ async fn edit_without_a_match_shows_the_closest_lines() {
         json!({"path": "a.rs", "old_text": "let totl = add(1, 2);", "new_text": "x"}),
     )
     .await;
-    assert_eq!(error.code, "no_match");
+    assert_eq!(error.kind, ToolErrorKind::NoMatch);
     assert!(
         error.message.contains("The most similar lines are:\n    2\t    let total = add(1, 2);"),
         "{}",
@@ -218,7 +219,7 @@ async fn a_near_miss_one_line_edit_is_offered_on_the_line_it_meant() {
         json!({"path": "app.py", "old_text": "version = \"1.2.3\"", "new_text": "version = \"1.3.0\""}),
     )
     .await;
-    assert_eq!(error.code, "no_match");
+    assert_eq!(error.kind, ToolErrorKind::NoMatch);
     assert_eq!(
         error.message,
         r#"old_text was not found in `app.py`. Line 3 is almost the same: `__version__ = "1.2.3"`. To make your change there, call: edit_file {"path": "app.py", "old_text": "__version__ = \"1.2.3\"", "new_text": "__version__ = \"1.3.0\""}"#
@@ -244,7 +245,7 @@ async fn an_edit_whose_new_text_is_there_but_old_text_is_not_is_an_error_that_sa
     // Issue 28, item 13: this was reported as done ("No change needed"), also when the
     // model had simply misremembered old_text; nothing was changed, so it is an error.
     let error = err(ws.path(), "edit_file", args).await;
-    assert_eq!(error.code, "no_match");
+    assert_eq!(error.kind, ToolErrorKind::NoMatch);
     assert_eq!(
         error.message,
         "Nothing changed: old_text is not in `greet.py`, and your new_text is already there (at line 2). If that line is the change you meant, it is made already (for example by one of your earlier edits): do not repeat it. Otherwise read the file and send old_text exactly as it is now."
@@ -257,7 +258,7 @@ async fn an_edit_whose_new_text_is_there_but_old_text_is_not_is_an_error_that_sa
     let error =
         err(ws.path(), "edit_file", json!({"path": "greet.py", "old_text": "nothing", "new_text": "print"}))
             .await;
-    assert_eq!(error.code, "no_match");
+    assert_eq!(error.kind, ToolErrorKind::NoMatch);
 }
 
 /// A small model's usual slips: other quote marks and other indentation. One
@@ -303,7 +304,7 @@ async fn edit_with_several_matches_asks_for_context_or_replace_all() {
     std::fs::write(ws.path().join("a.txt"), "x = 1\ny = 2\nx = 1\n").unwrap();
     let error =
         err(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "x = 1", "new_text": "x = 3"})).await;
-    assert_eq!(error.code, "ambiguous_match");
+    assert_eq!(error.kind, ToolErrorKind::AmbiguousMatch);
     assert!(error.message.contains("occurs 2 times in `a.txt` (lines 1, 3)"), "{}", error.message);
     let out = ok(
         ws.path(),
@@ -333,21 +334,21 @@ async fn edit_refuses_useless_or_impossible_edits() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "abc").unwrap();
     assert_eq!(
-        err(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "", "new_text": "x"})).await.code,
-        "invalid_arguments"
+        err(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "", "new_text": "x"})).await.kind,
+        ToolErrorKind::InvalidArguments
     );
     assert_eq!(
-        err(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "a", "new_text": "a"})).await.code,
-        "invalid_arguments"
+        err(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "a", "new_text": "a"})).await.kind,
+        ToolErrorKind::InvalidArguments
     );
     assert_eq!(
-        err(ws.path(), "edit_file", json!({"path": "nope.txt", "old_text": "a", "new_text": "b"})).await.code,
-        "not_found"
+        err(ws.path(), "edit_file", json!({"path": "nope.txt", "old_text": "a", "new_text": "b"})).await.kind,
+        ToolErrorKind::NotFound
     );
     std::fs::write(ws.path().join("bin.dat"), b"\xff\xfe").unwrap();
     assert_eq!(
-        err(ws.path(), "edit_file", json!({"path": "bin.dat", "old_text": "a", "new_text": "b"})).await.code,
-        "not_utf8"
+        err(ws.path(), "edit_file", json!({"path": "bin.dat", "old_text": "a", "new_text": "b"})).await.kind,
+        ToolErrorKind::NotUtf8
     );
 }
 
@@ -382,7 +383,7 @@ async fn edit_hints_are_bounded_on_long_lines_and_huge_files_are_refused() {
             "{size} bytes: {:?}",
             started.elapsed()
         );
-        assert_eq!(error.code, "no_match");
+        assert_eq!(error.kind, ToolErrorKind::NoMatch);
         assert!(error.message.len() < 4000, "{size} bytes: a {} byte hint", error.message.len());
     }
     // Similar long lines are shown cut.
@@ -402,7 +403,7 @@ async fn edit_hints_are_bounded_on_long_lines_and_huge_files_are_refused() {
     let error =
         err(ws.path(), "edit_file", json!({"path": "zeros.bin", "old_text": "a", "new_text": "b"})).await;
     assert!(started.elapsed() < std::time::Duration::from_secs(1));
-    assert_eq!(error.code, "file_too_large");
+    assert_eq!(error.kind, ToolErrorKind::FileTooLarge);
     assert_eq!(
         error.message,
         "`zeros.bin` is 1.0 GB; edit_file edits files up to 10.0 MB. Change it with a command in the shell instead (sed, or a short script), or write_file a smaller file."
@@ -415,7 +416,7 @@ async fn edit_hints_are_bounded_on_long_lines_and_huge_files_are_refused() {
         json!({"path": "dots.txt", "old_text": ".", "new_text": "x".repeat(200), "replace_all": true}),
     )
     .await;
-    assert_eq!(error.code, "file_too_large");
+    assert_eq!(error.kind, ToolErrorKind::FileTooLarge);
     assert!(error.message.starts_with("the edit would make `dots.txt` 19.1 MB"), "{}", error.message);
 }
 
@@ -424,7 +425,7 @@ async fn many_matches_list_the_first_lines_only() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "x\n".repeat(100_000)).unwrap();
     let error = err(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "x", "new_text": "y"})).await;
-    assert_eq!(error.code, "ambiguous_match");
+    assert_eq!(error.kind, ToolErrorKind::AmbiguousMatch);
     assert!(
         error.message.contains("occurs 100000 times in `a.txt` (lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, …)"),
         "{}",
@@ -438,7 +439,7 @@ async fn write_file_refuses_a_path_that_names_a_folder() {
     let error = common::call(ws.path(), "write_file", serde_json::json!({"path": "backup/", "content": "x"}))
         .await
         .unwrap_err();
-    assert_eq!(error.code, "is_a_folder");
+    assert_eq!(error.kind, ToolErrorKind::IsADirectory);
     assert!(!ws.path().join("backup").exists(), "no file named like the folder");
 }
 
@@ -449,13 +450,16 @@ async fn the_file_tools_never_write_gits_own_files() {
         let error = common::call(ws.path(), "write_file", serde_json::json!({"path": path, "content": "x"}))
             .await
             .unwrap_err();
-        assert_eq!(error.code, "git_internals", "{path}");
+        assert_eq!(error.kind, ToolErrorKind::GitInternals, "{path}");
     }
     assert!(!ws.path().join(".git").exists());
     std::fs::create_dir(ws.path().join(".git")).unwrap();
     std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
     let edit = serde_json::json!({"path": ".git/config", "old_text": "[core]", "new_text": "[x]"});
-    assert_eq!(common::call(ws.path(), "edit_file", edit).await.unwrap_err().code, "git_internals");
+    assert_eq!(
+        common::call(ws.path(), "edit_file", edit).await.unwrap_err().kind,
+        ToolErrorKind::GitInternals
+    );
     // A file merely named like it elsewhere is fine.
     assert!(
         common::call(ws.path(), "write_file", serde_json::json!({"path": "a.gitx", "content": "x"}))
@@ -499,5 +503,5 @@ async fn a_write_or_edit_records_its_change_for_people() {
     assert!(out.change.is_some_and(|c| c.created));
     let failed =
         err(ws.path(), "edit_file", json!({"path": "a.txt", "old_text": "absent", "new_text": "y"})).await;
-    assert_eq!(failed.code, "no_match");
+    assert_eq!(failed.kind, ToolErrorKind::NoMatch);
 }

@@ -6,6 +6,7 @@ mod common;
 
 use common::call_with;
 use keel_agent::ToolContext;
+use keel_agent::ToolErrorKind;
 use keel_tools::ToolsConfig;
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -26,7 +27,7 @@ async fn a_write_that_breaks_json_is_refused_and_the_file_kept() {
     let args = json!({"path": "package.json", "content": "{\"name\": \"app\", \"version\": \"0.4.0\",}\n"});
     let refused =
         call_with(config(true), ToolContext::new(ws.path()), "write_file", &args).await.unwrap_err();
-    assert_eq!(refused.code, "would_not_parse");
+    assert_eq!(refused.kind, ToolErrorKind::WouldNotParse);
     assert_eq!(
         refused.message,
         "`package.json` was not changed: it parses now, and with this change it would not (key must be a string at line 1 column 36). Correct your text and make the call again."
@@ -64,13 +65,13 @@ async fn an_edit_that_breaks_python_is_refused_exact_or_loose() {
     // The 1.5B model's edit: a body on the def line, the old body left below it.
     let args = edit("def mean(values):", "def mean(values): return sum(values) / (len(values) - 1)");
     let refused = call_with(config(true), ToolContext::new(ws.path()), "edit_file", &args).await.unwrap_err();
-    assert_eq!(refused.code, "would_not_parse");
+    assert_eq!(refused.kind, ToolErrorKind::WouldNotParse);
     assert!(refused.message.starts_with("`stats.py` was not changed: it parses now"), "{}", refused.message);
     assert!(refused.message.contains("line 2: unexpected indent"), "{}", refused.message);
     // old_text matched loosely (other quotes / whitespace) takes the same check.
     let args = edit("def  mean(values):", "def mean(values:");
     let refused = call_with(config(true), ToolContext::new(ws.path()), "edit_file", &args).await.unwrap_err();
-    assert_eq!(refused.code, "would_not_parse", "{}", refused.message);
+    assert_eq!(refused.kind, ToolErrorKind::WouldNotParse, "{}", refused.message);
     assert_eq!(std::fs::read_to_string(ws.path().join("stats.py")).unwrap(), before);
     // A change that parses goes through.
     let args = edit("len(values)\n", "max(len(values), 1)\n");

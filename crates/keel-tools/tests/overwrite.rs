@@ -6,6 +6,7 @@ mod common;
 
 use common::call_with;
 use keel_agent::ToolContext;
+use keel_agent::ToolErrorKind;
 use keel_tools::ToolsConfig;
 use serde_json::json;
 
@@ -24,7 +25,7 @@ async fn a_fragment_over_a_file_is_refused_once_and_the_suggested_edit_appends()
     call("read_file", json!({"path": "textutil.py"})).await.unwrap();
     let fragment = "def reverse_words(text):\n    return \" \".join(reversed(text.split()))\n";
     let refused = call("write_file", json!({"path": "textutil.py", "content": fragment})).await.unwrap_err();
-    assert_eq!(refused.code, "would_drop");
+    assert_eq!(refused.kind, ToolErrorKind::WouldDrop);
     assert_eq!(
         refused.message,
         "`textutil.py` was not changed: write_file replaces the whole file, and your content keeps only 0 of its 4 lines. It would delete `def shout(text):`, `return text.upper()`, `def word_count(text):` and more.\n\
@@ -48,14 +49,14 @@ async fn a_fragment_over_a_file_is_refused_once_and_the_suggested_edit_appends()
     assert_eq!(std::fs::read_to_string(ws.path().join("textutil.py")).unwrap(), appended);
     // Then it wrote the fragment again, over the changed file: asked again, not written.
     let refused = call("write_file", json!({"path": "textutil.py", "content": fragment})).await.unwrap_err();
-    assert_eq!(refused.code, "would_drop");
+    assert_eq!(refused.kind, ToolErrorKind::WouldDrop);
     assert_eq!(std::fs::read_to_string(ws.path().join("textutil.py")).unwrap(), appended);
 
     // Insisting with the same content replaces the file.
     std::fs::write(ws.path().join("old.py"), TEXTUTIL).unwrap();
     call("read_file", json!({"path": "old.py"})).await.unwrap();
     let refused = call("write_file", json!({"path": "old.py", "content": "x = 1\n"})).await.unwrap_err();
-    assert_eq!(refused.code, "would_drop");
+    assert_eq!(refused.kind, ToolErrorKind::WouldDrop);
     call("write_file", json!({"path": "old.py", "content": "x = 1\n"})).await.unwrap();
     assert_eq!(std::fs::read_to_string(ws.path().join("old.py")).unwrap(), "x = 1\n");
 }
@@ -123,7 +124,7 @@ async fn a_diff_written_as_content_is_never_the_file() {
     // Not made yet: refused, every time, with what write_file takes.
     for _ in 0..2 {
         let refused = call("write_file", json!({"path": "config.toml", "content": diff})).await.unwrap_err();
-        assert_eq!(refused.code, "diff_content");
+        assert_eq!(refused.kind, ToolErrorKind::DiffContent);
         assert_eq!(
             refused.message,
             "`config.toml` was not changed: your content is a diff, not the file's text. To change part of the file, call edit_file with old_text copied from the file and new_text; write_file takes the complete new text."
@@ -161,14 +162,14 @@ async fn a_tool_call_as_a_files_text_is_refused_by_both_tools() {
     call("read_file", json!({"path": "textutil.py"})).await.unwrap();
     let pasted = r#"{{"name": "reverse_words", "arguments": {}}}"#;
     let write = call("write_file", json!({"path": "textutil.py", "content": pasted})).await.unwrap_err();
-    assert_eq!(write.code, "call_as_content");
+    assert_eq!(write.kind, ToolErrorKind::CallAsContent);
     let edit = call(
         "edit_file",
         json!({"path": "textutil.py", "old_text": "    return len(text.split())", "new_text": format!("    return len(text.split())\n\n{pasted}")}),
     )
     .await
     .unwrap_err();
-    assert_eq!(edit.code, "call_as_content");
+    assert_eq!(edit.kind, ToolErrorKind::CallAsContent);
     assert_eq!(
         edit.message,
         format!(
@@ -178,7 +179,7 @@ async fn a_tool_call_as_a_files_text_is_refused_by_both_tools() {
     assert_eq!(std::fs::read_to_string(ws.path().join("textutil.py")).unwrap(), source);
     // A new file too; but JSON data may hold such an object.
     let new = call("write_file", json!({"path": "new.py", "content": pasted})).await.unwrap_err();
-    assert_eq!(new.code, "call_as_content");
+    assert_eq!(new.kind, ToolErrorKind::CallAsContent);
     call("write_file", json!({"path": "call.json", "content": r#"{"name": "f", "arguments": {}}"#}))
         .await
         .unwrap();

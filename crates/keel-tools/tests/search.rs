@@ -3,6 +3,7 @@
 
 mod common;
 
+use keel_agent::ToolErrorKind;
 use std::time::{Duration, SystemTime};
 
 use common::*;
@@ -43,7 +44,10 @@ async fn list_respects_gitignore_and_hidden_files_and_marks_folders() {
         ok(ws.path(), "list_files", json!({"path": "src", "depth": 5})).await,
         "src/empty/\nsrc/main.rs\nsrc/util/\nsrc/util/math.rs"
     );
-    assert_eq!(err(ws.path(), "list_files", json!({"path": "README.md"})).await.code, "not_a_directory");
+    assert_eq!(
+        err(ws.path(), "list_files", json!({"path": "README.md"})).await.kind,
+        ToolErrorKind::NotADirectory
+    );
 }
 
 #[tokio::test]
@@ -98,7 +102,7 @@ async fn grep_reports_file_line_text() {
         "No line in `src/util` contains a match for `math.rs`. grep searches inside files; `math.rs` is the name of a file or folder, which exists (list_files shows names)."
     );
     let error = err(ws.path(), "grep", json!({"pattern": "(unclosed"})).await;
-    assert_eq!(error.code, "invalid_pattern");
+    assert_eq!(error.kind, ToolErrorKind::InvalidPattern);
 }
 
 /// A small model grepped `src/cli/main.py` for `parse_header` again and again, then
@@ -153,5 +157,8 @@ async fn glob_lists_newest_first() {
     assert_eq!(ok(ws.path(), "glob", json!({"pattern": "*.md"})).await, "README.md");
     assert_eq!(ok(ws.path(), "glob", json!({"pattern": "src/*.rs"})).await, "src/main.rs");
     assert_eq!(ok(ws.path(), "glob", json!({"pattern": "*.py"})).await, "No files match `*.py`.");
-    assert_eq!(err(ws.path(), "glob", json!({"pattern": "../*"})).await.code, "outside_workspace");
+    assert_eq!(
+        err(ws.path(), "glob", json!({"pattern": "../*"})).await.kind,
+        ToolErrorKind::OutsideWorkspace
+    );
 }

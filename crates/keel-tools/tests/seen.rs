@@ -5,6 +5,7 @@ mod common;
 
 use common::call_with;
 use keel_agent::ToolContext;
+use keel_agent::ToolErrorKind;
 use keel_tools::ToolsConfig;
 use serde_json::json;
 
@@ -22,7 +23,7 @@ async fn an_unseen_file_is_shown_instead_of_changed_then_the_retry_works() {
         call("edit_file", json!({"path": "config.toml", "old_text": "port = 80", "new_text": "port = 8080"}))
             .await
             .unwrap_err();
-    assert_eq!(refused.code, "not_read");
+    assert_eq!(refused.kind, ToolErrorKind::NotRead);
     assert_eq!(
         refused.message,
         "`config.toml` was not changed: read a file before changing it. Its content is:\n1\t[server]\n2\tport = 3000\nCall edit_file again with old_text copied exactly from these lines (without the line numbers)."
@@ -92,7 +93,7 @@ async fn a_long_unseen_file_must_be_read_first() {
     )
     .await
     .unwrap_err();
-    assert_eq!(again.code, "not_read");
+    assert_eq!(again.kind, ToolErrorKind::NotRead);
     call_with(ToolsConfig::default(), ctx.clone(), "read_file", &json!({"path": "big.txt", "limit": 5}))
         .await
         .unwrap();
@@ -119,7 +120,7 @@ async fn an_edit_quoting_the_unseen_file_exactly_goes_through_and_a_guess_does_n
     };
     // Part of a longer number is a guess, not a quote: refused, and the file is shown.
     let guess = edit("port = 80", "port = 90", false).await.unwrap_err();
-    assert_eq!(guess.code, "not_read");
+    assert_eq!(guess.kind, ToolErrorKind::NotRead);
     assert_eq!(std::fs::read_to_string(ws.path().join("main.py")).unwrap(), source);
 
     let other = ToolContext::new(ws.path());
@@ -129,7 +130,10 @@ async fn an_edit_quoting_the_unseen_file_exactly_goes_through_and_a_guess_does_n
         async move { call_with(ToolsConfig::default(), ctx, "edit_file", &args).await }
     };
     // Twice in the file without replace_all: which one is meant is a guess.
-    assert_eq!(edit_unseen("calc_total", "compute_total", false).await.unwrap_err().code, "not_read");
+    assert_eq!(
+        edit_unseen("calc_total", "compute_total", false).await.unwrap_err().kind,
+        ToolErrorKind::NotRead
+    );
     let other = ToolContext::new(ws.path());
     let args = json!({"path": "main.py", "old_text": "calc_total", "new_text": "compute_total", "replace_all": true});
     let done = call_with(ToolsConfig::default(), other.clone(), "edit_file", &args).await.unwrap();
@@ -141,8 +145,8 @@ async fn an_edit_quoting_the_unseen_file_exactly_goes_through_and_a_guess_does_n
     // Only the quoted text was seen: replacing the whole file is still refused.
     let write = json!({"path": "main.py", "content": "print(1)\n"});
     assert_eq!(
-        call_with(ToolsConfig::default(), other, "write_file", &write).await.unwrap_err().code,
-        "not_read"
+        call_with(ToolsConfig::default(), other, "write_file", &write).await.unwrap_err().kind,
+        ToolErrorKind::NotRead
     );
     // One whole-line quote, once in the file.
     let args = json!({"path": "main.py", "old_text": "port = 8000", "new_text": "port = 9000"});
@@ -165,7 +169,7 @@ async fn a_file_a_shell_command_printed_whole_counts_as_seen() {
     // Named but not shown: still unseen.
     call("shell", json!({"command": "wc -l other.txt; head -n 1 other.txt"})).await.unwrap();
     let refused = call("write_file", json!({"path": "other.txt", "content": "three\n"})).await.unwrap_err();
-    assert_eq!(refused.code, "not_read");
+    assert_eq!(refused.kind, ToolErrorKind::NotRead);
     // Every line printed (in any order): seen.
     call("shell", json!({"command": "sort 'names.txt'"})).await.unwrap();
     call("write_file", json!({"path": "names.txt", "content": "alice\nbob\nmallory\n"})).await.unwrap();

@@ -3,6 +3,7 @@
 
 mod common;
 
+use keel_agent::ToolErrorKind;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -159,7 +160,7 @@ async fn workdir_is_confined() {
     let out = ok(ws.path(), "shell", json!({"command": "basename \"$PWD\"", "workdir": "sub"})).await;
     assert_eq!(out, "sub\n[exit code: 0]");
     let error = err(ws.path(), "shell", json!({"command": "pwd", "workdir": "../"})).await;
-    assert_eq!(error.code, "outside_workspace");
+    assert_eq!(error.kind, ToolErrorKind::OutsideWorkspace);
 }
 
 /// Issue 10, item 3: `env` in the shell still showed GITHUB_TOKEN, HF_TOKEN and a

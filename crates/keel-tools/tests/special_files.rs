@@ -5,6 +5,7 @@
 
 mod common;
 
+use keel_agent::ToolErrorKind;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -33,7 +34,7 @@ async fn a_fifo_is_refused_by_every_file_tool_without_hanging() {
         ("edit_file", json!({"path": "pipe", "old_text": "a", "new_text": "b"})),
     ] {
         let error = within(5, err(ws.path(), tool, args)).await;
-        assert_eq!(error.code, "not_a_regular_file", "{tool}: {}", error.message);
+        assert_eq!(error.kind, ToolErrorKind::NotARegularFile, "{tool}: {}", error.message);
         assert!(error.message.contains("`pipe` is a FIFO (named pipe)"), "{tool}: {}", error.message);
     }
     // grep skips it (it lists only regular files) and does not hang either.
@@ -47,7 +48,7 @@ async fn a_socket_and_a_device_are_refused_with_their_type() {
     let ws = tempfile::tempdir().unwrap();
     let _listener = std::os::unix::net::UnixListener::bind(ws.path().join("sock")).unwrap();
     let error = within(5, err(ws.path(), "read_file", json!({"path": "sock"}))).await;
-    assert_eq!(error.code, "not_a_regular_file");
+    assert_eq!(error.kind, ToolErrorKind::NotARegularFile);
     assert!(error.message.contains("is a socket"), "{}", error.message);
     // A device in an allowed root: /dev/zero would never end.
     let config = ToolsConfig { extra_roots: vec!["/dev".into()], ..ToolsConfig::default() };
@@ -55,7 +56,7 @@ async fn a_socket_and_a_device_are_refused_with_their_type() {
         within(5, call_with(config, ToolContext::new(ws.path()), "read_file", &json!({"path": "/dev/zero"})))
             .await
             .unwrap_err();
-    assert_eq!(error.code, "not_a_regular_file");
+    assert_eq!(error.kind, ToolErrorKind::NotARegularFile);
     assert!(error.message.contains("is a character device"), "{}", error.message);
 }
 
@@ -67,7 +68,7 @@ async fn a_huge_sparse_file_is_called_binary_from_its_first_bytes() {
     let started = Instant::now();
     let error = within(10, err(ws.path(), "read_file", json!({"path": "disk.img"}))).await;
     assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
-    assert_eq!(error.code, "binary_file");
+    assert_eq!(error.kind, ToolErrorKind::BinaryFile);
     assert_eq!(error.message, "`disk.img` is a binary data (3.0 GB), not text; read_file only shows text");
 }
 

@@ -6,7 +6,7 @@
 
 mod calc;
 
-use keel_agent::{Agent, Tool, ToolContext, ToolError, ToolOutput};
+use keel_agent::{Agent, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput};
 use keel_llm::ModelClient;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -84,7 +84,7 @@ impl Tool for GetWeather {
     async fn call(&self, args: WeatherArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         if args.city.trim().is_empty() {
             return Err(ToolError::new(
-                "invalid_arguments",
+                ToolErrorKind::InvalidArguments,
                 "city is empty; pass a city name such as \"Oslo\"",
             ));
         }
@@ -125,7 +125,8 @@ impl Tool for Calculate {
     }
 
     async fn call(&self, args: CalculateArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-        let value = evaluate(&args.expression).map_err(|e| ToolError::new("invalid_expression", e))?;
+        let value =
+            evaluate(&args.expression).map_err(|e| ToolError::new(ToolErrorKind::InvalidArguments, e))?;
         Ok(ToolOutput::text(format!("{value}")))
     }
 }
@@ -161,12 +162,12 @@ impl Tool for ReadFile {
         let root = tokio::fs::canonicalize(&*ctx.workspace)
             .await
             .map_err(|e| ToolError::msg(format!("workspace unavailable: {e}")))?;
-        let path = tokio::fs::canonicalize(root.join(&args.path))
-            .await
-            .map_err(|e| ToolError::new("not_found", format!("cannot open {}: {e}", args.path)))?;
+        let path = tokio::fs::canonicalize(root.join(&args.path)).await.map_err(|e| {
+            ToolError::new(ToolErrorKind::NotFound, format!("cannot open {}: {e}", args.path))
+        })?;
         if !path.starts_with(&root) {
             return Err(ToolError::new(
-                "outside_workspace",
+                ToolErrorKind::OutsideWorkspace,
                 format!("{} is outside the workspace", args.path),
             ));
         }

@@ -1,6 +1,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 //! Tools and checks shared by the loop tests.
 
+use keel_agent::ToolErrorKind;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,7 +37,10 @@ impl Tool for FakeRead {
     }
     async fn call(&self, args: PathArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         if args.path == "missing.txt" {
-            return Err(ToolError::new("not_found", "missing.txt does not exist. Did you mean notes.txt?"));
+            return Err(ToolError::new(
+                ToolErrorKind::NotFound,
+                "missing.txt does not exist. Did you mean notes.txt?",
+            ));
         }
         Ok(ToolOutput::text(format!("contents of {}", args.path)))
     }

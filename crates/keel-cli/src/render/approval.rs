@@ -3,6 +3,7 @@
 //! Nothing is cut: a command is shown in full, one line per line of it, with control
 //! and escape characters made visible, so what looks harmless on screen is what runs.
 
+use keel_agent::ToolErrorKind;
 use keel_tools::AskRequest;
 use keel_tools::workspace::Roots;
 use serde_json::Value;
@@ -102,7 +103,7 @@ fn preview(
             }
             String::from_utf8(bytes).map_err(|_| "the file is not text".to_owned())?
         }
-        Err(e) if e.code == "not_found" => String::new(),
+        Err(e) if e.kind == ToolErrorKind::NotFound => String::new(),
         Err(e) => return Err(e.message),
     };
     let after = match tool {

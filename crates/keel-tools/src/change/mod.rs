@@ -12,7 +12,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use keel_agent::{Tool, ToolContext, ToolError, ToolOutput};
+use keel_agent::{Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput};
 use keel_llm::{ModelClient, Usage};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -107,7 +107,7 @@ impl Tool for ChangeFile {
         async move {
             if args.change.trim().is_empty() {
                 return Err(ToolError::new(
-                    "invalid_arguments",
+                    ToolErrorKind::InvalidArguments,
                     "change is empty: say what to change in the file.",
                 ));
             }
@@ -116,7 +116,10 @@ impl Tool for ChangeFile {
             // as outside, not answered with "call shell with it".
             let job = Arc::new(gather(roots, args, ctx.task.clone()).await?);
             if let Some(command) = command::shell_command(&job.args.path, &job.args.change) {
-                return Err(ToolError::new("invalid_arguments", command::refusal(&job.args.path, command)));
+                return Err(ToolError::new(
+                    ToolErrorKind::InvalidArguments,
+                    command::refusal(&job.args.path, command),
+                ));
             }
             let prompt = editor_prompt(ctx.task.as_deref(), &job.args, &job.inputs);
             // Unless the task is about layout, blank lines the editor reflowed and the
@@ -184,7 +187,7 @@ async fn gather(roots: Roots, args: ChangeArgs, task: Option<Arc<str>>) -> Resul
             && text.lines().count() > MAX_LINES
         {
             return Err(too_long_hint(ToolError::new(
-                "file_too_large",
+                ToolErrorKind::FileTooLarge,
                 format!("`{}` has {} lines", args.path, text.lines().count()),
             )));
         }
@@ -340,7 +343,7 @@ fn changed_before(roots: &Roots, state: &keel_agent::ToolState, path: &str) -> b
 fn writable(roots: &Roots, path: &str) -> Result<(), ToolError> {
     let folder = || {
         ToolError::new(
-            "is_a_folder",
+            ToolErrorKind::IsADirectory,
             format!(
                 "`{path}` is a folder: change_file changes one file; name a file (list_files shows them)."
             ),
@@ -353,7 +356,7 @@ fn writable(roots: &Roots, path: &str) -> Result<(), ToolError> {
     match roots.resolve_existing(path, true) {
         Ok(canonical) if canonical.is_dir() => Err(folder()),
         Ok(_) => Ok(()),
-        Err(e) if e.code == "not_found" => {
+        Err(e) if e.kind == ToolErrorKind::NotFound => {
             let lexical = roots.lexical(path);
             let inside = lexical
                 .parent()
@@ -362,7 +365,7 @@ fn writable(roots: &Roots, path: &str) -> Result<(), ToolError> {
             match inside {
                 Some(existing) if roots.allows(&existing, true) && !path.trim().is_empty() => Ok(()),
                 _ => Err(ToolError::new(
-                    "outside_workspace",
+                    ToolErrorKind::OutsideWorkspace,
                     format!(
                         "`{path}` is outside the project folder: change_file changes files inside it (use a relative path)."
                     ),
@@ -375,11 +378,11 @@ fn writable(roots: &Roots, path: &str) -> Result<(), ToolError> {
 
 /// A file too long to rewrite: say what to use instead.
 fn too_long_hint(error: ToolError) -> ToolError {
-    if error.code != "file_too_large" {
+    if error.kind != ToolErrorKind::FileTooLarge {
         return error;
     }
     ToolError::new(
-        "file_too_large",
+        ToolErrorKind::FileTooLarge,
         format!(
             "{}; change_file rewrites files of at most {MAX_LINES} lines and {} KiB. Change it with a command in the shell instead (sed -i, or a short python3 script).",
             error.message,

@@ -33,7 +33,7 @@ pub async fn call(workspace: &Path, name: &str, args: serde_json::Value) -> Resu
 pub async fn ok(workspace: &Path, name: &str, args: serde_json::Value) -> String {
     match call(workspace, name, args).await {
         Ok(output) => output.content,
-        Err(e) => panic!("{name} failed: {} ({})", e.message, e.code),
+        Err(e) => panic!("{name} failed: {} ({})", e.message, e.code()),
     }
 }
 
