@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn rules_come_from_the_top_level_and_the_profile_with_their_sources() {
-        let file: FileConfig = toml::from_str(
+        let file = FileConfig::parse(
             r#"
 model = "m"
 [permissions]
@@ -122,6 +122,7 @@ model = "w"
 [profiles.work.permissions]
 ask = ["shell(git push*)"]
 "#,
+            Path::new("config.toml"),
         )
         .unwrap();
         let found = configured(&file, Some("work"));

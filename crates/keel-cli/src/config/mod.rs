@@ -12,6 +12,7 @@ use keel_tools::profile::ToolProfile;
 use crate::cli::Cli;
 use crate::provider::{pick_provider, provider_config};
 
+pub mod keys;
 pub mod layer;
 
 pub(crate) use layer::env;
@@ -35,7 +36,7 @@ fn with_mcp_files(
         let file: McpFile = if json {
             serde_json::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?
         } else {
-            toml::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?
+            McpFile::parse_toml(&text, path)?
         };
         servers.extend(file.mcp_servers);
     }
@@ -491,7 +492,7 @@ mod tests {
 
     #[test]
     fn mcp_servers_read_as_codex_writes_them() {
-        let file: FileConfig = toml::from_str(
+        let file = FileConfig::parse(
             r#"
 model = "m"
 [mcp_servers.github]
@@ -506,6 +507,7 @@ url = "https://example.com/mcp"
 bearer_token_env_var = "DOCS_TOKEN"
 http_headers = { "X-Team" = "core" }
 "#,
+            std::path::Path::new("config.toml"),
         )
         .unwrap();
         assert_eq!(file.mcp_servers.keys().collect::<Vec<_>>(), ["docs", "github"]);

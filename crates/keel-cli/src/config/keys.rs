@@ -1,0 +1,331 @@
+//! The keys the config file may hold, taken from the types that read it, and the check
+//! that answers an unknown key at its own line with the nearest valid one.
+//!
+//! serde's derive hands every struct's field names to `Deserializer::deserialize_struct`;
+//! [`fields`] runs a deserializer that records them and stops, so the valid keys are
+//! always the fields that exist, never a list kept by hand.
+
+use std::cell::Cell;
+use std::fmt;
+use std::path::Path;
+
+use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
+use toml::de::{DeTable, DeValue};
+
+use super::layer::{FileTables, Layer, McpFile, PermissionsTable, Price};
+
+/// The field names serde's derive gives `T` (aliases and renames included, skipped fields
+/// not); empty for a type that is not read as a struct.
+pub fn fields<T: DeserializeOwned>() -> &'static [&'static str] {
+    let found = Cell::new(&[][..]);
+    // The recorder always stops with an error: the fields are what it leaves behind.
+    let _ = T::deserialize(Recorder(&found));
+    found.get()
+}
+
+/// A deserializer that records the fields of the struct asked for and reads nothing.
+struct Recorder<'a>(&'a Cell<&'static [&'static str]>);
+
+/// How [`Recorder`] stops.
+#[derive(Debug)]
+struct Stop;
+
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("field names recorded")
+    }
+}
+
+impl std::error::Error for Stop {}
+
+impl de::Error for Stop {
+    fn custom<T: fmt::Display>(_msg: T) -> Self {
+        Stop
+    }
+}
+
+impl<'de> Deserializer<'de> for Recorder<'_> {
+    type Error = Stop;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value, Stop> {
+        Err(Stop)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, Stop> {
+        self.0.set(fields);
+        Err(Stop)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+/// The keys of the config file's top level: its tables and `profile`, then every
+/// setting of a [`Layer`].
+pub fn top_level() -> Vec<&'static str> {
+    let mut keys = fields::<FileTables>().to_vec();
+    keys.extend(fields::<Layer>());
+    keys
+}
+
+/// A kind of table in the config file (or an `--mcp-config` file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Table {
+    /// The config file's top level.
+    File,
+    /// A `[profiles.NAME]` table.
+    Profile,
+    /// A `[pricing.MODEL]` table.
+    Price,
+    /// A `[permissions]` table.
+    Permissions,
+    /// A `[mcp_servers.NAME]` table.
+    Server,
+    /// An `--mcp-config` file's top level.
+    McpFile,
+}
+
+/// What a key of a table holds, when its keys are checked too.
+enum Inner {
+    /// One table of this kind.
+    One(Table),
+    /// Tables of this kind by name (`[profiles.NAME]`).
+    Named(Table),
+}
+
+impl Table {
+    fn keys(self) -> Vec<&'static str> {
+        match self {
+            Table::File => top_level(),
+            Table::Profile => fields::<Layer>().to_vec(),
+            Table::Price => fields::<Price>().to_vec(),
+            Table::Permissions => fields::<PermissionsTable>().to_vec(),
+            Table::Server => fields::<keel_mcp::ServerConfig>().to_vec(),
+            Table::McpFile => fields::<McpFile>().to_vec(),
+        }
+    }
+
+    fn inner(self, key: &str) -> Option<Inner> {
+        match (self, key) {
+            (Table::File, "profiles") => Some(Inner::Named(Table::Profile)),
+            (Table::File, "pricing") => Some(Inner::Named(Table::Price)),
+            (Table::File, "mcp_servers") | (Table::McpFile, "mcp_servers" | "mcpServers") => {
+                Some(Inner::Named(Table::Server))
+            }
+            (Table::File | Table::Profile, "permissions") => Some(Inner::One(Table::Permissions)),
+            _ => None,
+        }
+    }
+}
+
+/// Every unknown key of the config file `doc` (the text of `path`), each at its line
+/// with the nearest valid key; `Ok` when there is none.
+pub fn check_file(doc: &DeTable<'_>, text: &str, path: &Path) -> Result<(), String> {
+    check(doc, Table::File, text, path)
+}
+
+/// Every unknown key of an `--mcp-config` file, as [`check_file`].
+pub fn check_mcp_file(doc: &DeTable<'_>, text: &str, path: &Path) -> Result<(), String> {
+    check(doc, Table::McpFile, text, path)
+}
+
+fn check(doc: &DeTable<'_>, kind: Table, text: &str, path: &Path) -> Result<(), String> {
+    let mut found = Vec::new();
+    walk(doc, kind, &mut Vec::new(), &mut found);
+    if found.is_empty() {
+        return Ok(());
+    }
+    // Tables are walked in key order: the file's own order reads better.
+    found.sort_by_key(|(offset, _)| *offset);
+    let lines: Vec<String> = found
+        .iter()
+        .map(|(offset, message)| format!("{}:{}: {message}", path.display(), line_of(text, *offset)))
+        .collect();
+    Err(lines.join("\n"))
+}
+
+/// Adds to `found` each unknown key of `table` (a table of `kind` at `at`) and of the
+/// tables inside it: where the key starts and what to say of it.
+fn walk(table: &DeTable<'_>, kind: Table, at: &mut Vec<String>, found: &mut Vec<(usize, String)>) {
+    let valid = kind.keys();
+    for (key, value) in table {
+        let name = key.get_ref().as_ref();
+        if !valid.contains(&name) {
+            found.push((key.span().start, unknown(name, &header(at), &valid)));
+            continue;
+        }
+        let DeValue::Table(inner) = value.get_ref() else { continue };
+        at.push(name.to_owned());
+        match kind.inner(name) {
+            Some(Inner::One(kind)) => walk(inner, kind, at, found),
+            Some(Inner::Named(kind)) => {
+                for (named, value) in inner {
+                    if let DeValue::Table(table) = value.get_ref() {
+                        at.push(named.get_ref().as_ref().to_owned());
+                        walk(table, kind, at, found);
+                        at.pop();
+                    }
+                }
+            }
+            None => {}
+        }
+        at.pop();
+    }
+}
+
+/// `profiles.work`, `pricing."gpt-4.1"`: a table's name as its header writes it.
+fn header(at: &[String]) -> String {
+    let bare = |part: &str| {
+        !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    let parts: Vec<String> =
+        at.iter().map(|part| if bare(part) { part.clone() } else { format!("{part:?}") }).collect();
+    parts.join(".")
+}
+
+/// The message for the unknown `key` in the table named `table` (empty: the top level).
+fn unknown(key: &str, table: &str, valid: &[&str]) -> String {
+    let place = if table.is_empty() { String::new() } else { format!(" in [{table}]") };
+    match nearest(key, valid) {
+        Some(near) => format!("unknown key `{key}`{place} (did you mean `{near}`?)"),
+        None => format!("unknown key `{key}`{place}; valid keys: {}", valid.join(", ")),
+    }
+}
+
+/// The 1-based line of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
+}
+
+/// The candidate closest to `word` by edit distance, when it is close: one edit, or two
+/// in a word of six characters or more. The first of equally close candidates wins.
+pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let allowed = if word.chars().count() >= 6 { 2 } else { 1 };
+    candidates
+        .iter()
+        .map(|candidate| (distance(word, candidate), *candidate))
+        .filter(|(d, _)| *d <= allowed)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, candidate)| candidate)
+}
+
+/// The edit distance between `a` and `b`: insertions, deletions, substitutions and swaps
+/// of two neighbouring characters (`modle` is one edit from `model`), each counting one.
+pub fn distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    // rows[i][j]: the distance between a[..i] and b[..j].
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (rows[i - 1][j] + 1).min(rows[i][j - 1] + 1).min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = best;
+        }
+    }
+    rows[a.len()][b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn field_names_come_from_the_types() {
+        assert_eq!(fields::<PermissionsTable>(), ["allow", "ask", "deny"]);
+        assert_eq!(fields::<Price>(), ["input", "cached", "output"]);
+        assert_eq!(fields::<FileTables>(), ["profile", "profiles", "pricing", "mcp_servers"]);
+        let layer = fields::<Layer>();
+        assert!(layer.contains(&"model") && layer.contains(&"compact_keep"), "{layer:?}");
+        assert!(fields::<keel_mcp::ServerConfig>().contains(&"type"), "the renamed field");
+        assert!(fields::<String>().is_empty());
+    }
+
+    #[test]
+    fn distances_count_edits_and_swaps() {
+        assert_eq!(distance("modle", "model"), 1);
+        assert_eq!(distance("", "abc"), 3);
+        assert_eq!(distance("kitten", "sitting"), 3);
+        assert_eq!(distance("max_step", "max_steps"), 1);
+        assert_eq!(distance("same", "same"), 0);
+    }
+
+    #[test]
+    fn only_close_keys_are_suggested() {
+        let keys = top_level();
+        assert_eq!(nearest("modle", &keys), Some("model"));
+        assert_eq!(nearest("temprature", &keys), Some("temperature"));
+        assert_eq!(nearest("max_setps", &keys), Some("max_steps"));
+        assert_eq!(nearest("profile", &keys), Some("profile"));
+        assert_eq!(nearest("colour", &keys), None);
+        assert_eq!(nearest("xyz", &["api"]), None, "three letters need more than one edit");
+    }
+
+    fn problems(text: &str) -> String {
+        let doc = DeTable::parse(text).unwrap();
+        check_file(doc.get_ref(), text, Path::new("config.toml")).unwrap_err()
+    }
+
+    #[test]
+    fn unknown_keys_are_answered_at_their_line() {
+        assert_eq!(
+            problems("provider = \"llamacpp\"\n\nmodle = \"x\"\n"),
+            "config.toml:3: unknown key `modle` (did you mean `model`?)"
+        );
+        assert_eq!(
+            problems("[profiles.work]\nmodel = \"m\"\ntemprature = 0.2\n"),
+            "config.toml:3: unknown key `temprature` in [profiles.work] (did you mean `temperature`?)"
+        );
+        assert_eq!(
+            problems("[pricing.\"gpt-4.1\"]\ninput = 1\noutput = 2\ncahced = 0.5\n"),
+            "config.toml:4: unknown key `cahced` in [pricing.\"gpt-4.1\"] (did you mean `cached`?)"
+        );
+        assert_eq!(
+            problems("[permissions]\nallow = []\nnever = [\"shell\"]\n"),
+            "config.toml:3: unknown key `never` in [permissions]; valid keys: allow, ask, deny"
+        );
+        assert_eq!(
+            problems("[profiles.a.permissions]\nalow = []\n"),
+            "config.toml:2: unknown key `alow` in [profiles.a.permissions] (did you mean `allow`?)"
+        );
+        assert_eq!(
+            problems("[mcp_servers.github]\ncommand = \"npx\"\nargz = []\n"),
+            "config.toml:3: unknown key `argz` in [mcp_servers.github] (did you mean `args`?)"
+        );
+        assert_eq!(
+            problems("modle = 1\n[profiles.a]\nmodle = 2\n"),
+            "config.toml:1: unknown key `modle` (did you mean `model`?)\n\
+             config.toml:3: unknown key `modle` in [profiles.a] (did you mean `model`?)"
+        );
+    }
+
+    #[test]
+    fn a_dotted_key_and_free_tables_are_read_right() {
+        let text = "profiles.work.modle = \"x\"\n[mcp_servers.a]\nenv = { ANY_NAME = \"1\" }\n";
+        assert_eq!(
+            problems(text),
+            "config.toml:1: unknown key `modle` in [profiles.work] (did you mean `model`?)"
+        );
+        let fine = "model = \"m\"\n[mcp_servers.a]\nurl = \"http://x\"\nhttp_headers = { X = \"1\" }\n";
+        let doc = DeTable::parse(fine).unwrap();
+        assert_eq!(check_file(doc.get_ref(), fine, Path::new("c")), Ok(()));
+    }
+}
