@@ -1,8 +1,9 @@
 //! `[permissions]` in the config file (top level and profiles) and `keel permissions`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use keel_tools::rules::{PermissionRules, RuleKind};
+use keel_tools::rules::{PermissionRules, Rule, RuleError, RuleKind};
 
 use crate::cli::Cli;
 use crate::config::layer::{ConfigError, FileConfig, PermissionsTable};
@@ -54,6 +55,64 @@ pub fn rules(configured: &[ConfiguredRule], workspace: &Path) -> Result<Permissi
     Ok(rules)
 }
 
+/// Refuses a rule that names no tool keel has: none of keel's own tools
+/// ([`keel_tools::tool_names`]) and none of a configured MCP server's (`servers`: the
+/// config file's and `--mcp-config`'s). The message names the nearest tool or server and
+/// the known ones. A rule that does not parse is refused as by [`rules`].
+pub fn check_tools(
+    configured: &[ConfiguredRule],
+    servers: &BTreeMap<String, keel_mcp::ServerConfig>,
+) -> Result<(), ConfigError> {
+    let tools = keel_tools::tool_names();
+    let prefixes: Vec<String> = servers.keys().map(|name| keel_mcp::name::server_prefix(name)).collect();
+    for rule in configured {
+        let parsed = Rule::parse(&rule.rule).map_err(|e| ConfigError(format!("{e} (in {})", rule.source)))?;
+        if !parsed.could_name(&tools, &prefixes) {
+            let reason = unknown_tool(parsed.tool(), &tools, servers);
+            let error = RuleError { rule: rule.rule.clone(), reason };
+            return Err(ConfigError(format!("{error} (in {})", rule.source)));
+        }
+    }
+    Ok(())
+}
+
+/// Why `tool` (a rule's tool name) names no tool, with the nearest and the known ones.
+fn unknown_tool(tool: &str, tools: &[String], servers: &BTreeMap<String, keel_mcp::ServerConfig>) -> String {
+    let near = |word: &str, names: &[&str]| match crate::config::keys::nearest(word, names) {
+        Some(near) => format!(" (did you mean `{near}`?)"),
+        None => String::new(),
+    };
+    let names: Vec<&str> = servers.keys().map(String::as_str).collect();
+    if let Some(rest) = tool.strip_prefix(keel_mcp::name::PREFIX) {
+        let server = rest.split("__").next().unwrap_or(rest);
+        if names.is_empty() {
+            return format!(
+                "no MCP server is configured, so no tool is named `{tool}`; an MCP tool's rule is \
+                 mcp__SERVER__TOOL, for a server in [mcp_servers.SERVER] or --mcp-config"
+            );
+        }
+        if servers.keys().any(|name| keel_mcp::name::sanitize(name) == server) {
+            return format!(
+                "no tool is named `{tool}`: an MCP tool's name is mcp__SERVER__TOOL; \
+                 `mcp__{server}__*` names every tool of {server}"
+            );
+        }
+        return format!(
+            "no MCP server `{server}` is configured{}; MCP servers: {}",
+            near(server, &names),
+            names.join(", ")
+        );
+    }
+    let own: Vec<&str> = tools.iter().map(String::as_str).collect();
+    let what = if tool.contains(['*', '?']) { "no tool's name matches" } else { "no tool is named" };
+    let servers_too = if names.is_empty() {
+        String::new()
+    } else {
+        format!(", and mcp__SERVER__TOOL for the tools of MCP servers {}", names.join(", "))
+    };
+    format!("{what} `{tool}`{}; keel's tools: {}{servers_too}", near(tool, &own), own.join(", "))
+}
+
 /// `keel permissions`: the mode and every rule in force, with where it came from.
 pub fn command(cli: &Cli) -> anyhow::Result<u8> {
     let (file, profile, mode, deny) = match crate::config::layer::permission_sources(cli) {
@@ -65,7 +124,10 @@ pub fn command(cli: &Cli) -> anyhow::Result<u8> {
     };
     let workspace = std::env::current_dir()?;
     let configured = configured(&file, profile.as_deref());
-    if let Err(e) = rules(&configured, &workspace) {
+    let checked = crate::config::mcp_servers(cli)
+        .and_then(|servers| check_tools(&configured, &servers))
+        .and_then(|()| rules(&configured, &workspace));
+    if let Err(e) = checked {
         errln!("keel: {e}");
         return Ok(crate::exit::USAGE);
     }
@@ -138,5 +200,48 @@ ask = ["shell(git push*)"]
         let bad =
             vec![ConfiguredRule { kind: RuleKind::Allow, rule: "shell(x".into(), source: "here".into() }];
         assert!(rules(&bad, Path::new("/w")).unwrap_err().0.contains("(in here)"));
+    }
+
+    fn checked(rules: &[&str], servers: &[&str]) -> Result<(), String> {
+        let configured: Vec<ConfiguredRule> = rules
+            .iter()
+            .map(|rule| ConfiguredRule { kind: RuleKind::Deny, rule: (*rule).into(), source: "here".into() })
+            .collect();
+        let servers =
+            servers.iter().map(|name| ((*name).to_owned(), keel_mcp::ServerConfig::default())).collect();
+        check_tools(&configured, &servers).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn a_rule_for_an_unknown_tool_is_refused_with_the_nearest_and_the_known_ones() {
+        let known = ["shell(ls)", "read_file(.env*)", "*_file(secrets/**)", "answer", "change_file", "glob"];
+        assert_eq!(checked(&known, &[]), Ok(()));
+        assert_eq!(checked(&["mcp__github__*", "mcp__my_docs__search"], &["github", "my docs"]), Ok(()));
+        let tools = keel_tools::tool_names().join(", ");
+        assert_eq!(
+            checked(&["shel(ls)"], &[]).unwrap_err(),
+            format!(
+                "permission rule `shel(ls)`: no tool is named `shel` (did you mean `shell`?); \
+                 keel's tools: {tools} (in here)"
+            )
+        );
+        assert_eq!(
+            checked(&["edit"], &["github"]).unwrap_err(),
+            format!(
+                "permission rule `edit`: no tool is named `edit`; keel's tools: {tools}, and \
+                 mcp__SERVER__TOOL for the tools of MCP servers github (in here)"
+            )
+        );
+        assert_eq!(
+            checked(&["mcp__githb__*"], &["github", "docs"]).unwrap_err(),
+            "permission rule `mcp__githb__*`: no MCP server `githb` is configured (did you mean \
+             `github`?); MCP servers: docs, github (in here)"
+        );
+        assert!(checked(&["mcp__github__*"], &[]).unwrap_err().contains("no MCP server is configured"));
+        assert!(
+            checked(&["mcp__github"], &["github"]).unwrap_err().contains("`mcp__github__*` names every tool")
+        );
+        assert!(checked(&["nothing*"], &[]).unwrap_err().contains("no tool's name matches `nothing*`"));
+        assert!(checked(&["shell(x"], &[]).unwrap_err().contains("closing parenthesis"));
     }
 }

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The config file's mistakes, as the `keel` binary answers them: an unknown key at its
-//! own line with the nearest valid key.
+//! own line with the nearest valid key; a permission rule for a tool keel does not have.
 
 mod common;
 
@@ -68,4 +68,27 @@ async fn an_mcp_config_file_is_checked_the_same_way() {
         stderr.trim_end(),
         format!("keel: {extra_arg}:2: unknown key `comand` in [mcp_servers.fs] (did you mean `command`?)")
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rule_for_an_unknown_tool_is_a_usage_error_and_a_servers_tool_is_not() {
+    let env = Env::new();
+    let config = "[permissions]\nallow = [\"shell(cargo test*)\", \"shel(ls)\"]\n";
+    for args in [&["hi"][..], &["permissions"]] {
+        let (code, stderr) = run_with(&env, config, args).await;
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("keel: permission rule `shel(ls)`: no tool is named `shel` (did you mean `shell`?); keel's tools: shell, read_file,"),
+            "{stderr}"
+        );
+        assert!(stderr.trim_end().ends_with("(in config.toml [permissions])"), "{stderr}");
+    }
+    let config =
+        "[mcp_servers.github]\ncommand = \"npx\"\n[permissions]\ndeny = [\"mcp__github__delete_*\"]\n";
+    let (code, stderr) = run_with(&env, config, &["permissions"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let config = "[permissions]\ndeny = [\"mcp__github__delete_*\"]\n";
+    let (code, stderr) = run_with(&env, config, &["permissions"]).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("no MCP server is configured"), "{stderr}");
 }

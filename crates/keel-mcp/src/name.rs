@@ -28,9 +28,21 @@ pub fn tool_name(server: &str, tool: &str) -> String {
         return name;
     }
     let hash = fnv1a(server.as_bytes(), tool.as_bytes());
-    let suffix = format!("_{:012x}", hash & 0xffff_ffff_ffff);
+    let suffix = format!("_{:0width$x}", hash & 0xffff_ffff_ffff, width = CUT_SUFFIX - 1);
     // Sanitized names are ASCII: any byte index is a character boundary.
     format!("{}{suffix}", &name[..MAX_TOOL_NAME - suffix.len()])
+}
+
+/// The length of what ends a cut name: `_` and 12 hex digits.
+const CUT_SUFFIX: usize = 13;
+
+/// What the name of every tool of server `server` starts with: `mcp__<server>__`, or as
+/// much of it as a cut name keeps ([`tool_name`]). A permission rule for the server's
+/// tools (`mcp__github__*`) is told from a mistyped one by it.
+pub fn server_prefix(server: &str) -> String {
+    let mut prefix = format!("{PREFIX}{}__", sanitize(server));
+    prefix.truncate(MAX_TOOL_NAME - CUT_SUFFIX);
+    prefix
 }
 
 /// FNV-1a (64 bits) of `server`, a separator, and `tool`: stable across runs and Rust
@@ -62,6 +74,18 @@ mod tests {
         assert_eq!(&long[long.len() - 13..], "_48eadd5299ba", "{long}");
     }
 
+    #[test]
+    fn every_tool_of_a_server_starts_with_its_prefix() {
+        assert_eq!(server_prefix("github"), "mcp__github__");
+        assert_eq!(server_prefix("my docs"), "mcp__my_docs__");
+        let server = "a-server-with-a-rather-long-name-that-goes-on";
+        let prefix = server_prefix(server);
+        assert_eq!(prefix.len(), MAX_TOOL_NAME - 13);
+        for tool in ["x", "a_tool_with_a_long_name"] {
+            assert!(tool_name(server, tool).starts_with(&prefix), "{}", tool_name(server, tool));
+        }
+    }
+
     fn valid(name: &str) -> bool {
         !name.is_empty()
             && name.len() <= MAX_TOOL_NAME
@@ -76,6 +100,7 @@ mod tests {
             let name = tool_name(&server, &tool);
             prop_assert!(valid(&name), "{name}");
             prop_assert!(name.starts_with(PREFIX), "{name}");
+            prop_assert!(name.starts_with(&server_prefix(&server)), "{name}");
             prop_assert_eq!(&name, &tool_name(&server, &tool));
         }
 

@@ -137,6 +137,33 @@ pub fn builtin(config: Arc<ToolsConfig>) -> ToolRegistry {
     registry
 }
 
+/// The name of every tool this crate provides, whichever profile offers it: the
+/// built-in tools ([`builtin`]), then `answer` and `change_file`. Permission rules are
+/// checked against these (and MCP servers' tools).
+pub fn tool_names() -> Vec<String> {
+    let config = Arc::new(ToolsConfig::default());
+    let mut registry = builtin(Arc::clone(&config));
+    registry.register(answer::Answer).register(change::ChangeFile::new(config, Arc::new(Unasked)));
+    registry.names().map(str::to_owned).collect()
+}
+
+/// A model never asked: [`tool_names`] builds `change_file` only to read its name.
+struct Unasked;
+
+impl keel_llm::ModelClient for Unasked {
+    fn info(&self) -> keel_llm::ModelInfo {
+        keel_llm::ModelInfo { provider: "none".to_owned(), model: "none".to_owned() }
+    }
+
+    fn stream<'a>(
+        &'a self,
+        _request: keel_llm::ModelRequest<'a>,
+        _cancel: keel_llm::CancellationToken,
+    ) -> keel_llm::ModelStream<'a> {
+        Box::pin(futures::stream::empty())
+    }
+}
+
 /// Runs a file tool's work on the blocking pool with the call's confinement roots, and
 /// wraps its text as the result.
 pub(crate) async fn confined<F>(config: Arc<ToolsConfig>, ctx: keel_agent::ToolContext, work: F) -> ToolResult
@@ -158,5 +185,28 @@ pub fn artifacts_dir(ctx: &ToolContext) -> PathBuf {
     match &ctx.artifacts {
         Some(dir) => dir.to_path_buf(),
         None => shell::fallback_artifacts(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every tool a profile may offer, and only those, is in [`tool_names`].
+    #[test]
+    fn tool_names_are_the_tools_of_every_profile() {
+        let names = tool_names();
+        let config = Arc::new(ToolsConfig::default());
+        let mut offered: Vec<String> = Vec::new();
+        for profile in [profile::ToolProfile::Full, profile::ToolProfile::Small] {
+            offered.extend(profile::tools(profile, Arc::clone(&config)).names().map(str::to_owned));
+        }
+        offered.extend(["answer".to_owned(), "change_file".to_owned()]);
+        for name in &offered {
+            assert!(names.contains(name), "{name} is missing from {names:?}");
+        }
+        for name in &names {
+            assert!(offered.contains(name), "{name} is offered by no profile");
+        }
     }
 }

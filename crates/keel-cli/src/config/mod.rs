@@ -222,6 +222,7 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
         };
         let tool_first = layer.tool_first.unwrap_or(true);
         let mcp = with_mcp_files(file.mcp_servers, cli)?;
+        crate::permissions::check_tools(&rules, &mcp)?;
         let always_call = layer.always_call.unwrap_or(true);
         let mut settings = settings_from(
             Layer { provider: Some("llamacpp".into()), ..layer },
@@ -237,6 +238,7 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
         return Ok(settings);
     }
     let mcp = with_mcp_files(file.mcp_servers, cli)?;
+    crate::permissions::check_tools(&rules, &mcp)?;
     let mut settings = settings_from(layer, file.pricing, profile_name, interactive)?;
     settings.mcp_servers = mcp;
     settings.rules = rules;

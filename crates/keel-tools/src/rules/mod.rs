@@ -119,6 +119,19 @@ impl Rule {
         &self.text
     }
 
+    /// The tool name it is for, as written (`shell`, `mcp__github__*`).
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// Whether the rule's tool name (with its `*` and `?`) matches one of `tools`, or
+    /// may match a tool whose name starts with one of `prefixes`: an MCP server's tools
+    /// (`mcp__github__`), whose names are known only once the server runs.
+    pub fn could_name<S: AsRef<str>>(&self, tools: &[S], prefixes: &[S]) -> bool {
+        tools.iter().any(|tool| self.names(tool.as_ref()))
+            || prefixes.iter().any(|prefix| matches_a_start(&self.tool, prefix.as_ref()))
+    }
+
     fn names(&self, tool: &str) -> bool {
         wildcard(&self.tool, tool)
     }
@@ -141,6 +154,13 @@ impl Rule {
             _ => false,
         }
     }
+}
+
+/// Whether `pattern` matches some text that starts with `start`: some start of the
+/// pattern matches `start` whole (the rest of the text can then be made to fit the rest
+/// of the pattern).
+fn matches_a_start(pattern: &str, start: &str) -> bool {
+    pattern.char_indices().map(|(at, _)| at).chain([pattern.len()]).any(|at| wildcard(&pattern[..at], start))
 }
 
 /// A rule and where it came from.
@@ -357,6 +377,31 @@ mod tests {
 
     fn path(path: &str) -> String {
         serde_json::json!({ "path": path, "content": "x" }).to_string()
+    }
+
+    #[test]
+    fn a_rule_may_name_a_known_tool_or_a_servers_tool() {
+        let tools = ["shell", "read_file", "edit_file"];
+        let servers = ["mcp__github__"];
+        let could = |rule: &str| Rule::parse(rule).unwrap().could_name(&tools, &servers);
+        for rule in [
+            "shell(ls)",
+            "read_file",
+            "*_file(src/**)",
+            "*",
+            "mcp__github__create_issue",
+            "mcp__git*",
+            "mcp__*",
+        ] {
+            assert!(could(rule), "{rule}");
+        }
+        for rule in ["shel(ls)", "write", "mcp__gitlab__x", "mcp__github", "mcp__github_x"] {
+            assert!(!could(rule), "{rule}");
+        }
+        for rule in ["mcp__*", "*_dir"] {
+            assert!(!Rule::parse(rule).unwrap().could_name(&tools, &[]), "{rule} with no server configured");
+        }
+        assert_eq!(Rule::parse("mcp__github__*(x)").unwrap().tool(), "mcp__github__*");
     }
 
     #[test]
