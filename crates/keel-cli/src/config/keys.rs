@@ -259,6 +259,38 @@ mod tests {
         assert!(fields::<String>().is_empty());
     }
 
+    /// Whether README.md shows `key`: in backticks, or set or opened as a table in a TOML
+    /// example (`key = …`, `[key]`, `[key.NAME]`).
+    fn documented(readme: &str, key: &str) -> bool {
+        let set = |line: &str| line.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('='));
+        let opened = |line: &str| {
+            line.strip_prefix('[')
+                .map(|header| header.trim_start_matches('['))
+                .and_then(|header| header.strip_prefix(key))
+                .is_some_and(|rest| rest.starts_with([']', '.']))
+        };
+        readme.contains(&format!("`{key}`"))
+            || readme.lines().map(str::trim_start).any(|line| set(line) || opened(line))
+    }
+
+    /// Issue 31: keys were added to `Layer` (`seed`, `environment`, `always_call`, …) that
+    /// the README never named.
+    #[test]
+    fn every_key_of_the_config_file_is_in_the_readme() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+        let readme = std::fs::read_to_string(&path).unwrap();
+        let mut keys = top_level();
+        keys.extend(fields::<Price>());
+        keys.extend(fields::<PermissionsTable>());
+        let missing: Vec<&str> = keys.into_iter().filter(|key| !documented(&readme, key)).collect();
+        assert!(
+            missing.is_empty(),
+            "config keys README.md does not name (add them to its Configuration section): {missing:?}"
+        );
+        assert!(!documented("`models` and model_x = 1", "model"));
+        assert!(documented("[pricing.\"m\"]", "pricing") && documented("  cached = 0.1", "cached"));
+    }
+
     #[test]
     fn distances_count_edits_and_swaps() {
         assert_eq!(distance("modle", "model"), 1);
