@@ -11,166 +11,134 @@ use toml::de::DeTable;
 
 use crate::cli::Cli;
 
-/// One layer of settings (file top level, a profile, env, flags).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Layer {
-    /// Provider preset or `custom`.
-    pub provider: Option<String>,
-    /// The wire API: `chat`, `responses` or `anthropic` (default: the preset's).
-    pub api: Option<String>,
-    /// Base URL.
-    pub base_url: Option<String>,
-    /// Model name.
-    pub model: Option<String>,
-    /// API key (prefer the environment).
-    pub api_key: Option<String>,
-    /// Step limit per turn.
-    pub max_steps: Option<u32>,
-    /// auto | ask | read-only.
-    pub permission: Option<String>,
-    /// Output cap per reply.
-    pub max_tokens: Option<u32>,
-    /// Retries of failed requests.
-    pub max_retries: Option<u32>,
-    /// Seconds without data before a request fails.
-    pub idle_timeout_secs: Option<u64>,
-    /// Sampling temperature.
-    pub temperature: Option<f32>,
-    /// Sampling seed.
-    pub seed: Option<u64>,
-    /// Parse tool calls written as text.
-    pub text_tool_calls: Option<bool>,
-    /// Keep the text before a tool call as reasoning, not sent back (on for local presets).
-    pub thoughts_as_reasoning: Option<bool>,
-    /// never | tool_turns | always.
-    pub reasoning_replay: Option<String>,
-    /// Anthropic extended thinking: off | adaptive | a token budget.
-    pub thinking: Option<String>,
-    /// Responses `reasoning.effort`: minimal | low | medium | high.
-    pub reasoning_effort: Option<String>,
-    /// Responses `reasoning.summary`: auto | concise | detailed | none.
-    pub reasoning_summary: Option<String>,
-    /// Use streaming (default true).
-    pub stream: Option<bool>,
-    /// Extra shell deny patterns (regular expressions).
-    pub deny: Option<Vec<String>>,
-    /// Folders outside the workspace the tools may use.
-    pub allowed_roots: Option<Vec<PathBuf>>,
-    /// Let write_file and edit_file write files with more than one hard link.
-    pub allow_hardlinks: Option<bool>,
-    /// Variables passed to shell commands although they look like credentials.
-    pub env_passthrough: Option<Vec<String>>,
-    /// Run each shell command in its own PID namespace when possible (default on).
-    pub pid_namespace: Option<bool>,
-    /// `small` or `full`: the tools offered (default small for local models).
-    pub tool_profile: Option<String>,
-    /// Ask once to finish a turn that only described a change or skipped its check, and
-    /// refuse changes while the task is a question (default on for local models).
-    pub finish_check: Option<bool>,
-    /// A turn stuck repeating calls or out of steps starts again once from its task with
-    /// a fresh context (default off).
-    pub fresh_start: Option<bool>,
-    /// read_file shows line numbers (default on).
-    pub line_numbers: Option<bool>,
-    /// The small profile changes files with change_file (the model says what to change,
-    /// a plain request to it writes the file) instead of write_file and edit_file
-    /// (default on with the small tool profile).
-    pub change_file: Option<bool>,
-    /// With the small profile, a question's final answer is written by a plain request
-    /// to the model from the turn's last tool outputs (default on with the small profile).
-    pub grounded_answers: Option<bool>,
-    /// write_file and edit_file refuse a change that would leave a `.py` or `.json` file
-    /// that parses unparsable (default on with the small tool profile).
-    pub keep_parsing: Option<bool>,
-    /// Start a session with the environment block (default on).
-    pub environment: Option<bool>,
-    /// The first step of a turn must call a tool (default on for the embedded model).
-    pub tool_first: Option<bool>,
-    /// Every step must call a tool; the model finishes by calling `answer` (default on
-    /// for the embedded model).
-    pub always_call: Option<bool>,
-    /// Constrain tool calls with a grammar: the embedded model's (default on), and with
-    /// the llamacpp preset, llama-server driven through `/completion` with keel's own
-    /// rendering of the model's template (default: when that template writes
-    /// `<tool_call>`).
-    pub grammar: Option<bool>,
-    /// The embedded model's kernels: auto (the best this CPU runs; the safe set where
-    /// those crashed before), fast or safe.
-    pub local_kernels: Option<String>,
-    /// Sandbox for shell commands: workspace-write, read-only or off.
-    pub sandbox: Option<String>,
-    /// `keel serve`: a client may ask for a weaker sandbox or permission mode than the
-    /// server's own (default no: only as strict or stricter).
-    pub serve_clients_may_weaken: Option<bool>,
-    /// Network for sandboxed shell commands: true or false.
-    pub network: Option<bool>,
-    /// A call repeated this many times in a row gets a note (default 3; 0 never).
-    pub loop_warn_at: Option<u32>,
-    /// A call repeated this many times in a row stops the turn (default 8; 0 never).
-    pub loop_stop_at: Option<u32>,
-    /// The model's context window in tokens (default: known models, the server's, or
-    /// the embedded model's context).
-    pub context_window: Option<u64>,
-    /// Compact the session when its context passes this share of the window (default
-    /// 0.8; 0 never).
-    pub compact_at: Option<f64>,
-    /// The share of the window a compaction keeps verbatim (default 0.2).
-    pub compact_keep: Option<f64>,
-    /// Permission rules (`[permissions]`): collected from the top level and the profile,
-    /// not overridden by either.
-    pub permissions: Option<PermissionsTable>,
+/// Declares [`Layer`] once: the struct, and [`Layer::over`], which takes each setting
+/// from the upper layer and else from the one below.
+macro_rules! layer {
+    ($(#[$meta:meta])* pub struct Layer { $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        pub struct Layer {
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        impl Layer {
+            /// This layer over `base`: each setting of `self`, else `base`'s.
+            pub(crate) fn over(self, base: Layer) -> Layer {
+                Layer { $($field: self.$field.or(base.$field),)* }
+            }
+        }
+    };
 }
 
-impl Layer {
-    pub(crate) fn over(self, base: Layer) -> Layer {
-        Layer {
-            provider: self.provider.or(base.provider),
-            api: self.api.or(base.api),
-            base_url: self.base_url.or(base.base_url),
-            model: self.model.or(base.model),
-            api_key: self.api_key.or(base.api_key),
-            max_steps: self.max_steps.or(base.max_steps),
-            permission: self.permission.or(base.permission),
-            max_tokens: self.max_tokens.or(base.max_tokens),
-            max_retries: self.max_retries.or(base.max_retries),
-            idle_timeout_secs: self.idle_timeout_secs.or(base.idle_timeout_secs),
-            temperature: self.temperature.or(base.temperature),
-            seed: self.seed.or(base.seed),
-            text_tool_calls: self.text_tool_calls.or(base.text_tool_calls),
-            thoughts_as_reasoning: self.thoughts_as_reasoning.or(base.thoughts_as_reasoning),
-            reasoning_replay: self.reasoning_replay.or(base.reasoning_replay),
-            thinking: self.thinking.or(base.thinking),
-            reasoning_effort: self.reasoning_effort.or(base.reasoning_effort),
-            reasoning_summary: self.reasoning_summary.or(base.reasoning_summary),
-            stream: self.stream.or(base.stream),
-            deny: self.deny.or(base.deny),
-            allowed_roots: self.allowed_roots.or(base.allowed_roots),
-            allow_hardlinks: self.allow_hardlinks.or(base.allow_hardlinks),
-            env_passthrough: self.env_passthrough.or(base.env_passthrough),
-            pid_namespace: self.pid_namespace.or(base.pid_namespace),
-            tool_profile: self.tool_profile.or(base.tool_profile),
-            finish_check: self.finish_check.or(base.finish_check),
-            fresh_start: self.fresh_start.or(base.fresh_start),
-            line_numbers: self.line_numbers.or(base.line_numbers),
-            change_file: self.change_file.or(base.change_file),
-            grounded_answers: self.grounded_answers.or(base.grounded_answers),
-            keep_parsing: self.keep_parsing.or(base.keep_parsing),
-            environment: self.environment.or(base.environment),
-            tool_first: self.tool_first.or(base.tool_first),
-            always_call: self.always_call.or(base.always_call),
-            grammar: self.grammar.or(base.grammar),
-            local_kernels: self.local_kernels.or(base.local_kernels),
-            loop_warn_at: self.loop_warn_at.or(base.loop_warn_at),
-            sandbox: self.sandbox.or(base.sandbox),
-            serve_clients_may_weaken: self.serve_clients_may_weaken.or(base.serve_clients_may_weaken),
-            network: self.network.or(base.network),
-            loop_stop_at: self.loop_stop_at.or(base.loop_stop_at),
-            context_window: self.context_window.or(base.context_window),
-            compact_at: self.compact_at.or(base.compact_at),
-            compact_keep: self.compact_keep.or(base.compact_keep),
-            permissions: self.permissions.or(base.permissions),
-        }
+layer! {
+    /// One layer of settings (file top level, a profile, env, flags).
+    #[derive(Debug, Clone, Default, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Layer {
+        /// Provider preset or `custom`.
+        pub provider: Option<String>,
+        /// The wire API: `chat`, `responses` or `anthropic` (default: the preset's).
+        pub api: Option<String>,
+        /// Base URL.
+        pub base_url: Option<String>,
+        /// Model name.
+        pub model: Option<String>,
+        /// API key (prefer the environment).
+        pub api_key: Option<String>,
+        /// Step limit per turn.
+        pub max_steps: Option<u32>,
+        /// auto | ask | read-only.
+        pub permission: Option<String>,
+        /// Output cap per reply.
+        pub max_tokens: Option<u32>,
+        /// Retries of failed requests.
+        pub max_retries: Option<u32>,
+        /// Seconds without data before a request fails.
+        pub idle_timeout_secs: Option<u64>,
+        /// Sampling temperature.
+        pub temperature: Option<f32>,
+        /// Sampling seed.
+        pub seed: Option<u64>,
+        /// Parse tool calls written as text.
+        pub text_tool_calls: Option<bool>,
+        /// Keep the text before a tool call as reasoning, not sent back (on for local presets).
+        pub thoughts_as_reasoning: Option<bool>,
+        /// never | tool_turns | always.
+        pub reasoning_replay: Option<String>,
+        /// Anthropic extended thinking: off | adaptive | a token budget.
+        pub thinking: Option<String>,
+        /// Responses `reasoning.effort`: minimal | low | medium | high.
+        pub reasoning_effort: Option<String>,
+        /// Responses `reasoning.summary`: auto | concise | detailed | none.
+        pub reasoning_summary: Option<String>,
+        /// Use streaming (default true).
+        pub stream: Option<bool>,
+        /// Extra shell deny patterns (regular expressions).
+        pub deny: Option<Vec<String>>,
+        /// Folders outside the workspace the tools may use.
+        pub allowed_roots: Option<Vec<PathBuf>>,
+        /// Let write_file and edit_file write files with more than one hard link.
+        pub allow_hardlinks: Option<bool>,
+        /// Variables passed to shell commands although they look like credentials.
+        pub env_passthrough: Option<Vec<String>>,
+        /// Run each shell command in its own PID namespace when possible (default on).
+        pub pid_namespace: Option<bool>,
+        /// `small` or `full`: the tools offered (default small for local models).
+        pub tool_profile: Option<String>,
+        /// Ask once to finish a turn that only described a change or skipped its check, and
+        /// refuse changes while the task is a question (default on for local models).
+        pub finish_check: Option<bool>,
+        /// A turn stuck repeating calls or out of steps starts again once from its task with
+        /// a fresh context (default off).
+        pub fresh_start: Option<bool>,
+        /// read_file shows line numbers (default on).
+        pub line_numbers: Option<bool>,
+        /// The small profile changes files with change_file (the model says what to change,
+        /// a plain request to it writes the file) instead of write_file and edit_file
+        /// (default on with the small tool profile).
+        pub change_file: Option<bool>,
+        /// With the small profile, a question's final answer is written by a plain request
+        /// to the model from the turn's last tool outputs (default on with the small profile).
+        pub grounded_answers: Option<bool>,
+        /// write_file and edit_file refuse a change that would leave a `.py` or `.json` file
+        /// that parses unparsable (default on with the small tool profile).
+        pub keep_parsing: Option<bool>,
+        /// Start a session with the environment block (default on).
+        pub environment: Option<bool>,
+        /// The first step of a turn must call a tool (default on for the embedded model).
+        pub tool_first: Option<bool>,
+        /// Every step must call a tool; the model finishes by calling `answer` (default on
+        /// for the embedded model).
+        pub always_call: Option<bool>,
+        /// Constrain tool calls with a grammar: the embedded model's (default on), and with
+        /// the llamacpp preset, llama-server driven through `/completion` with keel's own
+        /// rendering of the model's template (default: when that template writes
+        /// `<tool_call>`).
+        pub grammar: Option<bool>,
+        /// The embedded model's kernels: auto (the best this CPU runs; the safe set where
+        /// those crashed before), fast or safe.
+        pub local_kernels: Option<String>,
+        /// Sandbox for shell commands: workspace-write, read-only or off.
+        pub sandbox: Option<String>,
+        /// `keel serve`: a client may ask for a weaker sandbox or permission mode than the
+        /// server's own (default no: only as strict or stricter).
+        pub serve_clients_may_weaken: Option<bool>,
+        /// Network for sandboxed shell commands: true or false.
+        pub network: Option<bool>,
+        /// A call repeated this many times in a row gets a note (default 3; 0 never).
+        pub loop_warn_at: Option<u32>,
+        /// A call repeated this many times in a row stops the turn (default 8; 0 never).
+        pub loop_stop_at: Option<u32>,
+        /// The model's context window in tokens (default: known models, the server's, or
+        /// the embedded model's context).
+        pub context_window: Option<u64>,
+        /// Compact the session when its context passes this share of the window (default
+        /// 0.8; 0 never).
+        pub compact_at: Option<f64>,
+        /// The share of the window a compaction keeps verbatim (default 0.2).
+        pub compact_keep: Option<f64>,
+        /// Permission rules (`[permissions]`): collected from the top level and the profile,
+        /// not overridden by either.
+        pub permissions: Option<PermissionsTable>,
     }
 }
 
@@ -386,4 +354,57 @@ pub struct PermissionsTable {
     /// Never run.
     #[serde(default)]
     pub deny: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    /// A layer with every setting set, each to the first of `values` its type takes.
+    fn every_setting(values: &[toml::Value]) -> Layer {
+        let mut table = toml::Table::new();
+        for field in crate::config::keys::fields::<Layer>() {
+            let fits = values.iter().find(|value| {
+                let one = toml::Table::from_iter([((*field).to_owned(), (*value).clone())]);
+                toml::Value::Table(one).try_into::<Layer>().is_ok()
+            });
+            table.insert(
+                (*field).to_owned(),
+                fits.unwrap_or_else(|| panic!("no value fits `{field}`")).clone(),
+            );
+        }
+        toml::Value::Table(table).try_into().unwrap()
+    }
+
+    /// `over` takes every setting from the upper layer when it has one, and from the
+    /// lower one when it has none.
+    #[test]
+    fn over_merges_every_setting() {
+        use toml::Value;
+        let one = every_setting(&[
+            Value::Boolean(true),
+            Value::Integer(1024),
+            Value::Float(0.5),
+            Value::String("one".into()),
+            Value::Array(vec![Value::String("one".into())]),
+            Value::Table(toml::Table::new()),
+        ]);
+        let allow =
+            toml::Table::from_iter([("allow".to_owned(), Value::Array(vec![Value::String("shell".into())]))]);
+        let two = every_setting(&[
+            Value::Boolean(false),
+            Value::Integer(2048),
+            Value::Float(0.25),
+            Value::String("two".into()),
+            Value::Array(vec![Value::String("two".into())]),
+            Value::Table(allow),
+        ]);
+        let shown = |layer: &Layer| format!("{layer:?}");
+        assert_ne!(shown(&one), shown(&two));
+        assert_eq!(shown(&one.clone().over(two.clone())), shown(&one));
+        assert_eq!(shown(&Layer::default().over(two.clone())), shown(&two));
+        assert_eq!(shown(&two.clone().over(Layer::default())), shown(&two));
+        assert_eq!(shown(&Layer::default().over(Layer::default())), shown(&Layer::default()));
+    }
 }
