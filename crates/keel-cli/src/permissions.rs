@@ -115,7 +115,7 @@ fn unknown_tool(tool: &str, tools: &[String], servers: &BTreeMap<String, keel_mc
 
 /// `keel permissions`: the mode and every rule in force, with where it came from.
 pub fn command(cli: &Cli) -> anyhow::Result<u8> {
-    let (file, profile, mode, deny) = match crate::config::layer::permission_sources(cli) {
+    let (file, profile, mode, deny) = match crate::config::file::permission_sources(cli) {
         Ok(found) => found,
         Err(e) => {
             errln!("keel: {e}");
@@ -124,7 +124,7 @@ pub fn command(cli: &Cli) -> anyhow::Result<u8> {
     };
     let workspace = std::env::current_dir()?;
     let configured = configured(&file, profile.as_deref());
-    let checked = crate::config::mcp_servers(cli)
+    let checked = crate::config::file::mcp_servers(cli)
         .and_then(|servers| check_tools(&configured, &servers))
         .and_then(|()| rules(&configured, &workspace));
     if let Err(e) = checked {

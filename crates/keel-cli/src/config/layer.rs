@@ -2,12 +2,9 @@
 //! named profiles), the environment and the flags, merged in that order of precedence.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use keel_tools::PermissionMode;
 use serde::Deserialize;
-use toml::Spanned;
-use toml::de::DeTable;
 
 use crate::cli::Cli;
 
@@ -176,37 +173,16 @@ pub struct FileConfig {
 #[serde(deny_unknown_fields)]
 pub(crate) struct FileTables {
     /// Profile used when none is named.
-    profile: Option<String>,
+    pub(crate) profile: Option<String>,
     /// Named profiles.
     #[serde(default)]
-    profiles: BTreeMap<String, Layer>,
+    pub(crate) profiles: BTreeMap<String, Layer>,
     /// Prices by model name.
     #[serde(default)]
-    pricing: BTreeMap<String, Price>,
+    pub(crate) pricing: BTreeMap<String, Price>,
     /// MCP servers by name (Codex's `[mcp_servers.NAME]`).
     #[serde(default)]
-    mcp_servers: BTreeMap<String, keel_mcp::ServerConfig>,
-}
-
-impl FileConfig {
-    /// Reads the config file's `text` (`path` names it in messages). An unknown key is
-    /// refused at its line with the nearest valid key ([`super::keys`]); a value of the
-    /// wrong type at its line and column.
-    pub fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
-        let at = |e| located(e, text, path);
-        let doc = DeTable::parse(text).map_err(at)?;
-        super::keys::check_file(doc.get_ref(), text, path).map_err(ConfigError)?;
-        let span = doc.span();
-        let own = super::keys::fields::<FileTables>();
-        let (tables, settings): (DeTable<'_>, DeTable<'_>) =
-            doc.into_inner().into_iter().partition(|(key, _)| own.contains(&key.get_ref().as_ref()));
-        let FileTables { profile, profiles, pricing, mcp_servers } =
-            FileTables::deserialize(toml::Deserializer::from(Spanned::new(span.clone(), tables)))
-                .map_err(at)?;
-        let defaults =
-            Layer::deserialize(toml::Deserializer::from(Spanned::new(span, settings))).map_err(at)?;
-        Ok(FileConfig { profile, defaults, profiles, pricing, mcp_servers })
-    }
+    pub(crate) mcp_servers: BTreeMap<String, keel_mcp::ServerConfig>,
 }
 
 /// A file given with `--mcp-config`: `[mcp_servers.NAME]` tables (TOML) or
@@ -231,36 +207,8 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-impl McpFile {
-    /// Reads an `--mcp-config` file written in TOML (`path` names it in messages); an
-    /// unknown key is refused at its line with the nearest valid key, as in the config
-    /// file.
-    pub fn parse_toml(text: &str, path: &Path) -> Result<McpFile, ConfigError> {
-        let at = |e| located(e, text, path);
-        let doc = DeTable::parse(text).map_err(at)?;
-        super::keys::check_mcp_file(doc.get_ref(), text, path).map_err(ConfigError)?;
-        McpFile::deserialize(toml::Deserializer::from(doc)).map_err(at)
-    }
-}
-
-/// A TOML error in `text` (of `path`), shown with its line, column and the line itself.
-fn located(mut error: toml::de::Error, text: &str, path: &Path) -> ConfigError {
-    error.set_input(Some(text));
-    ConfigError(format!("{}: {error}", path.display()))
-}
-
 pub(crate) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// Reads the config file, if there is one.
-pub fn load_file() -> Result<FileConfig, ConfigError> {
-    let path = crate::paths::config_file();
-    match std::fs::read_to_string(&path) {
-        Ok(text) => FileConfig::parse(&text, &path),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
-        Err(e) => Err(ConfigError(format!("cannot read {}: {e}", path.display()))),
-    }
 }
 
 pub(crate) fn env_layer() -> Layer {
@@ -315,22 +263,6 @@ pub(crate) fn layers(cli: &Cli, file: &FileConfig) -> Result<(Layer, Option<Stri
     };
     let layer = flag_layer(cli)?.over(env_layer()).over(profile).over(file.defaults.clone());
     Ok((layer, profile_name))
-}
-
-/// What `keel permissions` shows, without a model: the file, the profile in use, the
-/// mode if one is set, and the extra `deny` regexes.
-pub type PermissionSources = (FileConfig, Option<String>, Option<String>, Vec<String>);
-
-/// Reads what `keel permissions` shows (see [`PermissionSources`]).
-pub fn permission_sources(cli: &Cli) -> Result<PermissionSources, ConfigError> {
-    let file = load_file()?;
-    let (layer, profile) = layers(cli, &file)?;
-    if let Some(text) = &layer.permission
-        && PermissionMode::parse(text).is_none()
-    {
-        return Err(ConfigError(format!("--permission must be auto, ask or read-only (got `{text}`)")));
-    }
-    Ok((file, profile, layer.permission, layer.deny.unwrap_or_default()))
 }
 
 pub(crate) fn parse_on_off(name: &str, text: &str) -> Result<bool, ConfigError> {

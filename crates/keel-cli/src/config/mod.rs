@@ -12,39 +12,15 @@ use keel_tools::profile::ToolProfile;
 use crate::cli::Cli;
 use crate::provider::{pick_provider, provider_config};
 
+pub mod file;
 pub mod keys;
 pub mod layer;
 
+use file::with_mcp_files;
+pub use file::{load_file, mcp_servers};
 pub(crate) use layer::env;
 use layer::layers;
-pub use layer::{ConfigError, Layer, McpFile, Price, load_file};
-
-/// The MCP servers of this run: the config file's, then each `--mcp-config` file's (a
-/// name given again replaces the earlier server).
-pub fn mcp_servers(cli: &Cli) -> Result<BTreeMap<String, keel_mcp::ServerConfig>, ConfigError> {
-    with_mcp_files(load_file()?.mcp_servers, cli)
-}
-
-fn with_mcp_files(
-    mut servers: BTreeMap<String, keel_mcp::ServerConfig>,
-    cli: &Cli,
-) -> Result<BTreeMap<String, keel_mcp::ServerConfig>, ConfigError> {
-    for path in &cli.mcp_config {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("--mcp-config {}: {e}", path.display())))?;
-        let json = path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
-        let file: McpFile = if json {
-            serde_json::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?
-        } else {
-            McpFile::parse_toml(&text, path)?
-        };
-        servers.extend(file.mcp_servers);
-    }
-    for (name, server) in &servers {
-        server.validate(name).map_err(|e| ConfigError(e.to_string()))?;
-    }
-    Ok(servers)
-}
+pub use layer::{ConfigError, Layer, Price};
 
 /// The embedded model's settings (`--local`).
 #[derive(Debug, Clone, PartialEq)]
@@ -515,7 +491,7 @@ http_headers = { "X-Team" = "core" }
         assert_eq!(file.mcp_servers.keys().collect::<Vec<_>>(), ["docs", "github"]);
         assert_eq!(file.mcp_servers["github"].args, ["-y", "@modelcontextprotocol/server-github"]);
         assert_eq!(file.mcp_servers["docs"].http_headers["X-Team"], "core");
-        let json: McpFile =
+        let json: layer::McpFile =
             serde_json::from_str(r#"{"mcpServers": {"fs": {"command": "npx", "args": ["x"]}}}"#).unwrap();
         assert_eq!(json.mcp_servers["fs"].command.as_deref(), Some("npx"));
     }
