@@ -135,6 +135,10 @@ pub fn agent(
     let launcher = std::env::current_exe()
         .ok()
         .map(|program| keel_sandbox::launch::Launcher { program, pid_namespace: settings.pid_namespace });
+    if let Some(launcher) = &launcher {
+        let sandboxed = settings.sandbox.auto && settings.sandbox.mode != keel_sandbox::SandboxMode::Off;
+        launcher.warm_up(sandboxed);
+    }
     let tools_config = ToolsConfig {
         extra_roots: settings.allowed_roots.clone(),
         allow_hardlinks: settings.allow_hardlinks,

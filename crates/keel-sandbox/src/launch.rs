@@ -70,6 +70,31 @@ pub struct Launcher {
     pub pid_namespace: bool,
 }
 
+impl Launcher {
+    /// Starts the one-time probes a first command would otherwise wait for
+    /// ([`sandbox_support`] when `sandbox`, [`pid_namespace_available`]) in the
+    /// background, so they overlap the first model request. Without a Tokio runtime,
+    /// nothing happens (the first command probes as before).
+    pub fn warm_up(&self, sandbox: bool) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let program = self.program.clone();
+        let pid_namespace = self.pid_namespace;
+        runtime.spawn(async move {
+            let support = async {
+                if sandbox {
+                    sandbox_support(&program).await;
+                }
+            };
+            let namespace = async {
+                if pid_namespace {
+                    pid_namespace_available().await;
+                }
+            };
+            futures::join!(support, namespace);
+        });
+    }
+}
+
 /// The `unshare` invocation that gives a command its own PID namespace and `/proc`.
 const UNSHARE: &[&str] = &["--pid", "--fork", "--kill-child", "--mount-proc"];
 

@@ -142,13 +142,17 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
         .unwrap_or(config.shell_timeout.as_secs())
         .clamp(1, config.shell_max_timeout.as_secs());
     let artifacts = crate::artifacts_dir(&ctx);
+    let started = std::time::Instant::now();
     let sandbox = Prepared::new(config, roots.root(), &artifacts, &sanitize(&ctx.call_id)).await?;
+    let prepared = started.elapsed();
     let mut running = spawn(config, &args.command, &workdir, sandbox.as_ref()).await?;
+    let spawned = started.elapsed();
     let spill = artifacts.join(format!("shell-{}.log", sanitize(&ctx.call_id)));
     let mut capture = Capture::new(config.output_limits, spill);
     let watched = watch(&mut running, &mut capture, config, timeout_secs, &ctx).await;
     // Anything left in the group (e.g. a detached background job) is stopped too.
     drop(running);
+    tracing::debug!(?prepared, ?spawned, done = ?started.elapsed(), "shell call's phases");
     let mut output = render(capture, watched);
     if config.relative_output_paths {
         let forms = [roots.root(), &*ctx.workspace];
