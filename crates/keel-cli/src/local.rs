@@ -62,12 +62,12 @@ pub async fn fetch(known: &KnownModel, dest: &Path, show: bool) -> Result<(), ke
 pub async fn load(settings: &LocalSettings, progress: bool) -> Result<Arc<dyn ModelClient>, ConfigError> {
     let cache = models::cache_dir();
     let path = match models::choose(settings.model.as_deref(), &cache)
-        .map_err(|e| ConfigError(e.to_string()))?
+        .map_err(|e| ConfigError::new(e.to_string()))?
     {
         Choice::File(path) => path,
         Choice::Download(known, path) => {
             if let Err(e) = fetch(known, &path, progress).await {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "the local model {} is not in {} and fetching it failed: {e}\nFetch it when online with `keel models pull {}`, or pass --local-model PATH (or set KEEL_LOCAL_MODEL) to a GGUF file you have.",
                     known.file,
                     cache.display(),
@@ -100,7 +100,7 @@ async fn engine(settings: &LocalSettings, path: &Path) -> Result<Arc<dyn ModelCl
     config.kernels = settings.kernels;
     config.variant = settings.variant.clone();
     let loaded =
-        keel_local::engine::LocalModel::load(config).await.map_err(|e| ConfigError(e.to_string()))?;
+        keel_local::engine::LocalModel::load(config).await.map_err(|e| ConfigError::new(e.to_string()))?;
     if let Some(why) = &loaded.kernels().safe_because {
         errln!(
             "keel: the local model runs the safe kernels (slower): {why}; KEEL_LOCAL_KERNELS=fast tries the fast ones"
@@ -111,9 +111,9 @@ async fn engine(settings: &LocalSettings, path: &Path) -> Result<Arc<dyn ModelCl
 
 #[cfg(not(feature = "local"))]
 async fn engine(_settings: &LocalSettings, path: &Path) -> Result<Arc<dyn ModelClient>, ConfigError> {
-    keel_local::gguf::read_meta(path).map_err(|e| ConfigError(e.to_string()))?;
-    Err(ConfigError(
-        "this keel was built without the embedded model. Install it with:\n  cargo install --locked --path crates/keel-cli --features local\nor run a model server and use --provider llamacpp".into(),
+    keel_local::gguf::read_meta(path).map_err(|e| ConfigError::new(e.to_string()))?;
+    Err(ConfigError::new(
+        "this keel was built without the embedded model. Install it with:\n  cargo install --locked --path crates/keel-cli --features local\nor run a model server and use --provider llamacpp",
     ))
 }
 

@@ -38,7 +38,7 @@ fn runtime() -> Result<tokio::runtime::Handle, ConfigError> {
             Err(e) => Err(e.to_string()),
         }
     });
-    runtime.clone().map_err(|e| ConfigError(format!("cannot start the MCP runtime: {e}")))
+    runtime.clone().map_err(|e| ConfigError::new(format!("cannot start the MCP runtime: {e}")))
 }
 
 /// Starts the servers `settings` configure (none: `None`). Stdio servers are started
@@ -66,7 +66,7 @@ async fn start_servers(
         ..McpOptions::default()
     };
     let manager = McpManager::start(servers.iter().map(|(n, c)| (n.clone(), c.clone())), options)
-        .map_err(|e| ConfigError(e.to_string()))?;
+        .map_err(|e| ConfigError::new(e.to_string()))?;
     Ok(Some(manager))
 }
 

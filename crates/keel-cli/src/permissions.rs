@@ -50,7 +50,7 @@ pub fn rules(configured: &[ConfiguredRule], workspace: &Path) -> Result<Permissi
     for rule in configured {
         rules
             .add(rule.kind, [&rule.rule], &rule.source)
-            .map_err(|e| ConfigError(format!("{e} (in {})", rule.source)))?;
+            .map_err(|e| ConfigError::new(format!("{e} (in {})", rule.source)))?;
     }
     Ok(rules)
 }
@@ -66,11 +66,12 @@ pub fn check_tools(
     let tools = keel_tools::tool_names();
     let prefixes: Vec<String> = servers.keys().map(|name| keel_mcp::name::server_prefix(name)).collect();
     for rule in configured {
-        let parsed = Rule::parse(&rule.rule).map_err(|e| ConfigError(format!("{e} (in {})", rule.source)))?;
+        let parsed =
+            Rule::parse(&rule.rule).map_err(|e| ConfigError::new(format!("{e} (in {})", rule.source)))?;
         if !parsed.could_name(&tools, &prefixes) {
             let reason = unknown_tool(parsed.tool(), &tools, servers);
             let error = RuleError { rule: rule.rule.clone(), reason };
-            return Err(ConfigError(format!("{error} (in {})", rule.source)));
+            return Err(ConfigError::new(format!("{error} (in {})", rule.source)));
         }
     }
     Ok(())
@@ -199,7 +200,7 @@ ask = ["shell(git push*)"]
         assert!(text.contains("mode: ask") && text.contains("ask    shell(git push*)"), "{text}");
         let bad =
             vec![ConfiguredRule { kind: RuleKind::Allow, rule: "shell(x".into(), source: "here".into() }];
-        assert!(rules(&bad, Path::new("/w")).unwrap_err().0.contains("(in here)"));
+        assert!(rules(&bad, Path::new("/w")).unwrap_err().message.contains("(in here)"));
     }
 
     fn checked(rules: &[&str], servers: &[&str]) -> Result<(), String> {
@@ -209,7 +210,7 @@ ask = ["shell(git push*)"]
             .collect();
         let servers =
             servers.iter().map(|name| ((*name).to_owned(), keel_mcp::ServerConfig::default())).collect();
-        check_tools(&configured, &servers).map_err(|e| e.0)
+        check_tools(&configured, &servers).map_err(|e| e.message)
     }
 
     #[test]

@@ -42,35 +42,36 @@ pub fn ticker(terminal: Arc<Terminal>) -> tokio::task::JoinHandle<()> {
 /// Runs `task` and returns the exit code.
 pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     let json = cli.json.then(JsonLines::new);
-    let fail = |message: String| -> anyhow::Result<u8> {
+    let fail = |error: config::ConfigError| -> anyhow::Result<u8> {
+        let message = &error.message;
         match &json {
             Some(out) => out.write_value(&json!({"type": "keel/error", "data": {"message": message}})),
             None => errln!("keel: {message}"),
         }
-        Ok(exit::USAGE)
+        Ok(error.exit_code())
     };
     let mut settings = match config::resolve(cli, false) {
         Ok(settings) => settings,
-        Err(e) => return fail(e.0),
+        Err(e) => return fail(e),
     };
     let workspace = match setup::workspace(cli) {
         Ok(dir) => dir,
-        Err(e) => return fail(e.0),
+        Err(e) => return fail(e),
     };
     // MCP servers start now, while the model loads.
     let mut mcp = match crate::mcp::start(&settings).await {
         Ok(mcp) => mcp.map(|m| SessionTools::new(m, settings.permission == PermissionMode::ReadOnly)),
-        Err(e) => return fail(e.0),
+        Err(e) => return fail(e),
     };
     let terminal = Arc::new(Terminal::new(false));
     let input = TurnInput::new();
     let policy = match setup::policy(&settings, &workspace) {
         Ok(policy) => policy.with_ask(input.ask_fn(Arc::clone(&terminal), &workspace)),
-        Err(e) => return fail(e.0),
+        Err(e) => return fail(e),
     };
     let model = match setup::model(&mut settings, json.is_none()).await {
         Ok(model) => model,
-        Err(e) => return fail(e.0),
+        Err(e) => return fail(e),
     };
     let (agent, notes) = setup::agent(&settings, &workspace, Arc::new(policy), model);
     let store = setup::store(cli)?;

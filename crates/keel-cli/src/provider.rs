@@ -29,10 +29,10 @@ fn base_config(layer: &Layer, provider: Option<&str>) -> Result<ProviderConfig, 
     match provider {
         Some("custom") | None => {
             let Some(base_url) = layer.base_url.clone() else {
-                return Err(ConfigError(missing_model_help()));
+                return Err(ConfigError::new(missing_model_help()));
             };
             let Some(model) = layer.model.clone() else {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "a model name is needed for {base_url}: pass --model NAME or set KEEL_MODEL"
                 )));
             };
@@ -41,13 +41,13 @@ fn base_config(layer: &Layer, provider: Option<&str>) -> Result<ProviderConfig, 
         Some(name) => {
             let Some(preset) = Preset::find(name) else {
                 let names: Vec<&str> = keel_llm::PRESETS.iter().map(|p| p.name).collect();
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "unknown provider `{name}`; known: {}, custom",
                     names.join(", ")
                 )));
             };
             let Some(mut config) = preset.config(layer.model.as_deref()) else {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "provider `{name}` needs a model name: pass --model NAME or set KEEL_MODEL"
                 )));
             };
@@ -63,17 +63,17 @@ fn base_config(layer: &Layer, provider: Option<&str>) -> Result<ProviderConfig, 
 fn api_options(layer: &Layer, client: &mut ProviderConfig) -> Result<(), ConfigError> {
     if let Some(api) = &layer.api {
         client.api = Api::parse(api).ok_or_else(|| {
-            ConfigError(format!("--api must be chat, responses or anthropic (got `{api}`)"))
+            ConfigError::new(format!("--api must be chat, responses or anthropic (got `{api}`)"))
         })?;
     }
     if let Some(replay) = &layer.reasoning_replay {
         client.reasoning_replay = ReasoningReplay::parse(replay).ok_or_else(|| {
-            ConfigError(format!("reasoning_replay must be never, tool_turns or always (got `{replay}`)"))
+            ConfigError::new(format!("reasoning_replay must be never, tool_turns or always (got `{replay}`)"))
         })?;
     }
     if let Some(thinking) = &layer.thinking {
         client.thinking = Thinking::parse(thinking).ok_or_else(|| {
-            ConfigError(format!(
+            ConfigError::new(format!(
                 "thinking must be off, adaptive or a budget of at least 1024 tokens (got `{thinking}`)"
             ))
         })?;
@@ -98,7 +98,7 @@ pub fn provider_config(layer: &Layer) -> Result<ProviderConfig, ConfigError> {
         && let Some(var) = &client.api_key_env
         && client.base_url == Preset::find(&client.provider).map(|p| p.base_url).unwrap_or_default()
     {
-        return Err(ConfigError(format!(
+        return Err(ConfigError::new(format!(
             "{var} is not set. Get a key from the provider, then:\n  export {var}=sk-...\n(or set KEEL_API_KEY)"
         )));
     }
@@ -214,11 +214,11 @@ mod tests {
         assert_eq!(custom.endpoint(), "http://127.0.0.1:8092/v1/responses");
         assert_eq!(custom.thinking, Thinking::Budget(2048));
         assert_eq!(custom.reasoning_effort.as_deref(), Some("low"));
-        let bad = provider_config(&layer("openai", Some("completions"))).unwrap_err().0;
+        let bad = provider_config(&layer("openai", Some("completions"))).unwrap_err().message;
         assert!(bad.contains("--api must be chat, responses or anthropic"), "{bad}");
         let bad = provider_config(&Layer { thinking: Some("lots".into()), ..layer("anthropic", None) })
             .unwrap_err()
-            .0;
+            .message;
         assert!(bad.contains("thinking must be off, adaptive"), "{bad}");
     }
 
@@ -257,7 +257,7 @@ mod tests {
             switch("claude"),
             ("anthropic".into(), Api::Anthropic, "http://mock/v1/messages".into(), "claude-a".into())
         );
-        let error = settings.switch_model("ollama").unwrap_err().0;
+        let error = settings.switch_model("ollama").unwrap_err().message;
         assert!(error.contains("needs a model name"), "{error}");
     }
 

@@ -98,25 +98,27 @@ impl AgentFactory for Factory {
     ) -> BoxFuture<'a, Result<Prepared, String>> {
         Box::pin(async move {
             let cli = self.cli_for(spec);
-            let mut settings = config::resolve(&cli, false).map_err(|e| e.0)?;
+            let mut settings = config::resolve(&cli, false).map_err(|e| e.message)?;
             let mut own = self.base.clone();
             own.command = None;
             own.cwd = Some(spec.folder.clone());
-            let server = config::resolve(&own, false).map_err(|e| e.0)?;
+            let server = config::resolve(&own, false).map_err(|e| e.message)?;
             check_not_weaker(&server, &settings)?;
-            let policy = setup::policy(&settings, &spec.folder).map_err(|e| e.0)?.with_ask(ask);
+            let policy = setup::policy(&settings, &spec.folder).map_err(|e| e.message)?.with_ask(ask);
             let model = match &settings.model {
                 ModelSettings::Local(local) => {
                     let model = self
                         .local
                         .get_or_try_init(|| crate::local::load(local, false))
                         .await
-                        .map_err(|e| e.0.clone())?
+                        .map_err(|e| e.message.clone())?
                         .clone();
                     settings.fit_profile(&keel_llm::facts::ModelFacts::from_name(&model.info().model), true);
                     model
                 }
-                ModelSettings::Remote(_) => setup::model(&mut settings, false).await.map_err(|e| e.0)?,
+                ModelSettings::Remote(_) => {
+                    setup::model(&mut settings, false).await.map_err(|e| e.message)?
+                }
             };
             let (agent, _notes) = setup::agent(&settings, &spec.folder, Arc::new(policy), model);
             let mut ctx = keel_agent::SessionContext::new(&spec.folder)
@@ -178,7 +180,7 @@ pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
         args.roots.clone()
     };
     // The configuration must be usable before anyone connects.
-    config::resolve(cli, false).map_err(|e| anyhow::anyhow!("{}", e.0))?;
+    config::resolve(cli, false).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let spec = crate::store::chosen(cli.store.as_deref());
     let crate::store::Opened { store, label: store_label } =
         tokio::task::spawn_blocking(move || crate::store::open(spec.as_deref(), true))

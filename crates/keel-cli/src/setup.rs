@@ -19,18 +19,19 @@ pub fn workspace(cli: &Cli) -> Result<PathBuf, ConfigError> {
     let dir = match &cli.cwd {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()
-            .map_err(|e| ConfigError(format!("cannot read the current folder: {e}")))?,
+            .map_err(|e| ConfigError::new(format!("cannot read the current folder: {e}")))?,
     };
-    let canonical = dir.canonicalize().map_err(|e| ConfigError(format!("--cwd {}: {e}", dir.display())))?;
+    let canonical =
+        dir.canonicalize().map_err(|e| ConfigError::new(format!("--cwd {}: {e}", dir.display())))?;
     if !canonical.is_dir() {
-        return Err(ConfigError(format!("--cwd {} is not a folder", dir.display())));
+        return Err(ConfigError::new(format!("--cwd {} is not a folder", dir.display())));
     }
     Ok(canonical)
 }
 
 /// A client for `config`, over the wire API it names.
 pub fn client(config: &ProviderConfig) -> Result<Arc<dyn ModelClient>, ConfigError> {
-    config.client().map_err(|e| ConfigError(e.message))
+    config.client().map_err(ConfigError::model)
 }
 
 /// The permission policy for the settings: the mode, the deny-list, the rules.
@@ -38,7 +39,7 @@ pub fn policy(settings: &Settings, workspace: &Path) -> Result<PermissionPolicy,
     let rules = crate::permissions::rules(&settings.rules, workspace)?;
     Ok(PermissionPolicy::new(settings.permission)
         .add_deny_patterns(&settings.deny)
-        .map_err(|e| ConfigError(format!("a deny pattern in the config is not a valid regex: {e}")))?
+        .map_err(|e| ConfigError::new(format!("a deny pattern in the config is not a valid regex: {e}")))?
         .with_rules(rules))
 }
 
@@ -80,12 +81,11 @@ pub async fn model(settings: &mut Settings, progress: bool) -> Result<Arc<dyn Mo
     }
     // The templated route constrains its calls, so every step may require one.
     let templated = crate::config::templated_server(&config, &settings.layer);
-    settings.tool_first = settings.layer.tool_first.unwrap_or(templated);
-    settings.always_call = settings.layer.always_call.unwrap_or(templated);
+    settings.follow_route(templated);
     settings.model = ModelSettings::Remote(Box::new(config.clone()));
     if templated {
         let server = keel_local::server::TemplatedServer::new(config)
-            .map_err(|e| ConfigError(e.message))?
+            .map_err(ConfigError::model)?
             .seed(settings.layer.seed);
         return Ok(Arc::new(server));
     }

@@ -19,7 +19,7 @@ impl FileConfig {
     pub fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
         let at = |e| located(e, text, path);
         let doc = DeTable::parse(text).map_err(at)?;
-        crate::config::keys::check_file(doc.get_ref(), text, path).map_err(ConfigError)?;
+        crate::config::keys::check_file(doc.get_ref(), text, path).map_err(ConfigError::new)?;
         let span = doc.span();
         let own = crate::config::keys::fields::<FileTables>();
         let (tables, settings): (DeTable<'_>, DeTable<'_>) =
@@ -40,7 +40,7 @@ impl McpFile {
     pub fn parse_toml(text: &str, path: &Path) -> Result<McpFile, ConfigError> {
         let at = |e| located(e, text, path);
         let doc = DeTable::parse(text).map_err(at)?;
-        crate::config::keys::check_mcp_file(doc.get_ref(), text, path).map_err(ConfigError)?;
+        crate::config::keys::check_mcp_file(doc.get_ref(), text, path).map_err(ConfigError::new)?;
         McpFile::deserialize(toml::Deserializer::from(doc)).map_err(at)
     }
 }
@@ -48,7 +48,7 @@ impl McpFile {
 /// A TOML error in `text` (of `path`), shown with its line, column and the line itself.
 fn located(mut error: toml::de::Error, text: &str, path: &Path) -> ConfigError {
     error.set_input(Some(text));
-    ConfigError(format!("{}: {error}", path.display()))
+    ConfigError::new(format!("{}: {error}", path.display()))
 }
 
 /// Reads the config file, if there is one.
@@ -57,7 +57,7 @@ pub fn load_file() -> Result<FileConfig, ConfigError> {
     match std::fs::read_to_string(&path) {
         Ok(text) => FileConfig::parse(&text, &path),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
-        Err(e) => Err(ConfigError(format!("cannot read {}: {e}", path.display()))),
+        Err(e) => Err(ConfigError::new(format!("cannot read {}: {e}", path.display()))),
     }
 }
 
@@ -72,7 +72,7 @@ pub fn permission_sources(cli: &Cli) -> Result<PermissionSources, ConfigError> {
     if let Some(text) = &layer.permission
         && PermissionMode::parse(text).is_none()
     {
-        return Err(ConfigError(format!("--permission must be auto, ask or read-only (got `{text}`)")));
+        return Err(ConfigError::new(format!("--permission must be auto, ask or read-only (got `{text}`)")));
     }
     Ok((file, profile, layer.permission, layer.deny.unwrap_or_default()))
 }
@@ -89,17 +89,17 @@ pub(crate) fn with_mcp_files(
 ) -> Result<BTreeMap<String, keel_mcp::ServerConfig>, ConfigError> {
     for path in &cli.mcp_config {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("--mcp-config {}: {e}", path.display())))?;
+            .map_err(|e| ConfigError::new(format!("--mcp-config {}: {e}", path.display())))?;
         let json = path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
         let file: McpFile = if json {
-            serde_json::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?
+            serde_json::from_str(&text).map_err(|e| ConfigError::new(format!("{}: {e}", path.display())))?
         } else {
             McpFile::parse_toml(&text, path)?
         };
         servers.extend(file.mcp_servers);
     }
     for (name, server) in &servers {
-        server.validate(name).map_err(|e| ConfigError(e.to_string()))?;
+        server.validate(name).map_err(|e| ConfigError::new(e.to_string()))?;
     }
     Ok(servers)
 }

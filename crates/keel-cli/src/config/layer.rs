@@ -195,13 +195,54 @@ pub struct McpFile {
     pub mcp_servers: BTreeMap<String, keel_mcp::ServerConfig>,
 }
 
-/// A configuration problem: exit code 2, with a message that says what to do.
+/// What kind of problem stopped keel before it could start: it decides the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigErrorKind {
+    /// The flags, settings or files are wrong: a usage error (exit 2).
+    Invalid,
+    /// The model could not be built or reached for a reason other than its settings
+    /// (the network, the server, the engine): an error (exit 1), its kind kept.
+    Model(keel_llm::ModelErrorKind),
+}
+
+/// A problem with the configuration or the model it names, with a message that says
+/// what to do.
 #[derive(Debug)]
-pub struct ConfigError(pub String);
+pub struct ConfigError {
+    /// What kind of problem.
+    pub kind: ConfigErrorKind,
+    /// What went wrong and how to fix it.
+    pub message: String,
+}
+
+impl ConfigError {
+    /// A usage error: the flags, settings or files are wrong.
+    pub fn new(message: impl Into<String>) -> ConfigError {
+        ConfigError { kind: ConfigErrorKind::Invalid, message: message.into() }
+    }
+
+    /// A model that could not be built: its kind is kept (a configuration problem stays
+    /// a usage error).
+    pub fn model(error: keel_llm::ModelError) -> ConfigError {
+        let kind = match error.kind {
+            keel_llm::ModelErrorKind::Config => ConfigErrorKind::Invalid,
+            other => ConfigErrorKind::Model(other),
+        };
+        ConfigError { kind, message: error.message }
+    }
+
+    /// The exit code: 2 for a usage error, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self.kind {
+            ConfigErrorKind::Invalid => crate::exit::USAGE,
+            ConfigErrorKind::Model(_) => crate::exit::ERROR,
+        }
+    }
+}
 
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -252,7 +293,7 @@ pub(crate) fn layers(cli: &Cli, file: &FileConfig) -> Result<(Layer, Option<Stri
             Some(layer) => layer.clone(),
             None => {
                 let known: Vec<&str> = file.profiles.keys().map(String::as_str).collect();
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "profile `{name}` is not in {} (profiles: {})",
                     crate::paths::config_file().display(),
                     if known.is_empty() { "none".to_owned() } else { known.join(", ") }
@@ -269,7 +310,7 @@ pub(crate) fn parse_on_off(name: &str, text: &str) -> Result<bool, ConfigError> 
     match text {
         "on" | "true" | "yes" => Ok(true),
         "off" | "false" | "no" => Ok(false),
-        _ => Err(ConfigError(format!("{name} must be on or off (got `{text}`)"))),
+        _ => Err(ConfigError::new(format!("{name} must be on or off (got `{text}`)"))),
     }
 }
 
@@ -292,6 +333,21 @@ pub struct PermissionsTable {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    /// Issue 31, item 5: a model that cannot be reached kept only its message and exited
+    /// as a usage error; its kind is kept now, and only a configuration problem is one.
+    #[test]
+    fn a_model_error_keeps_its_kind_and_only_a_setting_is_a_usage_error() {
+        use keel_llm::{ModelError, ModelErrorKind};
+        let unreachable = ConfigError::model(ModelError::new(ModelErrorKind::Network, "connection refused"));
+        assert_eq!(unreachable.kind, ConfigErrorKind::Model(ModelErrorKind::Network));
+        assert_eq!(unreachable.message, "connection refused");
+        assert_eq!(unreachable.exit_code(), crate::exit::ERROR);
+        let misconfigured = ConfigError::model(ModelError::new(ModelErrorKind::Config, "no base URL"));
+        assert_eq!(misconfigured.kind, ConfigErrorKind::Invalid);
+        assert_eq!(misconfigured.exit_code(), crate::exit::USAGE);
+        assert_eq!(ConfigError::new("bad flag").exit_code(), crate::exit::USAGE);
+    }
 
     /// A layer with every setting set, each to the first of `values` its type takes.
     fn every_setting(values: &[toml::Value]) -> Layer {

@@ -129,6 +129,16 @@ impl Settings {
         }
     }
 
+    /// Sets `tool_first` and `always_call` for the route, unless the config sets them:
+    /// on where the route constrains a required call exactly (the embedded engine,
+    /// llama-server's templated route), off where a server samples it (llama-server let
+    /// Qwen 1.5B run on past its call for thousands of tokens over Chat Completions). The
+    /// one place they are decided.
+    pub fn follow_route(&mut self, constrained: bool) {
+        self.tool_first = self.layer.tool_first.unwrap_or(constrained);
+        self.always_call = self.layer.always_call.unwrap_or(constrained);
+    }
+
     /// Chooses the profile again for a model of these `facts` (unless the config sets
     /// one), with the aids that follow it (the finish checks, keep-parsing) unless they
     /// are set.
@@ -158,18 +168,18 @@ impl Compaction {
     fn from_layer(layer: &Layer) -> Result<Compaction, ConfigError> {
         let at = layer.compact_at.unwrap_or(0.8);
         if !(0.0..1.0).contains(&at) {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "compact_at must be a share of the context window below 1, e.g. 0.8, or 0 to never compact (got {at})"
             )));
         }
         let keep = layer.compact_keep.unwrap_or(0.2);
         if !(0.05..=0.5).contains(&keep) || (at > 0.0 && keep >= at) {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "compact_keep must be a share of the window between 0.05 and 0.5, below compact_at (got {keep})"
             )));
         }
         if layer.context_window.is_some_and(|w| w < 1024) {
-            return Err(ConfigError("context_window must be at least 1024 tokens".into()));
+            return Err(ConfigError::new("context_window must be at least 1024 tokens"));
         }
         Ok(Compaction { window: layer.context_window, at, keep })
     }
@@ -191,15 +201,13 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
             seed: layer.seed,
             grammar: layer.grammar.unwrap_or(true),
             kernels: match &layer.local_kernels {
-                Some(text) => text.parse().map_err(|e| ConfigError(format!("local_kernels: {e}")))?,
+                Some(text) => text.parse().map_err(|e| ConfigError::new(format!("local_kernels: {e}")))?,
                 None => keel_local::engine::kernels::Kernels::Auto,
             },
             variant: env("KEEL_LOCAL_VARIANT"),
         };
-        let tool_first = layer.tool_first.unwrap_or(true);
         let mcp = with_mcp_files(file.mcp_servers, cli)?;
         crate::permissions::check_tools(&rules, &mcp)?;
-        let always_call = layer.always_call.unwrap_or(true);
         let mut settings = settings_from(
             Layer { provider: Some("llamacpp".into()), ..layer },
             file.pricing,
@@ -208,8 +216,8 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
         )?;
         settings.model = ModelSettings::Local(local);
         settings.rules = rules;
-        settings.tool_first = tool_first;
-        settings.always_call = always_call;
+        // The embedded engine constrains every required call.
+        settings.follow_route(true);
         settings.mcp_servers = mcp;
         return Ok(settings);
     }
@@ -232,7 +240,7 @@ pub(crate) fn settings_from(
     let sandbox = sandbox_settings(&layer)?;
     let permission = match &layer.permission {
         Some(text) => PermissionMode::parse(text).ok_or_else(|| {
-            ConfigError(format!("--permission must be auto, ask or read-only (got `{text}`)"))
+            ConfigError::new(format!("--permission must be auto, ask or read-only (got `{text}`)"))
         })?,
         None if interactive => PermissionMode::Ask,
         None => PermissionMode::Auto,
@@ -240,7 +248,7 @@ pub(crate) fn settings_from(
     if let Some(text) = &layer.tool_profile
         && ToolProfile::parse(text).is_none()
     {
-        return Err(ConfigError(format!("tool_profile must be small or full (got `{text}`)")));
+        return Err(ConfigError::new(format!("tool_profile must be small or full (got `{text}`)")));
     }
     // The profile follows the model: its size as its name states it here, what its
     // server says once asked; both through `Settings::fit_profile` (which also sets the
@@ -252,7 +260,7 @@ pub(crate) fn settings_from(
     let templated = templated_server(&client, &layer);
     let max_steps = layer.max_steps.unwrap_or(50);
     if max_steps == 0 {
-        return Err(ConfigError("--max-steps must be at least 1".into()));
+        return Err(ConfigError::new("--max-steps must be at least 1"));
     }
     let mut settings = Settings {
         model: ModelSettings::Remote(Box::new(client)),
@@ -285,11 +293,10 @@ pub(crate) fn settings_from(
         // onto the broken file (`def mean(values): return …` over a working function).
         keep_parsing: false,
         environment: layer.environment.unwrap_or(true),
-        // Servers handle a required call poorly (llama-server let Qwen 1.5B run on past
-        // its call for thousands of tokens); the embedded engine constrains it exactly.
-        tool_first: layer.tool_first.unwrap_or(templated),
+        // Decided by the route below (`follow_route`).
+        tool_first: false,
         mcp_servers: BTreeMap::new(),
-        always_call: layer.always_call.unwrap_or(templated),
+        always_call: false,
         loop_limits: (layer.loop_warn_at.unwrap_or(3), layer.loop_stop_at.unwrap_or(8)),
         compaction: Compaction::from_layer(&layer)?,
         sandbox,
@@ -297,6 +304,7 @@ pub(crate) fn settings_from(
         profiles: BTreeMap::new(),
         rules: Vec::new(),
     };
+    settings.follow_route(templated);
     settings.fit_profile(&named, local);
     Ok(settings)
 }
@@ -326,7 +334,7 @@ fn sandbox_settings(layer: &Layer) -> Result<keel_sandbox::SandboxSettings, Conf
     use keel_sandbox::{SandboxMode, SandboxSettings};
     let mode = match &layer.sandbox {
         Some(text) => Some(SandboxMode::parse(text).ok_or_else(|| {
-            ConfigError(format!("sandbox must be workspace-write, read-only or off (got `{text}`)"))
+            ConfigError::new(format!("sandbox must be workspace-write, read-only or off (got `{text}`)"))
         })?),
         None => None,
     };
@@ -334,8 +342,8 @@ fn sandbox_settings(layer: &Layer) -> Result<keel_sandbox::SandboxSettings, Conf
     // enforce it, commands are refused, never run with the network on.
     let network_off = layer.network == Some(false);
     if mode == Some(SandboxMode::Off) && network_off {
-        return Err(ConfigError(
-            "--network off needs the sandbox, but sandbox is off: choose one (--sandbox workspace-write or read-only)".into(),
+        return Err(ConfigError::new(
+            "--network off needs the sandbox, but sandbox is off: choose one (--sandbox workspace-write or read-only)",
         ));
     }
     Ok(SandboxSettings {
@@ -409,7 +417,9 @@ mod tests {
         assert!(sandbox_settings(&Layer::default()).unwrap().auto);
         assert!(sandbox_settings(&Layer { network: Some(true), ..Layer::default() }).unwrap().auto);
         let contradiction = Layer { network: Some(false), sandbox: Some("off".into()), ..Layer::default() };
-        assert!(sandbox_settings(&contradiction).unwrap_err().0.contains("--network off needs the sandbox"));
+        assert!(
+            sandbox_settings(&contradiction).unwrap_err().message.contains("--network off needs the sandbox")
+        );
     }
 
     #[test]
@@ -498,7 +508,7 @@ http_headers = { "X-Team" = "core" }
 
     #[test]
     fn bad_values_are_clear_errors() {
-        let bad = |layer: Layer| settings_from(layer, BTreeMap::new(), None, false).unwrap_err().0;
+        let bad = |layer: Layer| settings_from(layer, BTreeMap::new(), None, false).unwrap_err().message;
         assert!(
             bad(Layer { provider: Some("nope".into()), ..Layer::default() })
                 .contains("unknown provider `nope`")

@@ -153,7 +153,7 @@ async fn read_capped(mut response: reqwest::Response, limit: usize) -> Result<Ve
 
 /// The session to use and the last event seq already in it (none for a new one).
 async fn session(remote: &Remote, cli: &Cli) -> Result<(String, Option<u64>), Failed> {
-    let folder = setup::workspace(cli).map_err(|e| e.0)?;
+    let folder = setup::workspace(cli).map_err(|e| e.message)?;
     let existing = if let Some(id) = &cli.resume {
         Some(id.clone())
     } else if cli.continue_latest {
