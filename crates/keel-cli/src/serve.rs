@@ -18,6 +18,10 @@ use crate::{exit, paths, setup, signals};
 /// Builds a session's agent from the configuration and the client's choices.
 struct Factory {
     base: Cli,
+    /// The config file, read once when the server started.
+    file: config::layer::FileConfig,
+    /// The server's own settings, which a client's choices may not weaken.
+    server: config::Settings,
     /// The embedded model, loaded by the first session that asks for it and shared by
     /// all (one engine process; their requests take turns).
     local: tokio::sync::OnceCell<Arc<dyn keel_llm::ModelClient>>,
@@ -98,12 +102,8 @@ impl AgentFactory for Factory {
     ) -> BoxFuture<'a, Result<Prepared, String>> {
         Box::pin(async move {
             let cli = self.cli_for(spec);
-            let mut settings = config::resolve(&cli, false).map_err(|e| e.message)?;
-            let mut own = self.base.clone();
-            own.command = None;
-            own.cwd = Some(spec.folder.clone());
-            let server = config::resolve(&own, false).map_err(|e| e.message)?;
-            check_not_weaker(&server, &settings)?;
+            let mut settings = config::resolve_in(&cli, self.file.clone(), false).map_err(|e| e.message)?;
+            check_not_weaker(&self.server, &settings)?;
             let policy = setup::policy(&settings, &spec.folder).map_err(|e| e.message)?.with_ask(ask);
             let model = match &settings.model {
                 ModelSettings::Local(local) => {
@@ -179,8 +179,12 @@ pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
     } else {
         args.roots.clone()
     };
-    // The configuration must be usable before anyone connects.
-    config::resolve(cli, false).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    // The configuration must be usable before anyone connects; it is read once.
+    let file = config::load_file().map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let mut own = cli.clone();
+    own.command = None;
+    let server_settings =
+        config::resolve_in(&own, file.clone(), false).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let spec = crate::store::chosen(cli.store.as_deref());
     let crate::store::Opened { store, label: store_label } =
         tokio::task::spawn_blocking(move || crate::store::open(spec.as_deref(), true))
@@ -192,7 +196,12 @@ pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
     }
     config.idle_close = std::time::Duration::from_secs(args.idle_close.max(1));
     config.drain_timeout = std::time::Duration::from_secs(args.drain);
-    let factory = Arc::new(Factory { base: cli.clone(), local: tokio::sync::OnceCell::new() });
+    let factory = Arc::new(Factory {
+        base: cli.clone(),
+        file,
+        server: server_settings,
+        local: tokio::sync::OnceCell::new(),
+    });
     let server = Server::new(config, store, factory).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await

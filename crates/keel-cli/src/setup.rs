@@ -29,9 +29,27 @@ pub fn workspace(cli: &Cli) -> Result<PathBuf, ConfigError> {
     Ok(canonical)
 }
 
-/// A client for `config`, over the wire API it names.
+/// Most clients kept for reuse (distinct settings; the oldest goes first).
+const KEPT_CLIENTS: usize = 16;
+
+/// A client for `config`, over the wire API it names. Clients are kept by their settings:
+/// `keel serve` prepares many sessions with the same ones, and a client holds a
+/// connection pool (and for HTTPS the system's CA certificates, read when it is built).
 pub fn client(config: &ProviderConfig) -> Result<Arc<dyn ModelClient>, ConfigError> {
-    config.client().map_err(ConfigError::model)
+    static KEPT: Mutex<Vec<(ProviderConfig, Arc<dyn ModelClient>)>> = Mutex::new(Vec::new());
+    let mut kept = match KEPT.lock() {
+        Ok(kept) => kept,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    if let Some((_, client)) = kept.iter().find(|(settings, _)| settings == config) {
+        return Ok(Arc::clone(client));
+    }
+    let client = config.client().map_err(ConfigError::model)?;
+    if kept.len() >= KEPT_CLIENTS {
+        kept.remove(0);
+    }
+    kept.push((config.clone(), Arc::clone(&client)));
+    Ok(client)
 }
 
 /// The permission policy for the settings: the mode, the deny-list, the rules.
@@ -273,5 +291,23 @@ pub fn open_session(
             };
             Ok((session, Some(note)))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 31, item 4: `keel serve` built a new HTTP client (a new connection pool) for
+    /// every session; clients with the same settings are one now.
+    #[test]
+    fn clients_with_the_same_settings_are_shared() {
+        let config = ProviderConfig::new("http://127.0.0.1:9/v1", "shared-model");
+        let first = client(&config).unwrap();
+        let again = client(&config.clone()).unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "the same settings, the same client");
+        let other = client(&ProviderConfig::new("http://127.0.0.1:9/v1", "another-model")).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other), "other settings, another client");
+        assert_eq!(other.info().model, "another-model");
     }
 }

@@ -116,7 +116,7 @@ pub enum MaxTokensField {
 
 /// Everything an HTTP provider needs to talk to one server. `api` chooses the wire API
 /// ([`ProviderConfig::client`]); options of one API are ignored by the others.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
     /// The wire API.
     pub api: Api,

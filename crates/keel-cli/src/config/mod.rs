@@ -188,7 +188,12 @@ impl Compaction {
 /// Resolves settings from flags, environment and file. `interactive` picks the default
 /// permission mode (ask) versus print mode's (auto).
 pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
-    let file = load_file()?;
+    resolve_in(cli, load_file()?, interactive)
+}
+
+/// [`resolve`] over a config file already read (`keel serve` reads it once, not per
+/// session).
+pub fn resolve_in(cli: &Cli, file: layer::FileConfig, interactive: bool) -> Result<Settings, ConfigError> {
     let (layer, profile_name) = layers(cli, &file)?;
     let rules = crate::permissions::configured(&file, profile_name.as_deref());
     if cli.local || cli.local_model.is_some() {
