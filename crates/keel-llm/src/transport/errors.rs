@@ -58,7 +58,11 @@ fn kind_of_name(name: &str) -> Option<ModelErrorKind> {
         "authentication_error" | "permission_error" | "invalid_api_key" | "billing_error" => {
             ModelErrorKind::Auth
         }
-        "context_length_exceeded" | "request_too_large" => ModelErrorKind::ContextOverflow,
+        // llama.cpp's llama-server: `{"error": {"code": 400, "type": "exceed_context_size_error",
+        // "n_prompt_tokens": …, "n_ctx": …}}`.
+        "context_length_exceeded" | "request_too_large" | "exceed_context_size_error" => {
+            ModelErrorKind::ContextOverflow
+        }
         "invalid_request_error" | "not_found_error" | "invalid_prompt" | "invalid_request" => {
             ModelErrorKind::InvalidRequest
         }
@@ -66,10 +70,18 @@ fn kind_of_name(name: &str) -> Option<ModelErrorKind> {
     })
 }
 
+/// The kind an error object's string `code` or `type` names.
+fn named_kind(error: &Value) -> Option<ModelErrorKind> {
+    ["code", "type"]
+        .iter()
+        .filter_map(|field| error.get(*field).and_then(Value::as_str))
+        .find_map(kind_of_name)
+}
+
 /// Classifies an error object found in a body or a stream event: `{"message", "code"}`
 /// (Chat Completions, Responses) or `{"type", "message"}` (Anthropic). A numeric code is
-/// an HTTP status; a named code or type is looked up; a context-length message is
-/// `ContextOverflow` whatever its code.
+/// an HTTP status; a named code or type is looked up; a context overflow, by its name or
+/// its message, is `ContextOverflow` whatever its code.
 pub(crate) fn classify_error_object(error: &Value, status: Option<u16>) -> ModelError {
     let message = error_text(error);
     let code = status.or_else(|| {
@@ -78,11 +90,9 @@ pub(crate) fn classify_error_object(error: &Value, status: Option<u16>) -> Model
             .and_then(|c| c.as_u64().or_else(|| c.as_str().and_then(|s| s.parse().ok())))
             .and_then(|c| u16::try_from(c).ok())
     });
-    let named = ["code", "type"]
-        .iter()
-        .filter_map(|field| error.get(*field).and_then(Value::as_str))
-        .find_map(kind_of_name);
+    let named = named_kind(error);
     let kind = match (code, named) {
+        (_, Some(ModelErrorKind::ContextOverflow)) => ModelErrorKind::ContextOverflow,
         (Some(429), _) => ModelErrorKind::RateLimited,
         (Some(401 | 403), _) => ModelErrorKind::Auth,
         (Some(400..=499), _) => ModelErrorKind::InvalidRequest,
@@ -143,6 +153,10 @@ pub(crate) fn from_status(failure: &Failure<'_>, api_key_env: Option<&str>, prov
     let html = body::is_html(content_type, body);
     let detail = detail(body, html);
     let lowered = detail.to_lowercase();
+    let overflow_named = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|json| json.get("error").and_then(named_kind))
+        .is_some_and(|kind| kind == ModelErrorKind::ContextOverflow);
     let (kind, message) = match status {
         401 | 403 => {
             let fix = match api_key_env {
@@ -154,7 +168,7 @@ pub(crate) fn from_status(failure: &Failure<'_>, api_key_env: Option<&str>, prov
                 format!("{provider} rejected the credentials (HTTP {status}): {detail}. Fix: {fix}."),
             )
         }
-        400 | 413 if CONTEXT_MARKERS.iter().any(|m| lowered.contains(m)) => (
+        400 | 413 if overflow_named || CONTEXT_MARKERS.iter().any(|m| lowered.contains(m)) => (
             ModelErrorKind::ContextOverflow,
             format!("the conversation no longer fits the model's context window (HTTP {status}): {detail}"),
         ),
@@ -270,6 +284,23 @@ mod tests {
             "openai",
         );
         assert_eq!(err.kind, ModelErrorKind::ContextOverflow);
+        // llama-server names the error; its message says "context size", no marker.
+        let llama = from_status(
+            &failure(
+                400,
+                br#"{"error":{"code":400,"message":"request (9412 tokens) exceeds the available context size (8192 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9412,"n_ctx":8192}}"#,
+                "application/json",
+            ),
+            None,
+            "llamacpp",
+        );
+        assert_eq!(llama.kind, ModelErrorKind::ContextOverflow, "{}", llama.message);
+        assert!(llama.message.contains("(9412 tokens)"), "{}", llama.message);
+        let streamed = classify_error_object(
+            &serde_json::json!({"code": 400, "type": "exceed_context_size_error", "message": "request (9412 tokens) exceeds the available context size"}),
+            None,
+        );
+        assert_eq!(streamed.kind, ModelErrorKind::ContextOverflow);
         let other = from_status(&failure(400, b"bad tool schema", "text/plain"), None, "x");
         assert_eq!(other.kind, ModelErrorKind::InvalidRequest);
         assert_eq!(from_status(&failure(503, b"", ""), None, "x").kind, ModelErrorKind::Server);
