@@ -7,11 +7,15 @@
 //! With the `http` feature (default), three wire APIs over one transport: [`openai`]
 //! (Chat Completions), [`anthropic`] (Messages) and [`responses`] (OpenAI Responses); a
 //! [`ProviderConfig`] (from a [`Preset`] or by hand) makes the client for its [`Api`].
+//! On the same transport, [`completion`]: llama.cpp's native `/completion` with a prompt
+//! the caller renders (keel-local's templated route).
 
 #[cfg(feature = "http")]
 pub mod anthropic;
 mod assemble;
 mod client;
+#[cfg(feature = "http")]
+pub mod completion;
 #[cfg(feature = "http")]
 mod config;
 #[cfg(feature = "http")]

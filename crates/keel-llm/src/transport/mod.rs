@@ -158,13 +158,24 @@ impl Transport {
         api_headers: &[(&'static str, String)],
         names: ApiNames,
     ) -> Result<Self, ModelError> {
+        Self::at(config, &config.endpoint(), auth, api_headers, names)
+    }
+
+    /// [`Transport::new`] for an endpoint of the caller's choosing (an API whose path is
+    /// not under `config.base_url`, as llama.cpp's `/completion` beside its `/v1`).
+    pub fn at(
+        config: &ProviderConfig,
+        endpoint: &str,
+        auth: Auth,
+        api_headers: &[(&'static str, String)],
+        names: ApiNames,
+    ) -> Result<Self, ModelError> {
         config.validate()?;
-        let endpoint = config.endpoint();
-        let http = http_client(&endpoint, config.idle_timeout.min(Duration::from_secs(30)))
+        let http = http_client(endpoint, config.idle_timeout.min(Duration::from_secs(30)))
             .tcp_nodelay(true)
             .build()
             .map_err(|e| config_error(format!("cannot build the HTTP client: {e}")))?;
-        let endpoint = reqwest::Url::parse(&endpoint).map_err(|e| {
+        let endpoint = reqwest::Url::parse(endpoint).map_err(|e| {
             config_error(format!("the base URL `{}` is not a valid URL: {e}", config.base_url))
         })?;
         let settings = Settings {
@@ -192,6 +203,15 @@ impl Transport {
     /// The URL requests go to.
     pub fn url(&self) -> &str {
         self.endpoint.as_str()
+    }
+
+    /// A `GET` of `url` on this transport's client, with its key (not its content
+    /// headers).
+    pub fn get(&self, url: &str) -> reqwest::RequestBuilder {
+        let mut headers = self.headers.clone();
+        headers.remove(reqwest::header::CONTENT_TYPE);
+        headers.remove(reqwest::header::ACCEPT);
+        self.http.get(url).headers(headers)
     }
 
     fn request(&self, body: Bytes) -> reqwest::RequestBuilder {
