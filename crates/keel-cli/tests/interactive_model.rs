@@ -13,7 +13,7 @@ use keel_testkit::{AnthropicStream, MockServer, ResponsesStream};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn slash_model_switches_provider_mid_session_without_foreign_thinking() {
-    if !keel_testkit::prereq::available("pty", pty::has_script(), "util-linux `script` (a pseudo-terminal)") {
+    if !pty::available() {
         return;
     }
     let env = Env::new();
@@ -98,7 +98,7 @@ async fn slash_model_switches_provider_mid_session_without_foreign_thinking() {
 /// agent again: the small profile's tools and prompt, logged in a new request header.
 #[tokio::test(flavor = "multi_thread")]
 async fn slash_model_to_a_small_model_switches_the_profile() {
-    if !keel_testkit::prereq::available("pty", pty::has_script(), "util-linux `script` (a pseudo-terminal)") {
+    if !pty::available() {
         return;
     }
     let env = Env::new();

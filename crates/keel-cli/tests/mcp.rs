@@ -4,6 +4,8 @@
 //! running after keel ends (normally, SIGINT, SIGTERM, kill -9, or its terminal gone).
 
 mod common;
+#[path = "common/pty.rs"]
+mod pty;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -331,32 +333,21 @@ async fn the_server_dies_with_keel_on_sigint_sigterm_and_kill_9() {
 /// SIGHUP and leaves; its servers go with it.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_server_dies_when_keels_parent_is_killed() {
-    let script = std::process::Command::new("script").arg("--version").output().is_ok();
-    if !keel_testkit::prereq::available("pty", script, "util-linux `script` (a pseudo-terminal)") {
+    if !pty::available() {
         return;
     }
     let env = Env::new();
     configure(&env, &stdio_table("test", &["--linger", "--marker", "parent-killed"], ""));
     let server = MockServer::start().await;
-    let keel = env.keel(&server.base_url());
-    let program = keel.get_program().to_owned();
     // Names this keel among the processes (other tests run keel too).
     let workspace = env.workspace().display().to_string();
     // `script` gives keel a terminal (interactive mode); keel is the terminal's session.
-    let mut parent = std::process::Command::new("script");
-    parent
-        .args(["-qec", &format!("{} --no-session -C {}", program.to_string_lossy(), workspace), "/dev/null"])
-        .env_clear()
-        .envs(keel.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))))
-        .env("TERM", "xterm")
-        .current_dir(env.workspace())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut parent = parent.spawn().unwrap();
+    let keel = env.keel(&server.base_url());
+    let mut terminal =
+        pty::Terminal::start(pty::under_script(&keel, &format!("--no-session -C {workspace}")));
     appears("parent-killed").await;
-    parent.kill().unwrap();
-    parent.wait().unwrap();
+    terminal.child.kill().unwrap();
+    terminal.child.wait().unwrap();
     assert!(gone(&workspace, 5).await, "keel outlived its parent");
     assert!(gone("parent-killed", 5).await, "the server outlived keel's parent");
 }
@@ -373,8 +364,7 @@ async fn requests(server: &MockServer, n: usize) {
 /// turn and its tools are offered from the next turn once it is ready; `/mcp` reports.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_late_server_joins_at_a_later_turn_in_interactive_mode() {
-    let script = std::process::Command::new("script").arg("--version").output().is_ok();
-    if !keel_testkit::prereq::available("pty", script, "util-linux `script` (a pseudo-terminal)") {
+    if !pty::available() {
         return;
     }
     let env = Env::new();
@@ -391,45 +381,38 @@ async fn a_late_server_joins_at_a_later_turn_in_interactive_mode() {
     server.push(answer("one"));
     server.push(answer("two"));
     let keel = env.keel(&server.base_url());
-    let mut parent = std::process::Command::new("script");
-    parent
-        .args(["-qec", &format!("{} --no-session", keel.get_program().to_string_lossy()), "/dev/null"])
-        .env_clear()
-        .envs(keel.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))))
-        .env("TERM", "xterm")
-        .current_dir(env.workspace())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut parent = parent.spawn().unwrap();
-    let mut typed = parent.stdin.take().unwrap();
-    // At each prompt the line editor asks the terminal where the cursor is (twice) and
-    // waits 2 s for each answer `script` never gives: answer as a terminal would, then
-    // type the line.
-    let type_line = |typed: &mut std::process::ChildStdin, line: &str| {
-        use std::io::Write;
-        std::thread::sleep(Duration::from_millis(300));
-        typed.write_all(format!("\x1b[1;1R\x1b[1;1R{line}\r").as_bytes()).unwrap();
-        typed.flush().unwrap();
-    };
+    let mut terminal = pty::Terminal::start(pty::under_script(&keel, "--no-session"));
     appears("late-2").await;
     let started = std::time::Instant::now();
-    type_line(&mut typed, "first");
+    // The terminal's waits block: off the runtime's task, which serves the mock model.
+    let wait = |terminal: &pty::Terminal, needle: &str, times: usize| {
+        tokio::task::block_in_place(|| terminal.wait_for(needle, times))
+    };
+    wait(&terminal, "/help for commands", 1);
+    terminal.type_line("first");
     requests(&server, 1).await;
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "the first turn came too late to test this: {:?}",
         started.elapsed()
     );
+    wait(&terminal, "completed", 1);
     // The slow server is ready 5 s after it started.
     tokio::time::sleep(Duration::from_millis(5500).saturating_sub(started.elapsed())).await;
-    type_line(&mut typed, "second");
+    terminal.type_line("second");
     requests(&server, 2).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    type_line(&mut typed, "/mcp");
-    type_line(&mut typed, "/quit");
-    let out = tokio::task::spawn_blocking(move || parent.wait_with_output().unwrap()).await.unwrap();
-    let screen = text(&out.stdout);
+    wait(&terminal, "completed", 2);
+    terminal.type_line("/mcp");
+    wait(&terminal, "mcp__slow__echo", 1);
+    terminal.type_line("/quit");
+    tokio::task::block_in_place(|| {
+        let waited = std::time::Instant::now();
+        while terminal.child.try_wait().unwrap().is_none() {
+            assert!(waited.elapsed() < Duration::from_secs(20), "keel did not leave");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let screen = pty::plain(&terminal.text());
     let offered = |i: usize| -> Vec<String> {
         server.requests()[i].json()["tools"]
             .as_array()

@@ -212,7 +212,7 @@ async fn a_misspelled_subcommand_is_an_error_with_a_suggestion() {
 /// rule; a configured allow rule runs without a question.
 #[tokio::test(flavor = "multi_thread")]
 async fn approvals_show_everything_before_the_question() {
-    if !keel_testkit::prereq::available("pty", pty::has_script(), "util-linux `script` (a pseudo-terminal)") {
+    if !pty::available() {
         return;
     }
     let env = Env::new();
@@ -291,7 +291,7 @@ async fn approvals_show_everything_before_the_question() {
 /// with what to do instead, which the model gets.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paste_is_one_message_and_words_at_a_question_reach_the_model() {
-    if !keel_testkit::prereq::available("pty", pty::has_script(), "util-linux `script` (a pseudo-terminal)") {
+    if !pty::available() {
         return;
     }
     let env = Env::new();
@@ -354,7 +354,7 @@ async fn a_paste_is_one_message_and_words_at_a_question_reach_the_model() {
 /// exchange before the prompt.
 #[tokio::test(flavor = "multi_thread")]
 async fn undo_then_leave_then_continue() {
-    if !keel_testkit::prereq::available("pty", pty::has_script(), "util-linux `script` (a pseudo-terminal)") {
+    if !pty::available() {
         return;
     }
     let env = Env::new();
@@ -444,7 +444,7 @@ async fn undo_then_leave_then_continue() {
 /// whole at the terminal's width); with NO_COLOR it stays raw.
 #[tokio::test(flavor = "multi_thread")]
 async fn answers_render_as_markdown_on_a_terminal() {
-    if !keel_testkit::prereq::available("pty", pty::has_script(), "util-linux `script` (a pseudo-terminal)") {
+    if !pty::available() {
         return;
     }
     let markdown = "## Summary\n\nI changed **hello.py** so it greets the *world*:\n\n- one edit\n- no new files\n\n```python\nprint('hello, world')\n```\n\nRun it with `python3 hello.py`. This last sentence is long enough to wrap at the terminal's width, and it must wrap between words, never inside one.";
@@ -492,7 +492,7 @@ async fn answers_render_as_markdown_on_a_terminal() {
 /// line left unfinished carries over to the prompt; Ctrl-C still stops the turn.
 #[tokio::test(flavor = "multi_thread")]
 async fn typed_text_stays_visible_and_ctrl_c_still_aborts() {
-    if !keel_testkit::prereq::available("pty", pty::has_script(), "util-linux `script` (a pseudo-terminal)") {
+    if !pty::available() {
         return;
     }
     let env = Env::new();
@@ -549,7 +549,7 @@ async fn typed_text_stays_visible_and_ctrl_c_still_aborts() {
 /// of the conversation made before those turns; the original session is kept.
 #[tokio::test(flavor = "multi_thread")]
 async fn rewind_goes_back_in_files_and_conversation() {
-    if !keel_testkit::prereq::available("pty", pty::has_script(), "util-linux `script` (a pseudo-terminal)") {
+    if !pty::available() {
         return;
     }
     let env = Env::new();
@@ -610,7 +610,7 @@ async fn rewind_goes_back_in_files_and_conversation() {
 /// its last lines stay under its line.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_running_command_shows_its_output_live() {
-    if !keel_testkit::prereq::available("pty", pty::has_script(), "util-linux `script` (a pseudo-terminal)") {
+    if !pty::available() {
         return;
     }
     let env = Env::new();
@@ -649,7 +649,7 @@ async fn a_running_command_shows_its_output_live() {
 /// reached the terminal raw. They are shown, not obeyed.
 #[tokio::test(flavor = "multi_thread")]
 async fn escapes_from_commands_and_answers_are_shown_not_obeyed() {
-    if !keel_testkit::prereq::available("pty", pty::has_script(), "util-linux `script` (a pseudo-terminal)") {
+    if !pty::available() {
         return;
     }
     let env = Env::new();

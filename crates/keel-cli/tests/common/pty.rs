@@ -79,6 +79,12 @@ pub fn has_script() -> bool {
     Command::new("script").arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
+/// Whether a pseudo-terminal can be had; `false` is a skip that is said, and a failure
+/// where `KEEL_TEST_REQUIRE` names `pty` (see `keel_testkit::prereq::available`).
+pub fn available() -> bool {
+    keel_testkit::prereq::available("pty", has_script(), "util-linux `script` (a pseudo-terminal)")
+}
+
 /// What a person reads: escapes dropped, `\r` returning to the line's start (later text
 /// overwrites), `ESC[2K` clearing the line.
 pub fn plain(text: &str) -> String {
