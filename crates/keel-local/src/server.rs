@@ -1,32 +1,28 @@
 //! llama.cpp's own server (`llama-server`) driven the way the embedded engine is: keel
 //! renders the model's chat template itself (read once from `/props`, mended like the
 //! embedded one), constrains a required tool call with its grammar, and posts the prompt
-//! to the native `/completion` endpoint. Over Chat Completions the server neither honours
-//! `tool_choice: "required"` for Qwen2.5 nor accepts a grammar together with tools, so a
-//! small model there wrote prose and fenced calls; here its calls are valid by
-//! construction, as with `--local`.
+//! to the native `/completion` endpoint ([`keel_llm::completion`]: streamed, retried and
+//! bounded by the transport every API shares). Over Chat Completions the server neither
+//! honours `tool_choice: "required"` for Qwen2.5 nor accepts a grammar together with
+//! tools, so a small model there wrote prose and fenced calls; here its calls are valid
+//! by construction, as with `--local`.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::StreamExt;
+use keel_llm::completion::{
+    CompletionClient, CompletionReply, CompletionRequest, FinishReply, until_cancelled,
+};
 use keel_llm::{
-    FinishReason, ModelClient, ModelError, ModelErrorKind, ModelEvent, ModelInfo, ModelRequest, ModelStream,
+    AssistantMessage, ModelClient, ModelError, ModelErrorKind, ModelInfo, ModelRequest, ModelStream,
     ProviderConfig, ToolChoice, ToolDefinition,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::grammar::{self, CallStyle};
 use crate::reply::{Finished, finish_message};
 use crate::template::ChatTemplate;
-
-/// Most bytes of `/props` read (the chat template is in it).
-const MAX_PROPS_BYTES: usize = 1024 * 1024;
-/// Most bytes of one `/completion` response read.
-const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
-/// How long `/props` may take.
-const PROPS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What `/props` tells once: the template and how calls are written.
 struct Prepared {
@@ -36,9 +32,7 @@ struct Prepared {
 
 /// A `ModelClient` for llama-server's `/completion` with keel's template and grammar.
 pub struct TemplatedServer {
-    http: reqwest::Client,
-    /// The server's root (the base URL without `/v1`).
-    root: String,
+    completion: CompletionClient,
     config: ProviderConfig,
     prepared: tokio::sync::OnceCell<Prepared>,
     grammars: Mutex<Option<(Vec<ToolDefinition>, Arc<str>)>>,
@@ -49,19 +43,31 @@ pub struct TemplatedServer {
 /// names, paths and commands want the likeliest tokens.
 pub const CALL_TEMPERATURE: f32 = 0.2;
 
+/// A finished reply becomes a message as the embedded engine's does: calls to `tools`
+/// written as text become real calls, text before the first becomes reasoning.
+struct Calls {
+    tools: Vec<String>,
+}
+
+impl FinishReply for Calls {
+    fn finish(&self, reply: CompletionReply) -> AssistantMessage {
+        let finished = Finished {
+            text: reply.text,
+            finish: reply.finish,
+            prompt_tokens: reply.prompt_tokens,
+            generated_tokens: reply.generated_tokens,
+            reused_tokens: reply.cached_tokens,
+        };
+        finish_message(finished, &self.tools)
+    }
+}
+
 impl TemplatedServer {
     /// A client for the server at `config.base_url` (with or without `/v1`); nothing is
     /// asked of the server until the first request.
     pub fn new(config: ProviderConfig) -> Result<TemplatedServer, ModelError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder().connect_timeout(config.idle_timeout).build().map_err(|e| {
-            ModelError::new(ModelErrorKind::Config, format!("cannot build the HTTP client: {e}"))
-        })?;
-        let base = config.base_url.trim_end_matches('/');
-        let root = base.strip_suffix("/v1").unwrap_or(base).to_owned();
         Ok(TemplatedServer {
-            http,
-            root,
+            completion: CompletionClient::new(&config)?,
             config,
             prepared: tokio::sync::OnceCell::new(),
             grammars: Mutex::new(None),
@@ -79,19 +85,15 @@ impl TemplatedServer {
     async fn prepare(&self) -> Result<&Prepared, ModelError> {
         self.prepared
             .get_or_try_init(|| async {
-                let url = format!("{}/props", self.root);
-                let request = self.http.get(&url).timeout(PROPS_TIMEOUT);
-                let body = read_capped(request, MAX_PROPS_BYTES, &url).await?;
-                let props: Value = serde_json::from_slice(&body).map_err(|e| {
-                    ModelError::new(ModelErrorKind::InvalidResponse, format!("{url} is not JSON: {e}"))
-                })?;
+                let props = self.completion.props().await?;
                 let text = |key: &str| props.get(key).and_then(Value::as_str).unwrap_or("");
                 let source = text("chat_template");
                 if source.trim().is_empty() {
                     return Err(ModelError::new(
                         ModelErrorKind::Config,
                         format!(
-                            "{url} names no chat_template; start llama-server with --jinja, or set grammar = false"
+                            "{}/props names no chat_template; start llama-server with --jinja, or set grammar = false",
+                            self.completion.root()
                         ),
                     ));
                 }
@@ -116,9 +118,12 @@ impl TemplatedServer {
         Some(text)
     }
 
-    /// One request, whole: render, post, parse.
-    async fn complete(&self, request: &ModelRequest<'_>) -> Result<keel_llm::AssistantMessage, ModelError> {
-        let prepared = self.prepare().await?;
+    /// What goes to `/completion` for `request`, and how its reply becomes a message.
+    fn ask(
+        &self,
+        prepared: &Prepared,
+        request: &ModelRequest<'_>,
+    ) -> Result<(CompletionRequest, Calls), ModelError> {
         let prompt = prepared
             .template
             .render(request.system, request.messages, request.tools)
@@ -127,15 +132,6 @@ impl TemplatedServer {
             ToolChoice::None => Vec::new(),
             _ => request.tools.iter().map(|t| t.name.clone()).collect(),
         };
-        let mut body = json!({
-            "prompt": prompt,
-            "n_predict": request.token_cap(self.config.max_tokens),
-            "cache_prompt": true,
-            "stream": false,
-        });
-        if let Some(seed) = self.seed {
-            body["seed"] = json!(seed);
-        }
         // A required call is sampled under the grammar from the first token, at the call
         // temperature unless one is configured; otherwise the reply is free (the server's
         // sampling) and calls written as text are still recovered.
@@ -145,42 +141,14 @@ impl TemplatedServer {
         };
         let temperature =
             request.temperature.or(self.config.temperature).or(grammar.as_ref().map(|_| CALL_TEMPERATURE));
-        if let Some(temperature) = temperature {
-            body["temperature"] = json!(temperature);
-        }
-        if let Some(grammar) = grammar {
-            body["grammar"] = json!(&*grammar);
-        }
-        let url = format!("{}/completion", self.root);
-        let post = self
-            .http
-            .post(&url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string())
-            .timeout(self.config.response_deadline);
-        let bytes = read_capped(post, MAX_RESPONSE_BYTES, &url).await?;
-        let reply: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            ModelError::new(
-                ModelErrorKind::InvalidResponse,
-                format!("{url} answered with something not JSON: {e}"),
-            )
-        })?;
-        let Some(content) = reply.get("content").and_then(Value::as_str) else {
-            return Err(ModelError::new(
-                ModelErrorKind::InvalidResponse,
-                format!("{url} answered without content"),
-            ));
+        let ask = CompletionRequest {
+            prompt,
+            max_tokens: request.token_cap(self.config.max_tokens),
+            temperature,
+            grammar,
+            seed: self.seed,
         };
-        let count = |key: &str| reply.get(key).and_then(Value::as_u64).unwrap_or(0);
-        let cut = reply.get("stop_type").and_then(Value::as_str) == Some("limit");
-        let finished = Finished {
-            text: content.to_owned(),
-            finish: if cut { FinishReason::Length } else { FinishReason::Stop },
-            prompt_tokens: count("tokens_evaluated"),
-            generated_tokens: count("tokens_predicted"),
-            reused_tokens: reply.pointer("/timings/cache_n").and_then(Value::as_u64).unwrap_or(0),
-        };
-        Ok(finish_message(finished, &tools))
+        Ok((ask, Calls { tools }))
     }
 }
 
@@ -189,41 +157,6 @@ impl TemplatedServer {
 pub fn writes_tagged_calls(props: &Value) -> bool {
     let template = props.get("chat_template").and_then(Value::as_str).unwrap_or("");
     CallStyle::of_template(template) == CallStyle::Tagged
-}
-
-/// Sends `request` and reads the body, at most `limit` bytes; HTTP errors become
-/// errors of the matching kind with the server's words.
-async fn read_capped(
-    request: reqwest::RequestBuilder,
-    limit: usize,
-    url: &str,
-) -> Result<Vec<u8>, ModelError> {
-    let network = |e: reqwest::Error| {
-        let kind = if e.is_timeout() { ModelErrorKind::Idle } else { ModelErrorKind::Network };
-        ModelError::new(kind, format!("{url}: {e}"))
-    };
-    let mut response = request.send().await.map_err(network)?;
-    let status = response.status();
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(network)? {
-        body.extend_from_slice(&chunk);
-        if body.len() > limit {
-            return Err(ModelError::new(
-                ModelErrorKind::LimitExceeded,
-                format!("{url} sent more than {limit} bytes"),
-            ));
-        }
-    }
-    if !status.is_success() {
-        let words: String = String::from_utf8_lossy(&body).chars().take(500).collect();
-        let kind = match status.as_u16() {
-            400 if words.contains("context") => ModelErrorKind::ContextOverflow,
-            400..=499 => ModelErrorKind::InvalidRequest,
-            _ => ModelErrorKind::Server,
-        };
-        return Err(ModelError::new(kind, format!("{url} answered {status}: {words}")));
-    }
-    Ok(body)
 }
 
 impl ModelClient for TemplatedServer {
@@ -236,13 +169,17 @@ impl ModelClient for TemplatedServer {
     }
 
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
-        let reply = async move {
-            tokio::select! {
-                // Dropping the request closes the connection, and llama-server stops.
+        let start = async move {
+            let prepared = tokio::select! {
+                biased;
                 () = cancel.cancelled() => Err(ModelError::new(ModelErrorKind::Cancelled, "generation stopped")),
-                message = self.complete(&request) => message.map(ModelEvent::Completed),
+                prepared = self.prepare() => prepared,
+            };
+            match prepared.and_then(|prepared| self.ask(prepared, &request)) {
+                Ok((ask, calls)) => self.completion.stream(&ask, Arc::new(calls), cancel),
+                Err(error) => until_cancelled(Box::pin(futures::stream::once(async { Err(error) })), cancel),
             }
         };
-        Box::pin(futures::stream::once(reply).fuse())
+        Box::pin(futures::stream::once(start).flatten())
     }
 }
