@@ -1,8 +1,13 @@
-//! Answers as Markdown on a terminal (`markdown-to-ansi`: pulldown-cmark, syntect colors,
-//! wrapping at word boundaries), block by block as they stream; raw text when stdout is
-//! not a terminal or `NO_COLOR` is set.
+//! Answers as Markdown on a terminal, block by block as they stream ([`layout`]: lists in
+//! lists, quotes, wrapping at word boundaries; code colored and tables drawn by
+//! `markdown-to-ansi`); raw text when stdout is not a terminal or `NO_COLOR` is set.
 
 use std::io::IsTerminal;
+
+#[cfg(test)]
+mod corpus;
+mod layout;
+mod wrap;
 
 /// Whether answers on stdout are rendered: a terminal, colors allowed.
 pub fn enabled() -> bool {
@@ -14,8 +19,7 @@ pub fn enabled() -> bool {
 /// `text` rendered for a terminal `width` columns wide; control characters and escape
 /// sequences in it are shown, not obeyed.
 pub fn render(text: &str, width: usize) -> String {
-    let options = markdown_to_ansi::Options { syntax_highlight: true, width: Some(width), code_bg: false };
-    let rendered = markdown_to_ansi::render(&super::safe::plain(text), &options);
+    let rendered = layout::render(&super::safe::plain(text), width);
     let trimmed = rendered.trim_end_matches('\n');
     format!("{trimmed}\n")
 }
@@ -57,13 +61,24 @@ impl MarkdownStream {
     }
 }
 
-/// The byte offset just past the last blank line that ends a block outside a fence.
+/// The byte offset just past the last block that is known to be complete: a blank line
+/// (or a closing fence) outside a fence, followed by a line that starts at the margin. An
+/// indented line after it continues a list item (a loose list, code inside an item), so
+/// the item is not cut in two.
 fn complete_blocks(text: &str) -> Option<usize> {
     let mut fence: Option<String> = None;
     let mut offset = 0;
     let mut end = None;
+    let mut ended_at: Option<usize> = None;
     for line in text.split_inclusive('\n') {
         offset += line.len();
+        if fence.is_none()
+            && !line.trim().is_empty()
+            && let Some(at) = ended_at.take()
+            && !line.starts_with([' ', '\t'])
+        {
+            end = Some(at);
+        }
         if !line.ends_with('\n') {
             break;
         }
@@ -76,11 +91,14 @@ fn complete_blocks(text: &str) -> Option<usize> {
                     && trimmed.trim() == marker =>
             {
                 fence = None;
-                end = Some(offset);
+                ended_at = Some(offset);
             }
             Some(_) => {}
-            None if marker.len() >= 3 => fence = Some(marker),
-            None if line.trim().is_empty() => end = Some(offset),
+            None if marker.len() >= 3 => {
+                ended_at = None;
+                fence = Some(marker);
+            }
+            None if line.trim().is_empty() => ended_at = Some(offset),
             None => {}
         }
     }
@@ -116,6 +134,18 @@ mod tests {
         assert!(!plain(&code).contains("**") && !plain(&code).contains("```"), "{code:?}");
         let rest = stream.finish(40).unwrap();
         assert_eq!(plain(&rest), "\nAfter.\n");
+    }
+
+    /// A loose list streamed in pieces: the blank line inside an item does not cut it
+    /// (its code would lose the item's indentation); the next top-level block does.
+    #[test]
+    fn an_item_is_not_cut_at_its_own_blank_lines() {
+        let mut stream = MarkdownStream::default();
+        assert_eq!(stream.push("- Install:\n\n", 60), None);
+        assert_eq!(stream.push("  ```sh\n  pip install x\n  ```\n\n", 60), None);
+        let item = stream.push("Then run it.", 60).unwrap();
+        assert_eq!(plain(&item), "• Install:\n\n  pip install x\n");
+        assert_eq!(plain(&stream.finish(60).unwrap()), "\nThen run it.\n");
     }
 
     #[test]
