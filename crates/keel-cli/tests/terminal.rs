@@ -677,3 +677,47 @@ async fn escapes_from_commands_and_answers_are_shown_not_obeyed() {
     }
     assert!(raw.contains("\\e]52;c;YW5zd2Vy"), "the answer's sequence is shown: {raw:?}");
 }
+
+/// Issue 32, item 4: a reasoning model's thoughts stream beside the spinner as they come
+/// (its latest line), and before any reply the spinner says it waits for the model,
+/// not that a model which may not reason is "thinking".
+#[tokio::test(flavor = "multi_thread")]
+async fn reasoning_streams_beside_the_spinner_and_waiting_is_said_plainly() {
+    if !pty::available() {
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    let reasoning =
+        "First I look at the files.\nThe greeting lives in hello dot py, so that is where to look.";
+    server.push(
+        ChatStream::new()
+            .reasoning(reasoning, 8)
+            .text("It greets.", 2)
+            .finish("stop")
+            .response()
+            .delay(std::time::Duration::from_millis(1500))
+            .delay_each(std::time::Duration::from_millis(250)),
+    );
+    let script = pty::under_script(&env.keel(&server.base_url()), "--no-session");
+    let screen = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("What does hello.py do?");
+        terminal.wait_for("waiting for the model", 1);
+        terminal.wait_for("is where to look", 1);
+        terminal.wait_for("It greets.", 1);
+        terminal.type_line("/quit");
+        // What was drawn, status lines included (they are cleared once the reply ends).
+        terminal.text()
+    })
+    .await
+    .unwrap();
+    assert!(screen.contains("reasoning"), "{screen}");
+    assert!(screen.contains("reasoning") && screen.contains("│ First I loo"), "as it streams: {screen}");
+    assert!(
+        screen.contains("│ The greeting lives in hello dot py, so that is where to look."),
+        "its latest line: {screen}"
+    );
+    assert!(!screen.contains("thinking"), "{screen}");
+}

@@ -39,11 +39,17 @@ struct State {
     reply_started: bool,
     /// The line being typed during a turn, drawn after the spinner.
     typed: String,
-    /// The last line a running command printed, drawn after the spinner's label.
+    /// The last line a running command printed, or of the model's reasoning as it
+    /// streams, drawn after the spinner's label.
     live: Option<String>,
+    /// The model's reasoning in this reply so far (its last line is `live`), bounded.
+    reasoning: String,
     /// Streamed answer text waiting for its block to end (Markdown rendering).
     markdown: markdown::MarkdownStream,
 }
+
+/// The spinner's label before the model's reply shows what it is.
+const WAITING: &str = "waiting for the model";
 
 /// Prints a turn's final answer on stdout: rendered as Markdown on a terminal with
 /// colors, escapes shown on any terminal, the text as it is into a pipe or file.
@@ -394,10 +400,17 @@ impl Sink for Terminal {
         match event {
             AgentEvent::Logged(event) => match &event.kind {
                 EventKind::StepStart(_) => {
-                    self.with(|s| s.streamed_chars = 0);
-                    self.spin(Some("thinking".into()));
+                    self.with(|s| {
+                        s.streamed_chars = 0;
+                        s.reasoning.clear();
+                        s.live = None;
+                    });
+                    // Nothing is known of the reply yet: a model that reasons says so
+                    // with its first reasoning delta.
+                    self.spin(Some(WAITING.into()));
                 }
                 EventKind::AssistantMessage(message) => {
+                    self.with(|state| state.live = None);
                     self.reply_done(message);
                     self.spin(None);
                     self.with(|state| {
@@ -442,10 +455,26 @@ impl Sink for Terminal {
             },
             AgentEvent::Model(ModelEvent::TextDelta(text)) => {
                 // The spinner stays until text is actually printed (it may be held).
+                self.with(|state| state.live = None);
                 self.spin(Some("writing".into()));
                 self.text(text);
             }
-            AgentEvent::Model(ModelEvent::ThinkingDelta(_)) => self.spin(Some("reasoning".into())),
+            AgentEvent::Model(ModelEvent::ThinkingDelta(text)) => {
+                // The reasoning streams as one line, its latest, beside the spinner.
+                self.with(|state| {
+                    state.reasoning.push_str(text);
+                    if state.reasoning.len() > 2048 {
+                        let cut = state.reasoning.len() - 1024;
+                        let cut = (cut..state.reasoning.len())
+                            .find(|i| state.reasoning.is_char_boundary(*i))
+                            .unwrap_or(0);
+                        state.reasoning.drain(..cut);
+                    }
+                    let last = state.reasoning.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+                    state.live = Some(last.trim().to_owned());
+                });
+                self.spin(Some("reasoning".into()));
+            }
             AgentEvent::Model(ModelEvent::ToolCallDelta { name: Some(name), .. }) => {
                 self.spin(Some(format!("preparing {name}")));
             }
@@ -487,7 +516,7 @@ impl Sink for Terminal {
                 for line in shown {
                     self.line(&if line.contains('\x1b') { line } else { self.paint("2", &line) });
                 }
-                self.spin(Some("thinking".into()));
+                self.spin(Some(WAITING.into()));
             }
         }
     }
