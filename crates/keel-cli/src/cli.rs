@@ -289,9 +289,12 @@ pub enum SessionsAction {
     Fork {
         /// Session id or unique prefix.
         id: String,
-        /// Last event (seq) to keep; default: all of it.
-        #[arg(long)]
-        at: Option<u64>,
+        /// Keep the first N turns (as `sessions show` numbers them); default: all of it.
+        #[arg(long, value_name = "TURN", conflicts_with = "at_event")]
+        at: Option<u32>,
+        /// Keep the events up to this seq (as `sessions show --raw` numbers them).
+        #[arg(long, value_name = "SEQ")]
+        at_event: Option<u64>,
     },
 }
 

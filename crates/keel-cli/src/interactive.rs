@@ -36,6 +36,21 @@ const HELP: &str = "commands:
   /quit            leave (also Ctrl-D, or Ctrl-C twice at the prompt)
 While the agent works: Ctrl-C stops the turn; typing a line and Enter steers it.";
 
+/// What an unknown slash command gets: the nearest command of [`HELP`], or where the
+/// list is.
+fn unknown_command(name: &str) -> String {
+    let mut names: Vec<&str> = HELP
+        .lines()
+        .filter_map(|line| line.trim_start().split_whitespace().next())
+        .filter(|word| word.starts_with('/'))
+        .collect();
+    names.dedup();
+    match crate::config::keys::nearest(name, &names) {
+        Some(near) => format!("unknown command {name}; did you mean {near}? (/help lists them)"),
+        None => format!("unknown command {name}; /help lists them"),
+    }
+}
+
 struct Repl {
     settings: Settings,
     workspace: std::path::PathBuf,
@@ -367,7 +382,7 @@ impl Repl {
                     crate::render::context_text(context)
                 ));
             }
-            _ => self.say(&format!("unknown command {name}; /help lists them")),
+            _ => self.say(&unknown_command(name)),
         }
         Ok(true)
     }
@@ -558,4 +573,23 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         return Ok(exit::INTERRUPTED);
     }
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unknown_command;
+
+    /// Issue 32, item 8: a misspelled command is answered with the one meant.
+    #[test]
+    fn a_misspelled_command_gets_the_nearest_one() {
+        assert_eq!(
+            unknown_command("/modle"),
+            "unknown command /modle; did you mean /model? (/help lists them)"
+        );
+        assert_eq!(
+            unknown_command("/rewnid"),
+            "unknown command /rewnid; did you mean /rewind? (/help lists them)"
+        );
+        assert_eq!(unknown_command("/xyzzy"), "unknown command /xyzzy; /help lists them");
+    }
 }

@@ -171,16 +171,55 @@ pub fn run(action: Option<SessionsAction>, store: Option<&str>) -> anyhow::Resul
                 }
             }
         }
-        SessionsAction::Fork { id, at } => match store.fork(&id, at) {
-            Ok(fork) => {
-                outln!("{}", fork.id());
-                errln!("forked {id} → {}; continue it with: keel --resume {}", fork.id(), fork.id());
-            }
-            Err(e) => {
-                errln!("keel: {e}");
-                return Ok(exit::USAGE);
-            }
-        },
+        SessionsAction::Fork { id, at, at_event } => {
+            let at = match (at, at_event) {
+                (Some(turn), _) => match store
+                    .read(&id)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|events| end_of_turn(&events, turn))
+                {
+                    Ok(seq) => Some(seq),
+                    Err(e) => {
+                        errln!("keel: {e:#}");
+                        return Ok(exit::USAGE);
+                    }
+                },
+                (None, seq) => seq,
+            };
+            return fork(store, &id, at);
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// The seq of the event that ends turn `turn` (as `sessions show` numbers turns).
+fn end_of_turn(events: &[Event], turn: u32) -> anyhow::Result<u64> {
+    let ends = || {
+        events.iter().filter_map(|e| match &e.kind {
+            EventKind::TurnEnd(end) => Some((end.turn, e.seq)),
+            _ => None,
+        })
+    };
+    match ends().find(|(number, _)| *number == turn) {
+        Some((_, seq)) => Ok(seq),
+        None => {
+            let last = ends().map(|(number, _)| number).max().unwrap_or(0);
+            anyhow::bail!("this session has no finished turn {turn} (its turns: 1 to {last})")
+        }
+    }
+}
+
+/// Forks `id` up to `at` and says how to continue it.
+fn fork(store: &dyn SessionStore, id: &str, at: Option<u64>) -> anyhow::Result<u8> {
+    match store.fork(id, at) {
+        Ok(fork) => {
+            outln!("{}", fork.id());
+            errln!("forked {id} → {}; continue it with: keel --resume {}", fork.id(), fork.id());
+        }
+        Err(e) => {
+            errln!("keel: {e}");
+            return Ok(exit::USAGE);
+        }
     }
     Ok(exit::OK)
 }

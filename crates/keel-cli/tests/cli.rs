@@ -386,7 +386,7 @@ async fn sessions_list_show_and_fork() {
     }
 
     let mut fork = env.keel(&server.base_url());
-    fork.args(["sessions", "fork", &id, "--at", "3"]);
+    fork.args(["sessions", "fork", &id, "--at-event", "3"]);
     let out = output(fork).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let fork_id = text(&out.stdout).trim().to_owned();
@@ -397,6 +397,29 @@ async fn sessions_list_show_and_fork() {
         }
         other => panic!("{other:?}"),
     }
+    // Issue 32, item 8: `--at` counts turns, as `sessions show` numbers them.
+    let turn_end = env
+        .store()
+        .read(&id)
+        .unwrap()
+        .iter()
+        .find(|e| matches!(e.kind, EventKind::TurnEnd(_)))
+        .map(|e| e.seq)
+        .unwrap();
+    let mut by_turn = env.keel(&server.base_url());
+    by_turn.args(["sessions", "fork", &id, "--at", "1"]);
+    let out = output(by_turn).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let fork_id = text(&out.stdout).trim().to_owned();
+    match &env.store().read(&fork_id).unwrap()[0].kind {
+        EventKind::SessionHeader(h) => assert_eq!(h.parent.as_ref().map(|p| p.seq), Some(turn_end)),
+        other => panic!("{other:?}"),
+    }
+    let mut past = env.keel(&server.base_url());
+    past.args(["sessions", "fork", &id, "--at", "2"]);
+    let out = output(past).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no finished turn 2 (its turns: 1 to 1)"), "{}", text(&out.stderr));
     let mut missing = env.keel(&server.base_url());
     missing.args(["sessions", "show", "nope"]);
     let out = output(missing).await;
