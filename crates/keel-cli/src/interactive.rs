@@ -41,7 +41,7 @@ While the agent works: Ctrl-C stops the turn; typing a line and Enter steers it.
 fn unknown_command(name: &str) -> String {
     let mut names: Vec<&str> = HELP
         .lines()
-        .filter_map(|line| line.trim_start().split_whitespace().next())
+        .filter_map(|line| line.split_whitespace().next())
         .filter(|word| word.starts_with('/'))
         .collect();
     names.dedup();
