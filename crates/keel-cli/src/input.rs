@@ -37,12 +37,13 @@ enum Typed {
 fn answer(reply: Reply) -> AskAnswer {
     let words = match reply {
         Reply::Key(b'y') => return AskAnswer::Allow,
-        Reply::Key(b'a') => return AskAnswer::AllowAlways,
+        // `p` is `a` that is also kept for the project (see `TurnInput::ask_fn`).
+        Reply::Key(b'a' | b'p') => return AskAnswer::AllowAlways,
         Reply::Key(_) => return AskAnswer::DenyAndStop,
         Reply::Instead(words) => words,
         Reply::Line(line) => match line.trim().to_lowercase().as_str() {
             "y" | "yes" => return AskAnswer::Allow,
-            "a" | "always" => return AskAnswer::AllowAlways,
+            "a" | "always" | "p" | "project" => return AskAnswer::AllowAlways,
             "s" | "stop" => return AskAnswer::DenyAndStop,
             "" | "n" | "no" => return AskAnswer::Deny,
             _ => line,
@@ -51,6 +52,15 @@ fn answer(reply: Reply) -> AskAnswer {
     match words.trim() {
         "" => AskAnswer::Deny,
         words => AskAnswer::DenyWithWords(words.to_owned()),
+    }
+}
+
+/// Whether a reply asks to keep the offered rules for the project (`p`).
+fn keeps_for_project(reply: &Reply) -> bool {
+    match reply {
+        Reply::Key(key) => *key == b'p',
+        Reply::Line(line) => matches!(line.trim().to_lowercase().as_str(), "p" | "project"),
+        Reply::Instead(_) => false,
     }
 }
 
@@ -93,6 +103,7 @@ impl TurnInput {
                 let shown = match key {
                     b'y' => "yes",
                     b'a' => "always",
+                    b'p' => "always, in this project",
                     _ => "stop",
                 };
                 terminal.line(&format!("  › {shown}"));
@@ -118,6 +129,7 @@ impl TurnInput {
     /// The permission callback: prints the question and waits for the next typed line.
     pub fn ask_fn(self: &Arc<Self>, terminal: Arc<Terminal>, workspace: &std::path::Path) -> AskFn {
         let input = Arc::clone(self);
+        let project = Arc::new(workspace.to_path_buf());
         let folder = workspace.display().to_string();
         let roots = keel_tools::workspace::Roots::new(workspace, &[], &[]).ok().map(Arc::new);
         Arc::new(move |request: AskRequest| {
@@ -125,6 +137,7 @@ impl TurnInput {
             let terminal = Arc::clone(&terminal);
             let folder = folder.clone();
             let roots = roots.clone();
+            let project = Arc::clone(&project);
             Box::pin(async move {
                 if !input.attached.load(Ordering::Relaxed) {
                     terminal.line(&format!(
@@ -150,7 +163,17 @@ impl TurnInput {
                     terminal.line(&line);
                 }
                 // Anything but an explicit yes (Enter included) is a no.
-                receiver.await.map_or(AskAnswer::Deny, answer)
+                let Ok(reply) = receiver.await else { return AskAnswer::Deny };
+                if keeps_for_project(&reply) && !request.suggested.is_empty() {
+                    match crate::project_rules::keep(&project, &request.suggested) {
+                        Ok(()) => terminal.line(&format!(
+                            "  kept for this project in {}",
+                            crate::project_rules::file().display()
+                        )),
+                        Err(e) => terminal.line(&format!("  keel: {e}; allowed for this session only")),
+                    }
+                }
+                answer(reply)
             })
         })
     }
@@ -278,7 +301,7 @@ fn read_lines(
 /// The one-key answer a key gives at a permission question.
 fn one_key(byte: u8) -> Option<u8> {
     match byte.to_ascii_lowercase() {
-        key @ (b'y' | b'a' | b's' | b'n') => Some(key),
+        key @ (b'y' | b'a' | b'p' | b's' | b'n') => Some(key),
         _ => None,
     }
 }

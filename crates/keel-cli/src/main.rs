@@ -16,6 +16,7 @@ mod piped;
 mod pricing;
 mod print_mode;
 mod profile_choice;
+mod project_rules;
 mod prompt;
 mod provider;
 mod remote;

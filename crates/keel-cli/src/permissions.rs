@@ -44,6 +44,19 @@ pub fn configured(file: &FileConfig, profile: Option<&str>) -> Vec<ConfiguredRul
     out
 }
 
+/// `configured` and the rules kept for `workspace` with `[p]roject`
+/// ([`crate::project_rules`]), which come last.
+pub fn with_kept(
+    configured: &[ConfiguredRule],
+    workspace: &Path,
+) -> Result<Vec<ConfiguredRule>, ConfigError> {
+    let source = format!("{} (this project)", crate::project_rules::file().display());
+    let kept = crate::project_rules::allowed(workspace)?;
+    let kept =
+        kept.into_iter().map(|rule| ConfiguredRule { kind: RuleKind::Allow, rule, source: source.clone() });
+    Ok(configured.iter().cloned().chain(kept).collect())
+}
+
 /// The rules for a run in `workspace`; a rule that does not parse is a config error.
 pub fn rules(configured: &[ConfiguredRule], workspace: &Path) -> Result<PermissionRules, ConfigError> {
     let mut rules = PermissionRules::new(workspace);
@@ -124,7 +137,13 @@ pub fn command(cli: &Cli) -> anyhow::Result<u8> {
         }
     };
     let workspace = std::env::current_dir()?;
-    let configured = configured(&file, profile.as_deref());
+    let configured = match with_kept(&configured(&file, profile.as_deref()), &workspace) {
+        Ok(all) => all,
+        Err(e) => {
+            errln!("keel: {e}");
+            return Ok(crate::exit::USAGE);
+        }
+    };
     let checked = crate::config::file::mcp_servers(cli)
         .and_then(|servers| check_tools(&configured, &servers))
         .and_then(|()| rules(&configured, &workspace));
@@ -164,7 +183,7 @@ pub fn report(configured: &[ConfiguredRule], mode: Option<&str>, extra_deny: &[S
     for pattern in extra_deny {
         out.push_str(&format!("  deny (regex)  {pattern}  config `deny`\n"));
     }
-    out.push_str("[a]lways in a permission question adds its offered rule for the rest of the run");
+    out.push_str("[a]lways in a permission question adds its offered rule for the rest of the run; [p]roject keeps it for this folder");
     out
 }
 

@@ -54,7 +54,8 @@ pub fn client(config: &ProviderConfig) -> Result<Arc<dyn ModelClient>, ConfigErr
 
 /// The permission policy for the settings: the mode, the deny-list, the rules.
 pub fn policy(settings: &Settings, workspace: &Path) -> Result<PermissionPolicy, ConfigError> {
-    let rules = crate::permissions::rules(&settings.rules, workspace)?;
+    let configured = crate::permissions::with_kept(&settings.rules, workspace)?;
+    let rules = crate::permissions::rules(&configured, workspace)?;
     Ok(PermissionPolicy::new(settings.permission)
         .add_deny_patterns(&settings.deny)
         .map_err(|e| ConfigError::new(format!("a deny pattern in the config is not a valid regex: {e}")))?

@@ -272,8 +272,9 @@ async fn approvals_show_everything_before_the_question() {
     let expected = "    hello.py  (in ";
     assert!(edit.contains(expected), "{edit}");
     let diff = edit.find("    -print('hello from keel')\n    +print('hello, world')").expect(edit);
-    let choices =
-        edit.find("[y]es  [a]lways: edit_file(./*.py)  [n]o  [s]top\n  one key · Enter: no").expect(edit);
+    let choices = edit
+        .find("[y]es  [a]lways: edit_file(./*.py)  [p]roject: keep it  [n]o  [s]top\n  one key · Enter: no")
+        .expect(edit);
     assert!(diff < choices, "{edit}");
     // [a]lways covered the second edit; the config's rule the echo: no more questions.
     assert_eq!(screen.matches("Enter: no ·").count(), 2, "{screen}");
@@ -720,4 +721,50 @@ async fn reasoning_streams_beside_the_spinner_and_waiting_is_said_plainly() {
         "its latest line: {screen}"
     );
     assert!(!screen.contains("thinking"), "{screen}");
+}
+
+/// Issue 32, item 7: `[p]roject` keeps the offered rule for this folder, in keel's config
+/// folder (never in the repository); `keel permissions` shows it, and the next run in the
+/// folder does not ask again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rule_kept_for_the_project_holds_in_the_next_run() {
+    if !pty::available() {
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(calls(&[("c1", "shell", r#"{"command":"echo kept-rule"}"#)]));
+    server.push(answer("Done once."));
+    let script = pty::under_script(&env.keel(&server.base_url()), "--permission ask --no-session");
+    tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("Say it");
+        terminal.wait_for("[p]roject: keep it", 1);
+        terminal.keys("p");
+        terminal.wait_for("kept for this project", 1);
+        terminal.wait_for("Done once.", 1);
+        terminal.type_line("/quit");
+    })
+    .await
+    .unwrap();
+    let kept = std::fs::read_to_string(env.root.path().join("config/project-rules.toml")).unwrap();
+    let folder = env.workspace().canonicalize().unwrap().display().to_string();
+    assert!(kept.contains(&format!("[projects.\"{folder}\"]")) && kept.contains("shell(echo"), "{kept}");
+    assert!(!env.workspace().join(".keel").exists(), "nothing is written into the project");
+
+    let mut permissions = env.keel(&server.base_url());
+    permissions.arg("permissions");
+    let out = output(permissions).await;
+    let report = text(&out.stdout);
+    assert!(report.contains("shell(echo") && report.contains("(this project)"), "{report}");
+
+    // The next run in the folder: print mode cannot ask, so only a kept rule lets it run.
+    server.push(calls(&[("c2", "shell", r#"{"command":"echo kept-rule"}"#)]));
+    server.push(answer("Done twice."));
+    let mut again = env.keel(&server.base_url());
+    again.args(["--permission", "ask", "Say it again"]);
+    let out = output(again).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(tool_results(&server, 3), vec!["kept-rule\n[exit code: 0]".to_owned()]);
 }
