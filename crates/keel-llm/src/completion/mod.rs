@@ -137,12 +137,7 @@ impl CompletionClient {
         };
         let mut response = self.transport.get(&url).timeout(PROPS_TIMEOUT).send().await.map_err(network)?;
         let status = response.status().as_u16();
-        let content_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+        let content_type = crate::transport::content_type(response.headers());
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(network)? {
             body.extend_from_slice(&chunk);

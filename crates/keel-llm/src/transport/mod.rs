@@ -266,6 +266,11 @@ impl ToolsCache {
     }
 }
 
+/// A response's `Content-Type`, empty when it has none (or none in ASCII).
+pub(crate) fn content_type(headers: &HeaderMap) -> String {
+    headers.get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
+}
+
 /// A stream that fails at once (a request that could not be encoded).
 pub(crate) fn failed<'a>(error: ModelError) -> ModelStream<'a> {
     Box::pin(futures::stream::once(async move { Err(error) }))

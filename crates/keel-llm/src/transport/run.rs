@@ -249,12 +249,7 @@ impl<'a> Run<'a> {
             Ok(Err(error)) => return self.fail(network(&error), attempt),
             Ok(Ok(response)) => response,
         };
-        let content_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+        let content_type = super::content_type(response.headers());
         let status = response.status().as_u16();
         if !response.status().is_success() {
             let retry_after = errors::retry_after(response.headers());
