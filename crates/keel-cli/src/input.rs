@@ -37,12 +37,13 @@ enum Typed {
 fn answer(reply: Reply) -> AskAnswer {
     let words = match reply {
         Reply::Key(b'y') => return AskAnswer::Allow,
-        // `p` is `a` that is also kept for the project (see `TurnInput::ask_fn`).
-        Reply::Key(b'a' | b'p') => return AskAnswer::AllowAlways,
+        Reply::Key(b'a') => return AskAnswer::AllowAlways,
         Reply::Key(_) => return AskAnswer::DenyAndStop,
         Reply::Instead(words) => words,
         Reply::Line(line) => match line.trim().to_lowercase().as_str() {
             "y" | "yes" => return AskAnswer::Allow,
+            // `p` is `a` that is also kept for the project (see `TurnInput::ask_fn`); a
+            // line, not a key, so that words starting with p ("please …") stay words.
             "a" | "always" | "p" | "project" => return AskAnswer::AllowAlways,
             "s" | "stop" => return AskAnswer::DenyAndStop,
             "" | "n" | "no" => return AskAnswer::Deny,
@@ -58,9 +59,8 @@ fn answer(reply: Reply) -> AskAnswer {
 /// Whether a reply asks to keep the offered rules for the project (`p`).
 fn keeps_for_project(reply: &Reply) -> bool {
     match reply {
-        Reply::Key(key) => *key == b'p',
         Reply::Line(line) => matches!(line.trim().to_lowercase().as_str(), "p" | "project"),
-        Reply::Instead(_) => false,
+        Reply::Key(_) | Reply::Instead(_) => false,
     }
 }
 
@@ -103,7 +103,6 @@ impl TurnInput {
                 let shown = match key {
                     b'y' => "yes",
                     b'a' => "always",
-                    b'p' => "always, in this project",
                     _ => "stop",
                 };
                 terminal.line(&format!("  › {shown}"));
@@ -301,7 +300,7 @@ fn read_lines(
 /// The one-key answer a key gives at a permission question.
 fn one_key(byte: u8) -> Option<u8> {
     match byte.to_ascii_lowercase() {
-        key @ (b'y' | b'a' | b'p' | b's' | b'n') => Some(key),
+        key @ (b'y' | b'a' | b's' | b'n') => Some(key),
         _ => None,
     }
 }

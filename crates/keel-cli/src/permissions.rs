@@ -44,7 +44,7 @@ pub fn configured(file: &FileConfig, profile: Option<&str>) -> Vec<ConfiguredRul
     out
 }
 
-/// `configured` and the rules kept for `workspace` with `[p]roject`
+/// `configured` and the rules kept for `workspace` with `p` at a question
 /// ([`crate::project_rules`]), which come last.
 pub fn with_kept(
     configured: &[ConfiguredRule],
@@ -183,7 +183,7 @@ pub fn report(configured: &[ConfiguredRule], mode: Option<&str>, extra_deny: &[S
     for pattern in extra_deny {
         out.push_str(&format!("  deny (regex)  {pattern}  config `deny`\n"));
     }
-    out.push_str("[a]lways in a permission question adds its offered rule for the rest of the run; [p]roject keeps it for this folder");
+    out.push_str("[a]lways in a permission question adds its offered rule for the rest of the run; p and Enter keeps it for this folder");
     out
 }
 

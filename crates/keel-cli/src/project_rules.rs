@@ -1,4 +1,4 @@
-//! Rules a user keeps for one project: `[p]roject` at a permission question. They live in
+//! Rules a user keeps for one project: `p` and Enter at a permission question. They live in
 //! keel's config folder (`project-rules.toml`, by the project's canonical path), never in
 //! the repository: a repository must not be able to grant itself permissions.
 
@@ -83,7 +83,7 @@ pub fn keep(workspace: &Path, rules: &[String]) -> Result<(), ConfigError> {
 fn render(kept: &KeptFile) -> String {
     let quote = |text: &str| serde_json::Value::String(text.to_owned()).to_string();
     let mut out =
-        String::from("# Rules kept with [p]roject at keel's permission questions, by project folder.\n");
+        String::from("# Rules kept with p (and Enter) at keel's permission questions, by project folder.\n");
     for (project, rules) in &kept.projects {
         let allow: Vec<String> = rules.allow.iter().map(|r| quote(r)).collect();
         out.push_str(&format!("\n[projects.{}]\nallow = [{}]\n", quote(project), allow.join(", ")));

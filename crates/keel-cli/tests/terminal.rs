@@ -273,7 +273,7 @@ async fn approvals_show_everything_before_the_question() {
     assert!(edit.contains(expected), "{edit}");
     let diff = edit.find("    -print('hello from keel')\n    +print('hello, world')").expect(edit);
     let choices = edit
-        .find("[y]es  [a]lways: edit_file(./*.py)  [p]roject: keep it  [n]o  [s]top\n  one key · Enter: no")
+        .find("[y]es  [a]lways: edit_file(./*.py)  p⏎: keep for this project  [n]o  [s]top\n  one key · Enter: no")
         .expect(edit);
     assert!(diff < choices, "{edit}");
     // [a]lways covered the second edit; the config's rule the echo: no more questions.
@@ -740,8 +740,9 @@ async fn a_rule_kept_for_the_project_holds_in_the_next_run() {
         let terminal = pty::Terminal::start(script);
         terminal.wait_for("/help for commands", 1);
         terminal.type_line("Say it");
-        terminal.wait_for("[p]roject: keep it", 1);
-        terminal.keys("p");
+        terminal.wait_for("p⏎: keep for this project", 1);
+        // A line, not a key: words that start with p ("please …") stay words.
+        terminal.keys("p\r");
         terminal.wait_for("kept for this project", 1);
         terminal.wait_for("Done once.", 1);
         terminal.type_line("/quit");

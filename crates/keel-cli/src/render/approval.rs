@@ -190,11 +190,11 @@ pub fn question(q: &Question<'_>) -> Vec<String> {
         }
         (_, None) => wrapped(arguments, indent, q.width, &mut lines),
     }
-    // `[p]roject` keeps the rules, so it is offered only where there are rules to keep.
+    // `p` keeps the rules, so it is offered only where there are rules to keep.
     let always = if q.request.suggested.is_empty() {
         "[a]lways".to_owned()
     } else {
-        format!("[a]lways: {}  [p]roject: keep it", visible(&q.request.suggested.join(", ")))
+        format!("[a]lways: {}  p⏎: keep for this project", visible(&q.request.suggested.join(", ")))
     };
     lines.push(format!("  [y]es  {always}  [n]o  [s]top"));
     lines.push("  one key · Enter: no · or type what to do instead".to_owned());
@@ -226,7 +226,7 @@ mod tests {
             lines[lines.len() - 3..],
             [
                 "    in /w",
-                "  [y]es  [a]lways: shell(echo*)  [p]roject: keep it  [n]o  [s]top",
+                "  [y]es  [a]lways: shell(echo*)  p⏎: keep for this project  [n]o  [s]top",
                 "  one key · Enter: no · or type what to do instead"
             ]
         );
@@ -268,7 +268,7 @@ mod tests {
                 "    notes:",
                 "    a",
                 "    b",
-                "  [y]es  [a]lways: mcp__w__get  [p]roject: keep it  [n]o  [s]top",
+                "  [y]es  [a]lways: mcp__w__get  p⏎: keep for this project  [n]o  [s]top",
                 "  one key · Enter: no · or type what to do instead"
             ]
         );
