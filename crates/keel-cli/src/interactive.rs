@@ -51,6 +51,21 @@ fn unknown_command(name: &str) -> String {
     }
 }
 
+/// What to say when the server's list (`names`, empty when it lists none) lacks `model`.
+fn unlisted(model: &str, names: &[String]) -> Option<String> {
+    if names.is_empty() || names.iter().any(|n| n == model) {
+        return None;
+    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let near = match crate::config::keys::nearest(model, &names) {
+        Some(near) => format!(" (did you mean {near}?)"),
+        None => String::new(),
+    };
+    Some(format!(
+        "note: the server does not list `{model}`{near}; switching anyway (/model lists its models)"
+    ))
+}
+
 struct Repl {
     settings: Settings,
     workspace: std::path::PathBuf,
@@ -279,6 +294,13 @@ impl Repl {
             Ok(config) => config,
             Err(e) => return self.say(&format!("cannot switch: {e}")),
         };
+        // A server that lists its models is asked; a name it does not list is likely a
+        // typo (or an alias it still takes): said, not refused.
+        if let Ok(names) = keel_llm::list_models(&config).await
+            && let Some(note) = unlisted(&config.model, &names)
+        {
+            self.say(&note);
+        }
         let mut next = self.settings.clone();
         next.model = ModelSettings::Remote(Box::new(config));
         let client = match setup::model(&mut next, false).await {
@@ -578,6 +600,20 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::unknown_command;
+
+    /// Issue 32, item 8: `/model NAME` checks the server's list when it has one.
+    #[test]
+    fn a_model_the_server_does_not_list_is_said_with_the_nearest() {
+        let names = vec!["qwen2.5-coder:1.5b".to_owned(), "llama3.2:3b".to_owned()];
+        assert_eq!(
+            super::unlisted("qwen2.5-coder:1.5", &names).as_deref(),
+            Some(
+                "note: the server does not list `qwen2.5-coder:1.5` (did you mean qwen2.5-coder:1.5b?); switching anyway (/model lists its models)"
+            )
+        );
+        assert_eq!(super::unlisted("llama3.2:3b", &names), None);
+        assert_eq!(super::unlisted("anything", &[]), None, "a server that lists nothing is not asked");
+    }
 
     /// Issue 32, item 8: a misspelled command is answered with the one meant.
     #[test]
