@@ -30,7 +30,7 @@ const HELP: &str = "commands:
   /model PROFILE   switch to a profile of the config file
   /mcp             MCP servers: state and tools
   /compact [FOCUS] summarize the older part of the session now (FOCUS: what to keep)
-  /undo            put back the files the last turn wrote or edited (not what its shell commands did)
+  /undo [N]        put back the files the last N turns (default 1) wrote or edited (not what shell commands did)
   /rewind [N]      go back N turns (default 1): the files as /undo, the conversation as a fork
   /usage           tokens, cost and context of this session
   /quit            leave (also Ctrl-D, or Ctrl-C twice at the prompt)
@@ -203,7 +203,11 @@ impl Repl {
 
     /// `/undo`: puts back the files of the last turn's write/edit calls and tells the
     /// model at the start of its next turn.
-    fn undo(&mut self) {
+    fn undo(&mut self, arg: Option<&str>) {
+        let Some(n) = arg.map_or(Some(1), |a| a.parse::<usize>().ok().filter(|n| *n > 0)) else {
+            self.say("usage: /undo [N] (the last N turns' file changes, default 1)");
+            return;
+        };
         let Some(store) = &self.store else {
             self.say("undo needs the session's log (not kept with --no-session)");
             return;
@@ -218,7 +222,19 @@ impl Repl {
                 Ok(roots) => roots,
                 Err(e) => return self.say(&format!("cannot undo: {}", e.message)),
             };
-        let report = crate::undo::last_turn(&events, &artifacts, &roots);
+        let report = if n == 1 {
+            crate::undo::last_turn(&events, &artifacts, &roots)
+        } else {
+            match crate::undo::last_turns(&events, n) {
+                Some(turns) => {
+                    crate::undo::restore(&turns, &artifacts, &roots, &format!("the last {n} turns"))
+                }
+                None => {
+                    let turns = self.session.projection().turns();
+                    return self.say(&format!("this session has only {turns} turn(s)"));
+                }
+            }
+        };
         for line in &report.lines {
             self.say(line);
         }
@@ -388,7 +404,7 @@ impl Repl {
                 }
                 None => self.say(&crate::mcp::table(&[])),
             },
-            ("/undo", _) => self.undo(),
+            ("/undo", arg) => self.undo(arg),
             ("/rewind", arg) => self.rewind(arg)?,
             ("/usage", _) => {
                 let usage = self.session.projection().usage();

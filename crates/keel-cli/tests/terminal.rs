@@ -769,3 +769,45 @@ async fn a_rule_kept_for_the_project_holds_in_the_next_run() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(tool_results(&server, 3), vec!["kept-rule\n[exit code: 0]".to_owned()]);
 }
+
+/// Issue 32, item 8: `/undo N` puts back the files of the last N turns at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn undo_goes_back_more_than_one_turn() {
+    if !pty::available() {
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(calls(&[("c1", "write_file", r#"{"path":"one.txt","content":"1\n"}"#)]));
+    server.push(answer("Wrote one."));
+    server.push(calls(&[(
+        "c2",
+        "edit_file",
+        r#"{"path":"hello.py","old_text":"hello from keel","new_text":"two"}"#,
+    )]));
+    server.push(answer("Edited two."));
+    let script = pty::under_script(&env.keel(&server.base_url()), "--permission auto");
+    let ws = env.workspace();
+    tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("First");
+        terminal.wait_for("completed", 1);
+        terminal.type_line("Second");
+        terminal.wait_for("completed", 2);
+        assert!(ws.join("one.txt").exists());
+        terminal.type_line("/undo 3");
+        terminal.wait_for("this session has only 2 turn(s)", 1);
+        terminal.type_line("/undo 2");
+        terminal.wait_for("removed one.txt", 1);
+        terminal.type_line("/quit");
+    })
+    .await
+    .unwrap();
+    assert!(!env.workspace().join("one.txt").exists(), "the first turn's file is gone");
+    assert_eq!(
+        std::fs::read_to_string(env.workspace().join("hello.py")).unwrap(),
+        "print('hello from keel')\n",
+        "the second turn's edit is put back"
+    );
+}
