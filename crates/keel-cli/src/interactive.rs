@@ -36,15 +36,21 @@ const HELP: &str = "commands:
   /quit            leave (also Ctrl-D, or Ctrl-C twice at the prompt)
 While the agent works: Ctrl-C stops the turn; typing a line and Enter steers it.";
 
-/// What an unknown slash command gets: the nearest command of [`HELP`], or where the
-/// list is.
-fn unknown_command(name: &str) -> String {
+/// The slash commands [`HELP`] lists, once each.
+fn command_names() -> Vec<&'static str> {
     let mut names: Vec<&str> = HELP
         .lines()
         .filter_map(|line| line.split_whitespace().next())
         .filter(|word| word.starts_with('/'))
         .collect();
     names.dedup();
+    names
+}
+
+/// What an unknown slash command gets: the nearest command of [`HELP`], or where the
+/// list is.
+fn unknown_command(name: &str) -> String {
+    let names = command_names();
     match crate::config::keys::nearest(name, &names) {
         Some(near) => format!("unknown command {name}; did you mean {near}? (/help lists them)"),
         None => format!("unknown command {name}; /help lists them"),
@@ -532,7 +538,8 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         repl.show_last_exchange();
     }
 
-    let mut editor = crate::line_editor::editor();
+    let commands = command_names().into_iter().chain(["/exit"]).map(str::to_owned).collect();
+    let mut editor = crate::line_editor::editor(commands, Some(&repl.workspace));
     let prompt = crate::line_editor::prompt();
     let mut last_was_ctrl_c = false;
     crate::signals::watch_terminal();

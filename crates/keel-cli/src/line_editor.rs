@@ -2,7 +2,9 @@
 //! its newlines kept), and `\` + Enter to go on to a next line, as in shells.
 
 use reedline::{
-    DefaultPrompt, DefaultPromptSegment, FileBackedHistory, Reedline, ValidationResult, Validator,
+    ColumnarMenu, DefaultPrompt, DefaultPromptSegment, Emacs, FileBackedHistory, KeyCode, KeyModifiers,
+    MenuBuilder, Reedline, ReedlineEvent, ReedlineMenu, ValidationResult, Validator,
+    default_emacs_keybindings,
 };
 
 /// A line that ends in a backslash goes on: Enter adds a line instead of sending.
@@ -18,9 +20,22 @@ impl Validator for Continuation {
     }
 }
 
-/// The editor for the `keel` prompt, with the history file when it can be opened.
-pub fn editor() -> Reedline {
-    let mut editor = Reedline::create().use_bracketed_paste(true).with_validator(Box::new(Continuation));
+/// The editor for the `keel` prompt, with the history file when it can be opened, and
+/// Tab completing `commands` and the paths under `workspace` ([`crate::completion`]).
+pub fn editor(commands: Vec<String>, workspace: Option<&std::path::Path>) -> Reedline {
+    let mut keys = default_emacs_keybindings();
+    keys.add_binding(
+        KeyModifiers::NONE,
+        KeyCode::Tab,
+        ReedlineEvent::UntilFound(vec![ReedlineEvent::Menu("completion".into()), ReedlineEvent::MenuNext]),
+    );
+    let completer = crate::completion::PromptCompleter::new(commands, workspace);
+    let mut editor = Reedline::create()
+        .use_bracketed_paste(true)
+        .with_validator(Box::new(Continuation))
+        .with_completer(Box::new(completer))
+        .with_menu(ReedlineMenu::EngineCompleter(Box::new(ColumnarMenu::default().with_name("completion"))))
+        .with_edit_mode(Box::new(Emacs::new(keys)));
     if let Ok(history) = FileBackedHistory::with_file(10_000, crate::paths::history_file()) {
         editor = editor.with_history(Box::new(history));
     }

@@ -3,6 +3,7 @@
 #[macro_use]
 mod out;
 mod cli;
+mod completion;
 mod config;
 mod doctor;
 mod input;

@@ -811,3 +811,29 @@ async fn undo_goes_back_more_than_one_turn() {
         "the second turn's edit is put back"
     );
 }
+
+/// Issue 32, item 8: Tab completes slash commands (and the workspace's paths).
+#[tokio::test(flavor = "multi_thread")]
+async fn tab_completes_a_slash_command() {
+    if !pty::available() {
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    let script = pty::under_script(&env.keel(&server.base_url()), "--no-session");
+    let screen = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.keys("/us\t");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        terminal.keys("\r");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        terminal.keys("\r");
+        terminal.wait_for("tokens", 1);
+        terminal.type_line("/quit");
+        pty::plain(&terminal.text())
+    })
+    .await
+    .unwrap();
+    assert!(!screen.contains("unknown command"), "{screen}");
+}

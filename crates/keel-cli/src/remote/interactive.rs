@@ -57,7 +57,9 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         }
     }
     terminal.line(&format!("keel · remote {url} · /help for commands"));
-    let mut editor = crate::line_editor::editor();
+    let commands = ["/help", "/session", "/quit", "/exit"].map(str::to_owned).to_vec();
+    // The files are on the server: commands only.
+    let mut editor = crate::line_editor::editor(commands, None);
     let prompt = crate::line_editor::prompt();
     let mut last_was_ctrl_c = false;
     crate::signals::watch_terminal();
