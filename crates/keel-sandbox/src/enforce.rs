@@ -11,6 +11,7 @@ use seccompiler::{
 };
 
 use super::Policy;
+use crate::error::{ConfineError, ConfineErrorKind};
 
 /// The Landlock ABI whose rights are asked for; older kernels get what they support
 /// (best effort, reported).
@@ -18,7 +19,7 @@ const TARGET: ABI = ABI::V6;
 
 /// Applies `policy`'s file-system rules (Landlock) and, with the network off, the socket
 /// filter (seccomp). Returns notes on what is only partly enforced.
-pub(super) fn enforce(policy: &Policy) -> Result<Vec<String>, String> {
+pub(super) fn enforce(policy: &Policy) -> Result<Vec<String>, ConfineError> {
     let mut notes = Vec::new();
     let status = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -30,14 +31,19 @@ pub(super) fn enforce(policy: &Policy) -> Result<Vec<String>, String> {
         .and_then(|r| r.add_rules(path_beneath_rules(readable(&policy.hidden), AccessFs::from_read(TARGET))))
         .and_then(|r| r.add_rules(path_beneath_rules(&policy.writable, AccessFs::from_all(TARGET))))
         .and_then(|r| r.restrict_self())
-        .map_err(|e| format!("Landlock refused the rules: {e}"))?;
+        .map_err(|e| {
+            ConfineError::new(ConfineErrorKind::Files, format!("Landlock refused the rules: {e}"))
+        })?;
     match status.ruleset {
         RulesetStatus::FullyEnforced => {}
         RulesetStatus::PartiallyEnforced => {
             notes.push(format!("file rules partly enforced ({})", describe(status.landlock)))
         }
         RulesetStatus::NotEnforced => {
-            return Err(format!("the kernel enforces no file rules ({})", describe(status.landlock)));
+            return Err(ConfineError::new(
+                ConfineErrorKind::Unsupported,
+                format!("the kernel enforces no file rules ({})", describe(status.landlock)),
+            ));
         }
     }
     if !policy.network {
@@ -92,26 +98,27 @@ fn describe(status: LandlockStatus) -> String {
 
 /// Only Unix sockets: `socket`/`socketpair` of another family and `io_uring_setup` fail
 /// with `EACCES`.
-fn deny_network() -> Result<(), String> {
+fn deny_network() -> Result<(), ConfineError> {
+    let network = |message: String| ConfineError::new(ConfineErrorKind::Network, message);
     let arch = seccompiler::TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|e| format!("no seccomp filter for {}: {e}", std::env::consts::ARCH))?;
+        .map_err(|e| network(format!("no seccomp filter for {}: {e}", std::env::consts::ARCH)))?;
     let not_unix = || {
         SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)
             .and_then(|c| SeccompRule::new(vec![c]))
     };
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for syscall in [libc::SYS_socket, libc::SYS_socketpair] {
-        rules.insert(syscall, vec![not_unix().map_err(|e| e.to_string())?]);
+        rules.insert(syscall, vec![not_unix().map_err(|e| network(e.to_string()))?]);
     }
     rules.insert(libc::SYS_io_uring_setup, Vec::new());
     let filter =
         SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EACCES as u32), arch)
-            .map_err(|e| format!("cannot build the network filter: {e}"))?;
+            .map_err(|e| network(format!("cannot build the network filter: {e}")))?;
     let program: seccompiler::BpfProgram = filter
         .try_into()
-        .map_err(|e: seccompiler::BackendError| format!("cannot compile the network filter: {e}"))?;
+        .map_err(|e: seccompiler::BackendError| network(format!("cannot compile the network filter: {e}")))?;
     seccompiler::apply_filter(&program)
-        .map_err(|e| format!("cannot install the network filter (seccomp): {e}"))
+        .map_err(|e| network(format!("cannot install the network filter (seccomp): {e}")))
 }
 
 /// What this system enforces: one line per mechanism (`landlock: …`, `seccomp: …`).

@@ -37,6 +37,7 @@
 pub mod anchored;
 #[cfg(target_os = "linux")]
 mod enforce;
+mod error;
 mod git_guard;
 pub mod launch;
 #[cfg(target_os = "linux")]
@@ -46,6 +47,7 @@ pub mod secrets;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+pub use error::{ConfineError, ConfineErrorKind};
 pub use git_guard::GitGuard;
 
 /// Exit code of a launcher that refused to run a command it could not confine.
@@ -241,14 +243,14 @@ impl Policy {
 /// Confines this process (and what it starts) to `policy`; `Err` says why it could not,
 /// and then nothing must run. On success, the notes say what is only partly enforced.
 #[cfg(target_os = "linux")]
-pub fn enforce(policy: &Policy) -> Result<Vec<String>, String> {
+pub fn enforce(policy: &Policy) -> Result<Vec<String>, ConfineError> {
     enforce::enforce(policy)
 }
 
 /// No sandbox outside Linux: refused.
 #[cfg(not(target_os = "linux"))]
-pub fn enforce(_policy: &Policy) -> Result<Vec<String>, String> {
-    Err("the sandbox needs Linux (Landlock and seccomp)".into())
+pub fn enforce(_policy: &Policy) -> Result<Vec<String>, ConfineError> {
+    Err(ConfineError::new(ConfineErrorKind::Unsupported, "the sandbox needs Linux (Landlock and seccomp)"))
 }
 
 /// In a mount namespace of its own (PID 1 of a command's PID namespace): makes every
@@ -256,14 +258,14 @@ pub fn enforce(_policy: &Policy) -> Result<Vec<String>, String> {
 /// (`chmod`, `chown`, times, extended attributes), which Landlock does not cover, cannot
 /// be changed either. `Err` says what could not be done.
 #[cfg(target_os = "linux")]
-pub fn protect_metadata(policy: &Policy) -> Result<(), String> {
+pub fn protect_metadata(policy: &Policy) -> Result<(), ConfineError> {
     mounts::read_only_outside(&policy.writable)
 }
 
 /// Not Linux: nothing to protect with.
 #[cfg(not(target_os = "linux"))]
-pub fn protect_metadata(_policy: &Policy) -> Result<(), String> {
-    Err("needs Linux".into())
+pub fn protect_metadata(_policy: &Policy) -> Result<(), ConfineError> {
+    Err(ConfineError::new(ConfineErrorKind::Unsupported, "needs Linux"))
 }
 
 /// What this system enforces, probed in a child process by `keel sandbox`.

@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 
 use rustix::mount::{MountFlags, MountPropagationFlags};
 
+use crate::error::{ConfineError, ConfineErrorKind};
+
 /// One line of `/proc/self/mountinfo`: where a mount is and its per-mount flags.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Mount {
@@ -79,11 +81,12 @@ fn kept_flags(options: &str) -> MountFlags {
 
 /// Makes every mount read-only but `writable` (absolute, existing paths; others are
 /// skipped). `Err` lists what could not be done; the caller decides what that means.
-pub(super) fn read_only_outside(writable: &[PathBuf]) -> Result<(), String> {
+pub(super) fn read_only_outside(writable: &[PathBuf]) -> Result<(), ConfineError> {
+    let mounts_error = |message: String| ConfineError::new(ConfineErrorKind::Mounts, message);
     rustix::mount::mount_change("/", MountPropagationFlags::PRIVATE | MountPropagationFlags::REC)
-        .map_err(|e| format!("cannot make the mounts private: {e}"))?;
+        .map_err(|e| mounts_error(format!("cannot make the mounts private: {e}")))?;
     let mut failed = Vec::new();
-    let original = mounts()?;
+    let original = mounts().map_err(mounts_error)?;
     for mount in &original {
         if let Err(e) = remount(&mount.point, mount.kept | MountFlags::RDONLY) {
             failed.push(format!("{}: {e}", mount.point.display()));
@@ -96,7 +99,7 @@ pub(super) fn read_only_outside(writable: &[PathBuf]) -> Result<(), String> {
         }
         // The bind and the mounts inside it, with the flags they had before (writable
         // again unless they were read-only of their own).
-        for mount in mounts()?.iter().filter(|mount| mount.point.starts_with(root)) {
+        for mount in mounts().map_err(mounts_error)?.iter().filter(|mount| mount.point.starts_with(root)) {
             if let Err(e) = remount(&mount.point, flags_before(&original, &mount.point)) {
                 failed.push(format!("{}: {e}", mount.point.display()));
             }
@@ -106,7 +109,7 @@ pub(super) fn read_only_outside(writable: &[PathBuf]) -> Result<(), String> {
     if let Err(e) = std::env::current_dir().and_then(std::env::set_current_dir) {
         failed.push(format!("cannot enter the working folder again: {e}"));
     }
-    if failed.is_empty() { Ok(()) } else { Err(failed.join("; ")) }
+    if failed.is_empty() { Ok(()) } else { Err(mounts_error(failed.join("; "))) }
 }
 
 /// The flags of the mount that held `point` before any change: the deepest original
