@@ -19,7 +19,7 @@ impl FileConfig {
     pub fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
         let at = |e| located(e, text, path);
         let doc = DeTable::parse(text).map_err(at)?;
-        crate::config::keys::check_file(doc.get_ref(), text, path).map_err(ConfigError::new)?;
+        crate::config::keys::check_file(doc.get_ref(), text, path)?;
         let span = doc.span();
         let own = crate::config::keys::fields::<FileTables>();
         let (tables, settings): (DeTable<'_>, DeTable<'_>) =
@@ -40,7 +40,7 @@ impl McpFile {
     pub fn parse_toml(text: &str, path: &Path) -> Result<McpFile, ConfigError> {
         let at = |e| located(e, text, path);
         let doc = DeTable::parse(text).map_err(at)?;
-        crate::config::keys::check_mcp_file(doc.get_ref(), text, path).map_err(ConfigError::new)?;
+        crate::config::keys::check_mcp_file(doc.get_ref(), text, path)?;
         McpFile::deserialize(toml::Deserializer::from(doc)).map_err(at)
     }
 }

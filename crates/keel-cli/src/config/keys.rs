@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use toml::de::{DeTable, DeValue};
 
-use super::layer::{FileTables, Layer, McpFile, PermissionsTable, Price};
+use super::layer::{ConfigError, FileTables, Layer, McpFile, PermissionsTable, Price};
 
 /// The field names serde's derive gives `T` (aliases and renames included, skipped fields
 /// not); empty for a type that is not read as a struct.
@@ -128,16 +128,16 @@ impl Table {
 
 /// Every unknown key of the config file `doc` (the text of `path`), each at its line
 /// with the nearest valid key; `Ok` when there is none.
-pub fn check_file(doc: &DeTable<'_>, text: &str, path: &Path) -> Result<(), String> {
+pub fn check_file(doc: &DeTable<'_>, text: &str, path: &Path) -> Result<(), ConfigError> {
     check(doc, Table::File, text, path)
 }
 
 /// Every unknown key of an `--mcp-config` file, as [`check_file`].
-pub fn check_mcp_file(doc: &DeTable<'_>, text: &str, path: &Path) -> Result<(), String> {
+pub fn check_mcp_file(doc: &DeTable<'_>, text: &str, path: &Path) -> Result<(), ConfigError> {
     check(doc, Table::McpFile, text, path)
 }
 
-fn check(doc: &DeTable<'_>, kind: Table, text: &str, path: &Path) -> Result<(), String> {
+fn check(doc: &DeTable<'_>, kind: Table, text: &str, path: &Path) -> Result<(), ConfigError> {
     let mut found = Vec::new();
     walk(doc, kind, &mut Vec::new(), &mut found);
     if found.is_empty() {
@@ -149,7 +149,7 @@ fn check(doc: &DeTable<'_>, kind: Table, text: &str, path: &Path) -> Result<(), 
         .iter()
         .map(|(offset, message)| format!("{}:{}: {message}", path.display(), line_of(text, *offset)))
         .collect();
-    Err(lines.join("\n"))
+    Err(ConfigError::new(lines.join("\n")))
 }
 
 /// Adds to `found` each unknown key of `table` (a table of `kind` at `at`) and of the
@@ -313,7 +313,7 @@ mod tests {
 
     fn problems(text: &str) -> String {
         let doc = DeTable::parse(text).unwrap();
-        check_file(doc.get_ref(), text, Path::new("config.toml")).unwrap_err()
+        check_file(doc.get_ref(), text, Path::new("config.toml")).unwrap_err().message
     }
 
     #[test]
@@ -358,6 +358,6 @@ mod tests {
         );
         let fine = "model = \"m\"\n[mcp_servers.a]\nurl = \"http://x\"\nhttp_headers = { X = \"1\" }\n";
         let doc = DeTable::parse(fine).unwrap();
-        assert_eq!(check_file(doc.get_ref(), fine, Path::new("c")), Ok(()));
+        assert!(check_file(doc.get_ref(), fine, Path::new("c")).is_ok());
     }
 }
