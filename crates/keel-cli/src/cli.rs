@@ -151,7 +151,7 @@ pub fn misspelled_command(task: &str) -> Option<&'static str> {
     let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).chain(["help"]).collect();
     names
         .into_iter()
-        .map(|name| (edit_distance(&lower, name), name))
+        .map(|name| (crate::near::distance(&lower, name), name))
         .filter(|(distance, name)| {
             *distance <= if name.len() > 4 { 2 } else { 1 } || (lower.len() >= 3 && name.starts_with(&lower))
         })
@@ -165,29 +165,6 @@ pub fn misspelled_command(task: &str) -> Option<&'static str> {
             "help" => Some("help"),
             _ => None,
         })
-}
-
-/// Edit distance counting a swap of two neighbours as one edit (`mpc` → `mcp`).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = best;
-        }
-    }
-    d[a.len()][b.len()]
 }
 
 /// Subcommands.

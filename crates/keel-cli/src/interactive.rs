@@ -51,7 +51,7 @@ fn command_names() -> Vec<&'static str> {
 /// list is.
 fn unknown_command(name: &str) -> String {
     let names = command_names();
-    match crate::config::keys::nearest(name, &names) {
+    match crate::near::nearest(name, &names) {
         Some(near) => format!("unknown command {name}; did you mean {near}? (/help lists them)"),
         None => format!("unknown command {name}; /help lists them"),
     }
@@ -63,7 +63,7 @@ fn unlisted(model: &str, names: &[String]) -> Option<String> {
         return None;
     }
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let near = match crate::config::keys::nearest(model, &names) {
+    let near = match crate::near::nearest(model, &names) {
         Some(near) => format!(" (did you mean {near}?)"),
         None => String::new(),
     };

@@ -11,6 +11,7 @@ mod interactive;
 mod line_editor;
 mod local;
 mod mcp;
+mod near;
 mod paths;
 mod permissions;
 mod piped;

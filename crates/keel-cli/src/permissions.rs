@@ -92,7 +92,7 @@ pub fn check_tools(
 
 /// Why `tool` (a rule's tool name) names no tool, with the nearest and the known ones.
 fn unknown_tool(tool: &str, tools: &[String], servers: &BTreeMap<String, keel_mcp::ServerConfig>) -> String {
-    let near = |word: &str, names: &[&str]| match crate::config::keys::nearest(word, names) {
+    let near = |word: &str, names: &[&str]| match crate::near::nearest(word, names) {
         Some(near) => format!(" (did you mean `{near}`?)"),
         None => String::new(),
     };
