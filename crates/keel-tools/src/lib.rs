@@ -141,27 +141,9 @@ pub fn builtin(config: Arc<ToolsConfig>) -> ToolRegistry {
 /// built-in tools ([`builtin`]), then `answer` and `change_file`. Permission rules are
 /// checked against these (and MCP servers' tools).
 pub fn tool_names() -> Vec<String> {
-    let config = Arc::new(ToolsConfig::default());
-    let mut registry = builtin(Arc::clone(&config));
-    registry.register(answer::Answer).register(change::ChangeFile::new(config, Arc::new(Unasked)));
-    registry.names().map(str::to_owned).collect()
-}
-
-/// A model never asked: [`tool_names`] builds `change_file` only to read its name.
-struct Unasked;
-
-impl keel_llm::ModelClient for Unasked {
-    fn info(&self) -> keel_llm::ModelInfo {
-        keel_llm::ModelInfo { provider: "none".to_owned(), model: "none".to_owned() }
-    }
-
-    fn stream<'a>(
-        &'a self,
-        _request: keel_llm::ModelRequest<'a>,
-        _cancel: keel_llm::CancellationToken,
-    ) -> keel_llm::ModelStream<'a> {
-        Box::pin(futures::stream::empty())
-    }
+    let mut registry = builtin(Arc::new(ToolsConfig::default()));
+    registry.register(answer::Answer);
+    registry.names().chain([change::ChangeFile::NAME]).map(str::to_owned).collect()
 }
 
 /// Runs a file tool's work on the blocking pool with the call's confinement roots, and

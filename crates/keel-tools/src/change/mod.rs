@@ -59,6 +59,9 @@ pub struct ChangeFile {
 }
 
 impl ChangeFile {
+    /// The tool's name.
+    pub const NAME: &'static str = "change_file";
+
     /// A change tool that asks `model` for new file contents.
     pub fn new(config: Arc<ToolsConfig>, model: Arc<dyn ModelClient>) -> Self {
         ChangeFile { config, model }
@@ -83,7 +86,7 @@ impl Tool for ChangeFile {
     type Args = ChangeArgs;
 
     fn name(&self) -> &str {
-        "change_file"
+        Self::NAME
     }
 
     fn description(&self) -> &str {
@@ -132,7 +135,7 @@ impl Tool for ChangeFile {
             for temperature in EDITOR_TEMPERATURES {
                 let asked = crate::plain::ask(
                     model.as_ref(),
-                    "change_file",
+                    ChangeFile::NAME,
                     prompt.clone(),
                     temperature,
                     ctx.cancel.child_token(),
