@@ -77,6 +77,17 @@ async fn keel_serve_runs_a_turn_over_http_and_stops_cleanly() {
         .await
         .unwrap();
     assert_eq!(stricter.status().as_u16(), 201);
+    // Issue 31, item 4: the config file is read once, when the server starts (it was read
+    // twice for every session): a file broken afterwards does not reach new sessions.
+    std::fs::write(env.root.path().join("config/config.toml"), "modle = \"broken\"\n").unwrap();
+    let after_edit = client
+        .post(format!("{base}/sessions"))
+        .bearer_auth(&token)
+        .body(json!({"folder": env.workspace()}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after_edit.status().as_u16(), 201, "{}", after_edit.text().await.unwrap());
     let id = serde_json::from_str::<Value>(&created.text().await.unwrap()).unwrap()["id"]
         .as_str()
         .unwrap()
