@@ -15,11 +15,9 @@
 
 use std::collections::HashSet;
 
-use keel_llm::anthropic::AnthropicClient;
-use keel_llm::responses::ResponsesClient;
 use keel_llm::{
-    Api, AssistantMessage, ContentBlock, FinishReason, Message, ModelInfo, ModelRequest, ProviderConfig,
-    Thinking, ToolCall, ToolDefinition,
+    Api, AssistantMessage, ContentBlock, FinishReason, HttpClient, Message, ModelInfo, ModelRequest,
+    ProviderConfig, Thinking, ToolCall, ToolDefinition,
 };
 use keel_session::{
     EventKind, JsonlStore, Session, SessionStore, StepEnd, StepStart, ToolCallStarted, ToolResultData,
@@ -284,13 +282,10 @@ fn tools() -> Vec<ToolDefinition> {
 fn body_of(api: Api, provider: &str, model: &str, messages: &[Message]) -> Value {
     let mut config = ProviderConfig::for_api(api, "http://127.0.0.1:9/v1", model);
     config.provider = provider.into();
-    config.thinking = Thinking::Adaptive;
+    config.anthropic.thinking = Thinking::Adaptive;
     let tools = tools();
     let request = ModelRequest::new("sys", messages, &tools).cache_key("s");
-    let body = match api {
-        Api::Anthropic => AnthropicClient::new(config).unwrap().request_body(&request),
-        _ => ResponsesClient::new(config).unwrap().request_body(&request),
-    };
+    let body = HttpClient::new(config).unwrap().request_body(&request);
     serde_json::from_slice(&body.unwrap()).unwrap()
 }
 

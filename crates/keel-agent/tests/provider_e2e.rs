@@ -7,16 +7,16 @@ use std::time::Duration;
 
 use common::*;
 use keel_agent::{Agent, RecordedEvent, RecordingSink, SessionContext};
-use keel_llm::openai::{OpenAiClient, OpenAiConfig};
 use keel_llm::{CancellationToken, ContentBlock, Message, ModelEvent};
+use keel_llm::{HttpClient, ProviderConfig};
 use keel_session::{EventKind, JsonlStore, SessionStore, TurnEndReason};
 use keel_testkit::{ChatStream, MockResponse, MockServer};
 use pretty_assertions::assert_eq;
 
-fn client(server: &MockServer) -> OpenAiClient {
-    let mut config = OpenAiConfig::new(server.base_url(), "mock-model");
-    config.max_retry_delay = Duration::from_millis(20);
-    OpenAiClient::new(config).unwrap()
+fn client(server: &MockServer) -> HttpClient {
+    let mut config = ProviderConfig::new(server.base_url(), "mock-model");
+    config.life.max_retry_delay = Duration::from_millis(20);
+    HttpClient::new(config).unwrap()
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use keel_agent::{Agent, AgentConfig, SessionContext};
-use keel_llm::openai::{OpenAiClient, OpenAiConfig};
+use keel_llm::{HttpClient, ProviderConfig};
 use keel_server::{AgentFactory, Prepared, Server, ServerConfig, SessionSpec};
 use keel_session::{JsonlStore, SessionStore};
 use keel_tools::{AskFn, ToolsConfig, builtin};
@@ -27,7 +27,7 @@ const TOKEN: &str = "bench-token-0123456789abcdef";
 const IDLE_CLOSE: Duration = Duration::from_secs(2);
 
 struct Factory {
-    agent_model: Arc<OpenAiClient>,
+    agent_model: Arc<HttpClient>,
 }
 
 impl AgentFactory for Factory {
@@ -67,9 +67,9 @@ pub fn child(model_url: &str, store: &str, root: &str) {
     } else {
         Arc::new(JsonlStore::new(store).detached_sync(true))
     };
-    let mut config = OpenAiConfig::new(model_url, "mock");
-    config.max_retries = 0;
-    let factory = Arc::new(Factory { agent_model: Arc::new(OpenAiClient::new(config).unwrap()) });
+    let mut config = ProviderConfig::new(model_url, "mock");
+    config.life.max_retries = 0;
+    let factory = Arc::new(Factory { agent_model: Arc::new(HttpClient::new(config).unwrap()) });
     // `keel serve`'s defaults (turns at once: 128 per core), but sessions are forgotten
     // after 2 s idle, to see memory come back.
     let mut server_config = ServerConfig::new(TOKEN, vec![root.into()]);

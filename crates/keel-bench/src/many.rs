@@ -10,7 +10,7 @@ use keel_agent::{
     Agent, AgentConfig, NullSink, SessionContext, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry,
 };
 use keel_llm::CancellationToken;
-use keel_llm::openai::{OpenAiClient, OpenAiConfig};
+use keel_llm::{HttpClient, ProviderConfig};
 use keel_session::{JsonlStore, SessionStore, TurnEndReason};
 use keel_tools::shell::ShellArgs;
 use keel_tools::{ToolsConfig, builtin};
@@ -64,9 +64,9 @@ pub fn child(url: &str, n: usize, real_shell: bool) {
         }
         tools
     };
-    let mut config = OpenAiConfig::new(url, "mock");
-    config.max_retries = 0;
-    let client = Arc::new(OpenAiClient::new(config).unwrap());
+    let mut config = ProviderConfig::new(url, "mock");
+    config.life.max_retries = 0;
+    let client = Arc::new(HttpClient::new(config).unwrap());
     let store = Arc::new(JsonlStore::new(dir.path().join("sessions")).detached_sync(true));
     for i in 0..n {
         trajectory::workspace(&dir.path().join(format!("ws{i}")));

@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use keel_agent::{Agent, AgentEvent, Session, SessionContext, Sink};
-use keel_llm::openai::{OpenAiClient, OpenAiConfig, StreamDecoder};
+use keel_llm::openai::StreamDecoder;
 use keel_llm::sse::SseParser;
 use keel_llm::{CancellationToken, ModelEvent};
+use keel_llm::{HttpClient, ProviderConfig};
 use keel_testkit::ChatStream;
 
 use crate::measure::{fmt, median};
@@ -141,7 +142,7 @@ fn latency() {
     const N: usize = 300;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (url, server) = paced_server(N);
-    let client = OpenAiClient::new(OpenAiConfig::new(url, "mock")).unwrap();
+    let client = HttpClient::new(ProviderConfig::new(url, "mock")).unwrap();
     let agent = Agent::builder(client).build();
     let stamps = Arc::new(Stamps(Mutex::new(Vec::with_capacity(N))));
     let mut session = Session::in_memory("/bench");

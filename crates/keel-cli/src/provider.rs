@@ -67,23 +67,23 @@ fn api_options(layer: &Layer, client: &mut ProviderConfig) -> Result<(), ConfigE
         })?;
     }
     if let Some(replay) = &layer.reasoning_replay {
-        client.reasoning_replay = ReasoningReplay::parse(replay).ok_or_else(|| {
+        client.chat.reasoning_replay = ReasoningReplay::parse(replay).ok_or_else(|| {
             ConfigError::new(format!("reasoning_replay must be never, tool_turns or always (got `{replay}`)"))
         })?;
     }
     if let Some(thinking) = &layer.thinking {
-        client.thinking = Thinking::parse(thinking).ok_or_else(|| {
+        client.anthropic.thinking = Thinking::parse(thinking).ok_or_else(|| {
             ConfigError::new(format!(
                 "thinking must be off, adaptive or a budget of at least 1024 tokens (got `{thinking}`)"
             ))
         })?;
     }
     if let Some(effort) = &layer.reasoning_effort {
-        client.reasoning_effort = Some(effort.clone());
+        client.responses.reasoning_effort = Some(effort.clone());
     }
     match layer.reasoning_summary.as_deref() {
-        Some("none" | "off") => client.reasoning_summary = None,
-        Some(summary) => client.reasoning_summary = Some(summary.to_owned()),
+        Some("none" | "off") => client.responses.reasoning_summary = None,
+        Some(summary) => client.responses.reasoning_summary = Some(summary.to_owned()),
         None => {}
     }
     Ok(())
@@ -106,10 +106,10 @@ pub fn provider_config(layer: &Layer) -> Result<ProviderConfig, ConfigError> {
         client.max_tokens = tokens;
     }
     if let Some(retries) = layer.max_retries {
-        client.max_retries = retries;
+        client.life.max_retries = retries;
     }
     if let Some(secs) = layer.idle_timeout_secs {
-        client.idle_timeout = std::time::Duration::from_secs(secs.max(1));
+        client.life.idle_timeout = std::time::Duration::from_secs(secs.max(1));
     }
     client.temperature = layer.temperature.or(client.temperature);
     if let Some(seed) = layer.seed {
@@ -212,8 +212,8 @@ mod tests {
         };
         let custom = config(custom);
         assert_eq!(custom.endpoint(), "http://127.0.0.1:8092/v1/responses");
-        assert_eq!(custom.thinking, Thinking::Budget(2048));
-        assert_eq!(custom.reasoning_effort.as_deref(), Some("low"));
+        assert_eq!(custom.anthropic.thinking, Thinking::Budget(2048));
+        assert_eq!(custom.responses.reasoning_effort.as_deref(), Some("low"));
         let bad = provider_config(&layer("openai", Some("completions"))).unwrap_err().message;
         assert!(bad.contains("--api must be chat, responses or anthropic"), "{bad}");
         let bad = provider_config(&Layer { thinking: Some("lots".into()), ..layer("anthropic", None) })

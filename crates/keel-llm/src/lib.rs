@@ -5,8 +5,9 @@
 //! what comes back.
 //!
 //! With the `http` feature (default), three wire APIs over one transport: [`openai`]
-//! (Chat Completions), [`anthropic`] (Messages) and [`responses`] (OpenAI Responses); a
-//! [`ProviderConfig`] (from a [`Preset`] or by hand) makes the client for its [`Api`].
+//! (Chat Completions), [`anthropic`] (Messages) and [`responses`] (OpenAI Responses),
+//! each spoken by one [`HttpClient`]; a [`ProviderConfig`] (from a [`Preset`] or by
+//! hand) makes the client for its [`Api`].
 //! On the same transport, [`completion`]: llama.cpp's native `/completion` with a prompt
 //! the caller renders (keel-local's templated route).
 
@@ -22,6 +23,8 @@ mod config;
 mod connect;
 mod error;
 pub mod facts;
+#[cfg(feature = "http")]
+mod http_client;
 pub mod lenient;
 mod message;
 #[cfg(feature = "http")]
@@ -37,8 +40,13 @@ mod windows;
 pub use assemble::MessageBuilder;
 pub use client::{ModelClient, ModelEvent, ModelRequest, ModelStream, ToolChoice, ToolDefinition};
 #[cfg(feature = "http")]
-pub use config::{Api, MaxTokensField, PRESETS, Preset, ProviderConfig, ReasoningReplay, Thinking};
+pub use config::{
+    AnthropicOptions, Api, ChatOptions, MaxTokensField, PRESETS, Preset, ProviderConfig, ReasoningReplay,
+    RequestLife, ResponsesOptions, Thinking,
+};
 pub use error::{ModelError, ModelErrorKind};
+#[cfg(feature = "http")]
+pub use http_client::HttpClient;
 pub use message::{
     AssistantMessage, ContentBlock, FinishReason, Message, ModelInfo, ToolCall, ToolResultMessage, Usage,
     UserMessage,

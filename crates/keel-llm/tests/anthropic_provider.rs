@@ -113,7 +113,7 @@ async fn the_signature_goes_back_verbatim_with_headers_and_caching() {
     server.push(MockResponse::chunks(split(&fixture("anthropic_thinking_tool.sse"), 64)));
     server.push(MockResponse::chunks(split(&fixture("anthropic_redacted_thinking.sse"), 64)));
     let mut config = config(&server, ANTHROPIC);
-    config.thinking = Thinking::Adaptive;
+    config.anthropic.thinking = Thinking::Adaptive;
     let client = config.client().unwrap();
     let first = run(&*client, &user("Summarize the README")).await.result.unwrap();
     let mut history = user("Summarize the README");
@@ -285,8 +285,8 @@ async fn pings_are_not_progress() {
     chunks.extend(std::iter::repeat_n(ping, 40));
     server.push(MockResponse::chunks(chunks).delay_each(Duration::from_millis(50)));
     let mut config = config(&server, ANTHROPIC);
-    config.idle_timeout = Duration::from_millis(400);
-    config.max_retries = 0;
+    config.life.idle_timeout = Duration::from_millis(400);
+    config.life.max_retries = 0;
     let client = config.client().unwrap();
     let started = std::time::Instant::now();
     let error = run(&*client, &user("go")).await.result.unwrap_err();

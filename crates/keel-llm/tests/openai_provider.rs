@@ -5,11 +5,11 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use keel_llm::openai::{OpenAiClient, OpenAiConfig, ReasoningReplay};
 use keel_llm::{
     AssistantMessage, CancellationToken, ContentBlock, FinishReason, Message, ModelClient, ModelError,
     ModelErrorKind, ModelEvent, ModelInfo, ModelRequest, ToolCall, ToolDefinition, Usage, UserMessage,
 };
+use keel_llm::{HttpClient, ProviderConfig, ReasoningReplay};
 use keel_testkit::{ChatStream, MockResponse, MockServer, chat};
 use pretty_assertions::assert_eq;
 use serde_json::value::RawValue;
@@ -33,11 +33,11 @@ fn tools() -> Vec<ToolDefinition> {
         .collect()
 }
 
-fn config(server: &MockServer) -> OpenAiConfig {
-    let mut config = OpenAiConfig::new(server.base_url(), "test-model");
+fn config(server: &MockServer) -> ProviderConfig {
+    let mut config = ProviderConfig::new(server.base_url(), "test-model");
     config.api_key = Some("sk-test".into());
     config.api_key_env = Some("TEST_API_KEY".into());
-    config.max_retry_delay = Duration::from_millis(50);
+    config.life.max_retry_delay = Duration::from_millis(50);
     config
 }
 
@@ -46,7 +46,7 @@ struct Outcome {
     result: Result<AssistantMessage, ModelError>,
 }
 
-async fn run(client: &OpenAiClient, messages: &[Message]) -> Outcome {
+async fn run(client: &HttpClient, messages: &[Message]) -> Outcome {
     let tools = tools();
     let request = ModelRequest::new("You are terse.", messages, &tools);
     let mut stream = client.stream(request, CancellationToken::new());
@@ -69,7 +69,7 @@ fn call(id: &str, name: &str, args: &str) -> ContentBlock {
     ContentBlock::ToolCall(ToolCall::new(id, name, args))
 }
 
-async fn through_splits(name: &str, configure: impl Fn(&mut OpenAiConfig)) -> AssistantMessage {
+async fn through_splits(name: &str, configure: impl Fn(&mut ProviderConfig)) -> AssistantMessage {
     let bytes = fixture(name);
     let mut last: Option<AssistantMessage> = None;
     for size in [1, 7, 64, bytes.len()] {
@@ -77,7 +77,7 @@ async fn through_splits(name: &str, configure: impl Fn(&mut OpenAiConfig)) -> As
         server.push(MockResponse::chunks(split(&bytes, size)));
         let mut config = config(&server);
         configure(&mut config);
-        let client = OpenAiClient::new(config).unwrap();
+        let client = HttpClient::new(config).unwrap();
         let message = run(&client, &user("go")).await.result.unwrap();
         if let Some(previous) = &last {
             assert_eq!(&message, previous, "split size {size} changed the result");
@@ -160,7 +160,7 @@ async fn stream_cut_mid_tool_call_fails_after_output_without_retrying() {
     let server = MockServer::start().await;
     // Both events arrive, then the connection closes without the chunked terminator.
     server.push(MockResponse::chunks(vec![fixture("cut_mid_tool_call.sse")]).drop_after(1));
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let client = HttpClient::new(config(&server)).unwrap();
     let outcome = run(&client, &user("go")).await;
     let error = outcome.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::Network);
@@ -180,7 +180,7 @@ async fn missing_done_and_final_blank_line_are_fine() {
         events.into_iter().map(|e| format!("data: {e}\n\n").into_bytes()).collect();
     chunks.push(format!("data: {last}").into_bytes());
     server.push(MockResponse::chunks(chunks));
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let client = HttpClient::new(config(&server)).unwrap();
     let message = run(&client, &user("go")).await.result.unwrap();
     assert_eq!(message.text(), "hello");
 }
@@ -189,7 +189,7 @@ async fn missing_done_and_final_blank_line_are_fine() {
 async fn request_body_carries_stream_options_max_tokens_and_auth() {
     let server = MockServer::start().await;
     server.push(ChatStream::new().text("ok", 1).finish("stop").usage(5, 1).response());
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let client = HttpClient::new(config(&server)).unwrap();
     run(&client, &user("hi")).await.result.unwrap();
     let request = &server.requests()[0];
     assert_eq!(request.path, "/v1/chat/completions");
@@ -209,7 +209,7 @@ async fn non_streaming_mode() {
     server.push(chat::completion(Some("Reading."), &[("c1", "read_file", r#"{"path":"a"}"#)], "tool_calls"));
     let mut config = config(&server);
     config.stream = false;
-    let client = OpenAiClient::new(config).unwrap();
+    let client = HttpClient::new(config).unwrap();
     let outcome = run(&client, &user("go")).await;
     let message = outcome.result.unwrap();
     assert_eq!(
@@ -244,8 +244,8 @@ async fn retries_429_honouring_retry_after() {
     );
     server.push(ChatStream::new().text("ok", 1).finish("stop").response());
     let mut config = config(&server);
-    config.max_retry_delay = Duration::from_secs(5);
-    let client = OpenAiClient::new(config).unwrap();
+    config.life.max_retry_delay = Duration::from_secs(5);
+    let client = HttpClient::new(config).unwrap();
     let outcome = run(&client, &user("go")).await;
     assert_eq!(outcome.result.unwrap().text(), "ok");
     assert_eq!(retries(&outcome.events), vec![(1, Duration::from_millis(20))]);
@@ -259,8 +259,8 @@ async fn retries_500_and_a_dropped_connection_and_a_stall() {
     server.push(ChatStream::new().text("never", 1).response().stall_after(0));
     server.push(ChatStream::new().text("finally", 1).finish("stop").response());
     let mut config = config(&server);
-    config.idle_timeout = Duration::from_millis(200);
-    let client = OpenAiClient::new(config).unwrap();
+    config.life.idle_timeout = Duration::from_millis(200);
+    let client = HttpClient::new(config).unwrap();
     let outcome = run(&client, &user("go")).await;
     assert_eq!(outcome.result.unwrap().text(), "finally");
     assert_eq!(retries(&outcome.events).iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2, 3]);
@@ -274,8 +274,8 @@ async fn retries_are_bounded() {
         server.push(MockResponse::json(503, &serde_json::json!({"error": {"message": "overloaded"}})));
     }
     let mut config = config(&server);
-    config.max_retries = 2;
-    let client = OpenAiClient::new(config).unwrap();
+    config.life.max_retries = 2;
+    let client = HttpClient::new(config).unwrap();
     let outcome = run(&client, &user("go")).await;
     let error = outcome.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::Server);
@@ -287,7 +287,7 @@ async fn retries_are_bounded() {
 async fn auth_failure_stops_at_once_naming_the_variable() {
     let server = MockServer::start().await;
     server.push(MockResponse::json(401, &serde_json::json!({"error": {"message": "Authentication Fails"}})));
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let client = HttpClient::new(config(&server)).unwrap();
     let error = run(&client, &user("go")).await.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::Auth);
     assert!(error.message.contains("TEST_API_KEY"), "{}", error.message);
@@ -301,7 +301,7 @@ async fn context_overflow_is_typed() {
         400,
         &serde_json::json!({"error": {"message": "This model's maximum context length is 65536 tokens", "type": "invalid_request_error"}}),
     ));
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let client = HttpClient::new(config(&server)).unwrap();
     let error = run(&client, &user("go")).await.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::ContextOverflow);
 }
@@ -311,8 +311,8 @@ async fn idle_stream_is_an_error_after_output() {
     let server = MockServer::start().await;
     server.push(ChatStream::new().text("partial", 1).finish("stop").response().stall_after(2));
     let mut config = config(&server);
-    config.idle_timeout = Duration::from_millis(150);
-    let client = OpenAiClient::new(config).unwrap();
+    config.life.idle_timeout = Duration::from_millis(150);
+    let client = HttpClient::new(config).unwrap();
     let started = Instant::now();
     let error = run(&client, &user("go")).await.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::Idle);
@@ -323,7 +323,7 @@ async fn idle_stream_is_an_error_after_output() {
 async fn dropping_the_stream_closes_the_connection_at_once() {
     let server = MockServer::start().await;
     server.push(ChatStream::new().text("slow", 1).finish("stop").response().stall_after(2));
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let client = HttpClient::new(config(&server)).unwrap();
     let tools = tools();
     let messages = user("go");
     let request = ModelRequest::new("", &messages, &tools);
@@ -345,7 +345,7 @@ async fn text_tool_calls_are_converted_only_when_enabled() {
         server.push(ChatStream::new().text(qwen, 5).finish("stop").response());
         let mut config = config(&server);
         config.text_tool_calls = enabled;
-        let client = OpenAiClient::new(config).unwrap();
+        let client = HttpClient::new(config).unwrap();
         let message = run(&client, &user("go")).await.result.unwrap();
         if enabled {
             assert_eq!(message.content, vec![call("call_text_0", "read_file", r#"{"path":"README.md"}"#)]);
@@ -373,7 +373,7 @@ async fn a_note_before_a_call_is_kept_as_reasoning_and_not_sent_back() {
     let mut config = keel_llm::Preset::find("llamacpp").unwrap().config(None).unwrap();
     config.base_url = server.base_url();
     assert!(config.thoughts_as_reasoning);
-    let client = OpenAiClient::new(config).unwrap();
+    let client = HttpClient::new(config).unwrap();
     let mut history = user("make app.py print Hi");
     let first = run(&client, &history).await.result.unwrap();
     assert_eq!(
@@ -406,8 +406,8 @@ async fn reasoning_round_trips_to_deepseek_but_not_elsewhere() {
         server.push(MockResponse::chunks(vec![fixture("deepseek_reasoning_tool.sse")]));
         server.push(ChatStream::new().text("done", 1).finish("stop").response());
         let mut config = config(&server);
-        config.reasoning_replay = policy;
-        let client = OpenAiClient::new(config).unwrap();
+        config.chat.reasoning_replay = policy;
+        let client = HttpClient::new(config).unwrap();
         let mut history = user("read the readme");
         let first = run(&client, &history).await.result.unwrap();
         history.push(Message::Assistant(first));
@@ -438,7 +438,7 @@ async fn length_cut_keeps_the_unfinished_call_for_the_loop_to_explain() {
             .finish("length")
             .response(),
     );
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let client = HttpClient::new(config(&server)).unwrap();
     let message = run(&client, &user("go")).await.result.unwrap();
     assert_eq!(message.finish_reason, FinishReason::Length);
     assert_eq!(message.content, vec![call("c1", "write_file", r##"{"path":"a.md","content":"# Tit"##)]);
@@ -450,9 +450,9 @@ async fn length_cut_keeps_the_unfinished_call_for_the_loop_to_explain() {
 async fn a_refused_local_connection_is_said_at_once() {
     // A port nothing listens on: bound, then closed at once.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut config = OpenAiConfig::new(format!("http://127.0.0.1:{port}/v1"), "m");
-    config.max_retries = 4;
-    let client = OpenAiClient::new(config).unwrap();
+    let mut config = ProviderConfig::new(format!("http://127.0.0.1:{port}/v1"), "m");
+    config.life.max_retries = 4;
+    let client = HttpClient::new(config).unwrap();
     let outcome = run(&client, &user("go")).await;
     let error = outcome.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::Config);
@@ -467,10 +467,10 @@ async fn a_refused_local_connection_is_said_at_once() {
 
 #[tokio::test]
 async fn bad_configuration_is_a_clear_error() {
-    let error = OpenAiClient::new(OpenAiConfig::new("localhost:8080", "m")).unwrap_err();
+    let error = HttpClient::new(ProviderConfig::new("localhost:8080", "m")).unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::Config);
     assert!(error.message.contains("http://"));
-    let error = OpenAiClient::new(OpenAiConfig::new("http://x", " ")).unwrap_err();
+    let error = HttpClient::new(ProviderConfig::new("http://x", " ")).unwrap_err();
     assert!(error.message.contains("model"));
 }
 
@@ -488,7 +488,7 @@ async fn a_finished_answer_on_a_connection_held_open_completes_after_the_grace()
     let chunks = sse_chunks(&stream);
     let n = chunks.len();
     server.push(MockResponse::chunks(chunks).stall_after(n));
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let client = HttpClient::new(config(&server)).unwrap();
     let started = Instant::now();
     let message = run(&client, &user("go")).await.result.unwrap();
     let elapsed = started.elapsed();
@@ -506,7 +506,7 @@ async fn usage_after_the_finish_reason_completes_at_once_on_a_held_connection() 
     let chunks = sse_chunks(&stream);
     let n = chunks.len();
     server.push(MockResponse::chunks(chunks).stall_after(n));
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let client = HttpClient::new(config(&server)).unwrap();
     let started = Instant::now();
     let message = run(&client, &user("go")).await.result.unwrap();
     assert!(started.elapsed() < Duration::from_millis(1000), "{:?}", started.elapsed());
@@ -524,8 +524,8 @@ async fn the_grace_is_not_extended_by_more_chunks() {
     chunks.extend((0..200).map(|_| format!("{empty}\n\n").into_bytes()));
     server.push(MockResponse::chunks(chunks).delay_each(Duration::from_millis(20)));
     let mut config = config(&server);
-    config.finish_grace = Duration::from_millis(200);
-    let client = OpenAiClient::new(config).unwrap();
+    config.life.finish_grace = Duration::from_millis(200);
+    let client = HttpClient::new(config).unwrap();
     let started = Instant::now();
     let message = run(&client, &user("go")).await.result.unwrap();
     assert_eq!(message.text(), "answer");
@@ -541,8 +541,8 @@ async fn keep_alive_comments_are_not_progress() {
     chunks.extend((0..100).map(|_| b": ping\n\n".to_vec()));
     server.push(MockResponse::chunks(chunks).delay_each(Duration::from_millis(100)));
     let mut config = config(&server);
-    config.idle_timeout = Duration::from_millis(400);
-    let client = OpenAiClient::new(config).unwrap();
+    config.life.idle_timeout = Duration::from_millis(400);
+    let client = HttpClient::new(config).unwrap();
     let started = Instant::now();
     let error = run(&client, &user("go")).await.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::Idle);
@@ -564,8 +564,8 @@ async fn empty_deltas_are_not_progress() {
     );
     server.push(MockResponse::chunks(chunks).delay_each(Duration::from_millis(100)));
     let mut config = config(&server);
-    config.idle_timeout = Duration::from_millis(400);
-    let client = OpenAiClient::new(config).unwrap();
+    config.life.idle_timeout = Duration::from_millis(400);
+    let client = HttpClient::new(config).unwrap();
     let started = Instant::now();
     let error = run(&client, &user("go")).await.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::Idle);
@@ -579,9 +579,9 @@ async fn comments_before_any_event_time_out_too() {
     let pings: Vec<Vec<u8>> = (0..100).map(|_| b": OPENROUTER PROCESSING\n\n".to_vec()).collect();
     server.push(MockResponse::chunks(pings).delay_each(Duration::from_millis(100)));
     let mut config = config(&server);
-    config.idle_timeout = Duration::from_millis(400);
-    config.max_retries = 0;
-    let client = OpenAiClient::new(config).unwrap();
+    config.life.idle_timeout = Duration::from_millis(400);
+    config.life.max_retries = 0;
+    let client = HttpClient::new(config).unwrap();
     let started = Instant::now();
     let error = run(&client, &user("go")).await.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::Idle);
@@ -596,8 +596,8 @@ async fn a_response_past_its_deadline_fails_clearly_and_is_not_retried() {
     let endless = ChatStream::new().text(&"word ".repeat(400), 400);
     server.push(MockResponse::chunks(sse_chunks(&endless)).delay_each(Duration::from_millis(50)));
     let mut config = config(&server);
-    config.response_deadline = Duration::from_millis(600);
-    let client = OpenAiClient::new(config).unwrap();
+    config.life.response_deadline = Duration::from_millis(600);
+    let client = HttpClient::new(config).unwrap();
     let started = Instant::now();
     let outcome = run(&client, &user("go")).await;
     let error = outcome.result.unwrap_err();
@@ -613,8 +613,8 @@ async fn the_deadline_covers_waiting_for_headers() {
     let server = MockServer::start().await;
     server.push(ChatStream::new().text("late", 1).finish("stop").response().delay(Duration::from_secs(5)));
     let mut config = config(&server);
-    config.response_deadline = Duration::from_millis(300);
-    let client = OpenAiClient::new(config).unwrap();
+    config.life.response_deadline = Duration::from_millis(300);
+    let client = HttpClient::new(config).unwrap();
     let started = Instant::now();
     let error = run(&client, &user("go")).await.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
@@ -634,7 +634,7 @@ async fn endless_content_is_cut_at_what_max_tokens_allows() {
     config.max_tokens = 1000;
     let limit = config.decode_limits().max_output_bytes;
     assert_eq!(limit, 1000 * 32 + (1 << 20));
-    let client = OpenAiClient::new(config).unwrap();
+    let client = HttpClient::new(config).unwrap();
     let outcome = run(&client, &user("go")).await;
     let error = outcome.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
@@ -658,7 +658,7 @@ async fn a_line_without_end_is_not_buffered_past_the_event_bound() {
     let mut chunks = vec![b"data: ".to_vec()];
     chunks.extend(std::iter::repeat_n(vec![b'x'; 256 << 10], 80));
     server.push(MockResponse::chunks(chunks));
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let client = HttpClient::new(config(&server)).unwrap();
     let error = run(&client, &user("go")).await.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
     assert!(error.message.contains("16777216 bytes"), "{}", error.message);
@@ -677,7 +677,7 @@ async fn a_whole_body_is_read_only_up_to_its_bound() {
         server.push(response);
         let mut config = config(&server);
         config.stream = false;
-        let client = OpenAiClient::new(config).unwrap();
+        let client = HttpClient::new(config).unwrap();
         let error = run(&client, &user("go")).await.result.unwrap_err();
         assert_eq!(error.kind, ModelErrorKind::LimitExceeded, "{}", error.message);
         assert!(error.message.contains("16.0 MiB"), "{}", error.message);
@@ -692,9 +692,9 @@ async fn only_the_start_of_an_error_body_is_read() {
     let chunks = std::iter::repeat_n(b"<p>overloaded</p>".repeat(1024), 8);
     server.push(MockResponse::chunks(chunks).status(500).stall_after(8));
     let mut config = config(&server);
-    config.max_retries = 0;
-    config.idle_timeout = Duration::from_secs(20);
-    let client = OpenAiClient::new(config).unwrap();
+    config.life.max_retries = 0;
+    config.life.idle_timeout = Duration::from_secs(20);
+    let client = HttpClient::new(config).unwrap();
     let started = Instant::now();
     let error = run(&client, &user("go")).await.result.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::Server);
@@ -714,7 +714,7 @@ async fn a_lone_surrogate_costs_one_character_not_the_chunk() {
     for size in [1, 7, 64, stream.len()] {
         let server = MockServer::start().await;
         server.push(MockResponse::chunks(split(stream.as_bytes(), size)));
-        let client = OpenAiClient::new(config(&server)).unwrap();
+        let client = HttpClient::new(config(&server)).unwrap();
         let message = run(&client, &user("go")).await.result.unwrap();
         assert_eq!(
             message.content,
@@ -736,7 +736,7 @@ async fn a_server_that_ignores_stream_true_is_answered_whole() {
         server.push(whole.clone());
         let mut config = config(&server);
         config.stream = false;
-        let client = OpenAiClient::new(config).unwrap();
+        let client = HttpClient::new(config).unwrap();
         run(&client, &user("go")).await.result.unwrap();
         // The same body, to be served again in pieces.
         serde_json::to_vec(&serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "mock",
@@ -755,7 +755,7 @@ async fn a_server_that_ignores_stream_true_is_answered_whole() {
     for response in responses {
         let server = MockServer::start().await;
         server.push(response);
-        let client = OpenAiClient::new(config(&server)).unwrap();
+        let client = HttpClient::new(config(&server)).unwrap();
         let outcome = run(&client, &user("go")).await;
         let message = outcome.result.unwrap();
         assert_eq!(
@@ -775,7 +775,7 @@ async fn a_server_that_streams_anyway_is_decoded_in_whole_mode() {
     server.push(ChatStream::new().text("streamed", 2).finish("stop").response());
     let mut config = config(&server);
     config.stream = false;
-    let client = OpenAiClient::new(config).unwrap();
+    let client = HttpClient::new(config).unwrap();
     assert_eq!(run(&client, &user("go")).await.result.unwrap().text(), "streamed");
 }
 
@@ -799,7 +799,7 @@ async fn an_html_page_is_named_for_what_it_is() {
         server.push(response);
         let mut config = config(&server);
         config.stream = stream;
-        let client = OpenAiClient::new(config).unwrap();
+        let client = HttpClient::new(config).unwrap();
         let error = run(&client, &user("go")).await.result.unwrap_err();
         assert_eq!(error.kind, ModelErrorKind::InvalidResponse);
         let expected = format!(
@@ -822,8 +822,8 @@ async fn other_bodies_are_named_too() {
         let server = MockServer::start().await;
         server.push(MockResponse::body(200, content_type, body.to_vec()));
         let mut config = config(&server);
-        config.max_retries = 0;
-        let client = OpenAiClient::new(config).unwrap();
+        config.life.max_retries = 0;
+        let client = HttpClient::new(config).unwrap();
         let error = run(&client, &user("go")).await.result.unwrap_err();
         assert_eq!(error.kind, ModelErrorKind::InvalidResponse);
         assert!(error.message.contains(expected), "{}", error.message);
@@ -842,7 +842,7 @@ async fn html_404_and_501_are_not_retried() {
         for _ in 0..3 {
             server.push(MockResponse::body(status, "text/html", PAGE.as_bytes().to_vec()));
         }
-        let client = OpenAiClient::new(config(&server)).unwrap();
+        let client = HttpClient::new(config(&server)).unwrap();
         let outcome = run(&client, &user("go")).await;
         let error = outcome.result.unwrap_err();
         assert_eq!(error.kind, ModelErrorKind::InvalidRequest, "{status}");
@@ -855,7 +855,7 @@ async fn html_404_and_501_are_not_retried() {
     let server = MockServer::start().await;
     server.push(MockResponse::body(502, "text/html", b"<html><h1>502 Bad Gateway</h1></html>".to_vec()));
     server.push(ChatStream::new().text("ok", 1).finish("stop").response());
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let client = HttpClient::new(config(&server)).unwrap();
     assert_eq!(run(&client, &user("go")).await.result.unwrap().text(), "ok");
     assert_eq!(server.request_count(), 2);
 }
@@ -880,7 +880,7 @@ async fn calls_sharing_an_id_without_index_stay_apart_in_any_split() {
     for size in [1, 7, 64, stream.len()] {
         let server = MockServer::start().await;
         server.push(MockResponse::chunks(split(stream.as_bytes(), size)));
-        let client = OpenAiClient::new(config(&server)).unwrap();
+        let client = HttpClient::new(config(&server)).unwrap();
         let message = run(&client, &user("go")).await.result.unwrap();
         assert_eq!(
             message.content,

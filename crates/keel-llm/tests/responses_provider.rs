@@ -99,7 +99,7 @@ async fn reasoning_goes_back_verbatim_before_its_call() {
     server.push(MockResponse::chunks(split(&fixture("responses_reasoning_tool.sse"), 64)));
     server.push(MockResponse::chunks(split(&fixture("responses_parallel_tools.sse"), 64)));
     let mut config = config(&server, RESPONSES);
-    config.reasoning_summary = Some("auto".into());
+    config.responses.reasoning_summary = Some("auto".into());
     let client = config.client().unwrap();
     let first = run(&*client, &user("Summarize the README")).await.result.unwrap();
     let mut history = user("Summarize the README");
@@ -232,8 +232,8 @@ async fn status_events_are_not_progress() {
     chunks.extend((0..100).map(|_| beat.as_bytes().to_vec()));
     server.push(MockResponse::chunks(chunks).delay_each(std::time::Duration::from_millis(100)));
     let mut config = config(&server, RESPONSES);
-    config.idle_timeout = std::time::Duration::from_millis(400);
-    config.max_retries = 0;
+    config.life.idle_timeout = std::time::Duration::from_millis(400);
+    config.life.max_retries = 0;
     let client = config.client().unwrap();
     let started = std::time::Instant::now();
     let error = run(&*client, &user("go")).await.result.unwrap_err();

@@ -135,7 +135,12 @@ async fn a_server_without_a_template_or_with_an_error_says_so() {
         _ => MockResponse::json(500, &json!({"error": {"message": "slot unavailable"}})),
     });
     // A 500 is retried as on every API; with no retries it is the error at once.
-    let client = TemplatedServer::new(ProviderConfig { max_retries: 0, ..config(&server) }).unwrap();
+    let client = TemplatedServer::new({
+        let mut config = config(&server);
+        config.life.max_retries = 0;
+        config
+    })
+    .unwrap();
     let error = reply(&client, ToolChoice::Required).await.unwrap_err();
     assert_eq!(error.kind, ModelErrorKind::Server);
     assert!(error.message.contains("500") && error.message.contains("slot unavailable"), "{}", error.message);

@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use keel_agent::{AgentEvent, Session, SessionContext, Sink};
 use keel_example_weather::{TASK, agent, fake_celsius};
-use keel_llm::openai::{OpenAiClient, OpenAiConfig, Preset};
 use keel_llm::{CancellationToken, ModelClient};
+use keel_llm::{HttpClient, Preset, ProviderConfig};
 use keel_testkit::{ScriptedModel, reply};
 
 /// Prints one line per finished tool call.
@@ -53,7 +53,7 @@ fn scripted() -> ScriptedModel {
 }
 
 /// A real model from the environment, if one is configured.
-fn real_model() -> Result<Option<OpenAiClient>, String> {
+fn real_model() -> Result<Option<HttpClient>, String> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let model = var("KEEL_MODEL");
     let mut config = match (var("KEEL_PROVIDER"), var("KEEL_BASE_URL")) {
@@ -65,11 +65,11 @@ fn real_model() -> Result<Option<OpenAiClient>, String> {
             }
             config
         }
-        (None, Some(base)) => OpenAiConfig::new(base, model.ok_or("set KEEL_MODEL")?),
+        (None, Some(base)) => ProviderConfig::new(base, model.ok_or("set KEEL_MODEL")?),
         (None, None) => return Ok(None),
     };
     config.api_key = var("KEEL_API_KEY").or_else(|| config.api_key_env.as_deref().and_then(var));
-    OpenAiClient::new(config).map(Some).map_err(|e| e.message)
+    HttpClient::new(config).map(Some).map_err(|e| e.message)
 }
 
 #[tokio::main(flavor = "current_thread")]

@@ -1,6 +1,6 @@
-//! The Anthropic Messages provider: `POST {base_url}/messages` (Anthropic's API, and
-//! servers that speak it, such as llama.cpp's llama-server). An encoder (`wire`) and
-//! a decoder (`decode`) over the shared `transport`.
+//! The Anthropic Messages API: `POST {base_url}/messages` (Anthropic's API, and servers
+//! that speak it, such as llama.cpp's llama-server). An encoder (`wire`) and a decoder
+//! (`decode`) for the shared [`HttpClient`](crate::HttpClient).
 //!
 //! The key goes in `x-api-key`, with `anthropic-version: 2023-06-01`; a thinking
 //! budget adds the interleaved-thinking beta so the model thinks between tool calls
@@ -10,80 +10,55 @@
 mod decode;
 mod wire;
 
-use std::sync::Arc;
+use serde_json::value::RawValue;
 
-use bytes::Bytes;
-use tokio_util::sync::CancellationToken;
-
-use crate::client::{ModelClient, ModelRequest, ModelStream};
-use crate::config::{Api, ProviderConfig, Thinking};
-use crate::error::{ModelError, ModelErrorKind};
+use crate::client::{ModelRequest, ToolDefinition};
+use crate::config::{ProviderConfig, Thinking};
+use crate::http_client::WireApi;
 use crate::message::ModelInfo;
-use crate::transport::{ApiNames, Auth, Decode, DecodeLimits, EventStream, ToolsCache, Transport, failed};
+use crate::transport::{ApiNames, Auth, Decode, DecodeLimits, EventStream};
 
 pub use crate::config::ANTHROPIC_VERSION;
 
 /// The beta that lets a model with a thinking budget think between tool calls.
 const INTERLEAVED_THINKING: &str = "interleaved-thinking-2025-05-14";
 
-/// How an Anthropic server is named in errors.
-const NAMES: ApiNames = ApiNames { api: "an Anthropic Messages API", document: "a message (no content)" };
+/// Anthropic Messages as a [`WireApi`].
+#[derive(Debug)]
+pub(crate) struct Messages;
 
-/// An Anthropic Messages client. Cheap to share; keeps a connection pool.
-#[derive(Debug, Clone)]
-pub struct AnthropicClient {
-    transport: Transport,
-    config: ProviderConfig,
-    tools: Arc<ToolsCache>,
-}
+impl WireApi for Messages {
+    fn names(&self) -> ApiNames {
+        ApiNames { api: "an Anthropic Messages API", document: "a message (no content)" }
+    }
 
-/// A fresh decoder for one attempt.
-fn decoder(limits: DecodeLimits) -> Box<dyn Decode> {
-    Box::new(EventStream::new(limits, decode::Decoder::with_output_limit(limits.max_output_bytes)))
-}
+    fn auth(&self) -> Auth {
+        Auth::Header("x-api-key")
+    }
 
-impl AnthropicClient {
-    /// Builds a client for `config`, whatever its `api` says.
-    pub fn new(config: ProviderConfig) -> Result<Self, ModelError> {
-        let config = ProviderConfig { api: Api::Anthropic, ..config };
+    fn headers(&self, config: &ProviderConfig) -> Vec<(&'static str, String)> {
         let mut headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_owned())];
-        if let Thinking::Budget(_) = config.thinking {
+        if let Thinking::Budget(_) = config.anthropic.thinking {
             headers.push(("anthropic-beta", INTERLEAVED_THINKING.to_owned()));
         }
-        let transport = Transport::new(&config, Auth::Header("x-api-key"), &headers, NAMES)?;
-        Ok(AnthropicClient { transport, config, tools: Arc::default() })
+        headers
     }
 
-    /// The settings in use.
-    pub fn config(&self) -> &ProviderConfig {
-        &self.config
+    fn encode_tools(&self, tools: &[ToolDefinition]) -> serde_json::Result<Box<RawValue>> {
+        wire::encode_tools(tools)
     }
 
-    /// The body this client sends for `request` (tests, debugging).
-    pub fn request_body(&self, request: &ModelRequest<'_>) -> Result<Vec<u8>, ModelError> {
-        self.tools
-            .get(request.tools, wire::encode_tools)
-            .and_then(|tools| wire::encode(request, &self.config, &self.info(), &tools))
-            .map_err(|e| ModelError::new(ModelErrorKind::Config, format!("cannot encode the request: {e}")))
-    }
-}
-
-impl ModelClient for AnthropicClient {
-    fn info(&self) -> ModelInfo {
-        ModelInfo { provider: self.config.provider.clone(), model: self.config.model.clone() }
+    fn encode(
+        &self,
+        request: &ModelRequest<'_>,
+        config: &ProviderConfig,
+        me: &ModelInfo,
+        tools: &RawValue,
+    ) -> serde_json::Result<Vec<u8>> {
+        wire::encode(request, config, me, tools)
     }
 
-    fn context_window(&self) -> Option<u64> {
-        self.config.context_window
-    }
-
-    fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
-        let body = match self.request_body(&request) {
-            Ok(body) => Bytes::from(body),
-            Err(error) => return failed(error),
-        };
-        let names = request.tools.iter().map(|t| t.name.as_str()).collect();
-        let limits = self.transport.settings().limits;
-        self.transport.stream(body, names, Box::new(move || decoder(limits)), cancel)
+    fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decode> {
+        Box::new(EventStream::new(limits, decode::Decoder::with_output_limit(limits.max_output_bytes)))
     }
 }

@@ -285,7 +285,7 @@ fn continues_without_thinking(turns: &[Turn<'_>]) -> bool {
 /// The `thinking` parameter for `config`, if on: a budget is kept below `max_tokens`
 /// with room for the answer, and dropped when there is none.
 fn thinking_param(config: &ProviderConfig) -> Option<Value> {
-    match config.thinking {
+    match config.anthropic.thinking {
         Thinking::Off => None,
         Thinking::Adaptive => Some(serde_json::json!({"type": "adaptive"})),
         Thinking::Budget(budget) => {

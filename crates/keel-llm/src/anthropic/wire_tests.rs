@@ -11,7 +11,7 @@ fn config(thinking: Thinking) -> ProviderConfig {
     let mut config =
         ProviderConfig::for_api(crate::config::Api::Anthropic, "http://x/v1", "claude-sonnet-4-6");
     config.provider = "anthropic".into();
-    config.thinking = thinking;
+    config.anthropic.thinking = thinking;
     config
 }
 

@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::client::{ModelRequest, ToolChoice, ToolDefinition};
-use crate::config::{MaxTokensField, ProviderConfig as OpenAiConfig, ReasoningReplay};
+use crate::config::{MaxTokensField, ProviderConfig, ReasoningReplay};
 use crate::message::ModelInfo;
 use crate::message::{ContentBlock, Message, Usage};
 use crate::transport::escapes::parse_json;
@@ -132,7 +132,7 @@ pub(crate) fn encode_tools(tools: &[ToolDefinition]) -> serde_json::Result<Box<R
 /// wrote, or that name no writer (logs of format 1).
 pub(crate) fn encode(
     request: &ModelRequest<'_>,
-    config: &OpenAiConfig,
+    config: &ProviderConfig,
     me: &ModelInfo,
     tools: Option<&RawValue>,
 ) -> serde_json::Result<Vec<u8>> {
@@ -158,7 +158,7 @@ pub(crate) fn encode(
                     .collect();
                 let own = assistant.origin.is_none() || assistant.is_from(me);
                 let replay = own
-                    && match config.reasoning_replay {
+                    && match config.chat.reasoning_replay {
                         ReasoningReplay::Never => false,
                         ReasoningReplay::ToolTurns => !tool_calls.is_empty(),
                         ReasoningReplay::Always => true,
@@ -179,7 +179,7 @@ pub(crate) fn encode(
         (false, ToolChoice::Required) => Some("required"),
     };
     let cap = request.token_cap(config.max_tokens);
-    let (max_tokens, max_completion_tokens) = match config.max_tokens_field {
+    let (max_tokens, max_completion_tokens) = match config.chat.max_tokens_field {
         MaxTokensField::MaxTokens => (Some(cap), None),
         MaxTokensField::MaxCompletionTokens => (None, Some(cap)),
     };
@@ -388,7 +388,7 @@ mod tests {
     use crate::message::{AssistantMessage, ToolCall, ToolResultMessage, UserMessage};
     use pretty_assertions::assert_eq;
 
-    fn body(messages: &[Message], config: &OpenAiConfig) -> Value {
+    fn body(messages: &[Message], config: &ProviderConfig) -> Value {
         let tools = [ToolDefinition {
             name: "read_file".into(),
             description: "Reads.".into(),
@@ -429,8 +429,8 @@ mod tests {
 
     #[test]
     fn request_shape_with_reasoning_replayed_on_tool_turns() {
-        let mut config = OpenAiConfig::new("http://x", "m");
-        config.reasoning_replay = ReasoningReplay::ToolTurns;
+        let mut config = ProviderConfig::new("http://x", "m");
+        config.chat.reasoning_replay = ReasoningReplay::ToolTurns;
         assert_eq!(
             body(&history(), &config),
             serde_json::json!({
@@ -453,7 +453,7 @@ mod tests {
 
     #[test]
     fn a_requests_own_temperature_wins_over_the_configured_one() {
-        let mut config = OpenAiConfig::new("http://x", "m");
+        let mut config = ProviderConfig::new("http://x", "m");
         config.temperature = Some(0.9);
         let close = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-6;
         assert!(close(&body(&history(), &config)["temperature"], 0.9));
@@ -467,11 +467,11 @@ mod tests {
 
     #[test]
     fn a_requests_token_cap_stays_within_the_configured_one() {
-        let mut config = OpenAiConfig::new("http://x", "m");
+        let mut config = ProviderConfig::new("http://x", "m");
         config.max_tokens = 1000;
         let messages = history();
         let me = ModelInfo { provider: config.provider.clone(), model: config.model.clone() };
-        let sent = |request: ModelRequest<'_>, config: &OpenAiConfig| -> Value {
+        let sent = |request: ModelRequest<'_>, config: &ProviderConfig| -> Value {
             serde_json::from_slice(&encode(&request, config, &me, None).unwrap()).unwrap()
         };
         assert_eq!(sent(ModelRequest::new("s", &messages, &[]).max_tokens(256), &config)["max_tokens"], 256);
@@ -479,22 +479,22 @@ mod tests {
             sent(ModelRequest::new("s", &messages, &[]).max_tokens(5000), &config)["max_tokens"],
             1000
         );
-        config.max_tokens_field = MaxTokensField::MaxCompletionTokens;
+        config.chat.max_tokens_field = MaxTokensField::MaxCompletionTokens;
         let body = sent(ModelRequest::new("s", &messages, &[]).max_tokens(256), &config);
         assert_eq!(body["max_completion_tokens"], 256);
     }
 
     #[test]
     fn reasoning_is_never_sent_to_providers_that_reject_it() {
-        let config = OpenAiConfig::new("http://x", "m");
+        let config = ProviderConfig::new("http://x", "m");
         let text = serde_json::to_string(&body(&history(), &config)).unwrap();
         assert!(!text.contains("reasoning_content"), "{text}");
     }
 
     #[test]
     fn invalid_arguments_are_wrapped_and_extra_body_merged() {
-        let mut config = OpenAiConfig::new("http://x", "m");
-        config.max_tokens_field = MaxTokensField::MaxCompletionTokens;
+        let mut config = ProviderConfig::new("http://x", "m");
+        config.chat.max_tokens_field = MaxTokensField::MaxCompletionTokens;
         config.extra_body.insert("thinking".into(), serde_json::json!({"type": "enabled"}));
         let messages = vec![Message::Assistant(AssistantMessage {
             content: vec![ContentBlock::ToolCall(ToolCall::new("c", "t", "{\"a\": "))],

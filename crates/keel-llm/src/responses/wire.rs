@@ -235,11 +235,12 @@ pub(crate) fn encode(
         ToolChoice::None => Some("none"),
         _ => Some("auto"),
     };
-    let reasoning =
-        (config.reasoning_effort.is_some() || config.reasoning_summary.is_some()).then_some(Reasoning {
-            effort: config.reasoning_effort.as_deref(),
-            summary: config.reasoning_summary.as_deref(),
-        });
+    let reasoning = (config.responses.reasoning_effort.is_some()
+        || config.responses.reasoning_summary.is_some())
+    .then_some(Reasoning {
+        effort: config.responses.reasoning_effort.as_deref(),
+        summary: config.responses.reasoning_summary.as_deref(),
+    });
     let body = Request {
         model: &config.model,
         instructions: Some(request.system).filter(|s| !s.trim().is_empty()),

@@ -10,7 +10,7 @@ fn me() -> ModelInfo {
 fn config() -> ProviderConfig {
     let mut config = ProviderConfig::for_api(crate::config::Api::Responses, "http://x/v1", "gpt-5-mini");
     config.provider = "openai".into();
-    config.reasoning_summary = Some("auto".into());
+    config.responses.reasoning_summary = Some("auto".into());
     config
 }
 

@@ -31,7 +31,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::ModelStream;
-use crate::config::ProviderConfig;
+use crate::config::{ProviderConfig, RequestLife};
 use crate::error::{ModelError, ModelErrorKind};
 use crate::message::ModelInfo;
 
@@ -66,16 +66,8 @@ pub(crate) struct Settings {
     pub api_key_env: Option<String>,
     /// Streamed replies (default) or whole ones.
     pub stream: bool,
-    /// Retries before any output.
-    pub max_retries: u32,
-    /// Upper bound of one retry wait.
-    pub max_retry_delay: Duration,
-    /// No progress for this long fails the attempt.
-    pub idle_timeout: Duration,
-    /// The longest one response may take.
-    pub response_deadline: Duration,
-    /// How long after a finish reason the message completes anyway.
-    pub finish_grace: Duration,
+    /// Retries and time bounds.
+    pub life: RequestLife,
     /// Tool calls written as text become real calls.
     pub text_tool_calls: bool,
     /// Text before a tool call is kept as reasoning.
@@ -171,7 +163,7 @@ impl Transport {
         names: ApiNames,
     ) -> Result<Self, ModelError> {
         config.validate()?;
-        let http = http_client(endpoint, config.idle_timeout.min(Duration::from_secs(30)))
+        let http = http_client(endpoint, config.life.idle_timeout.min(Duration::from_secs(30)))
             .tcp_nodelay(true)
             .build()
             .map_err(|e| config_error(format!("cannot build the HTTP client: {e}")))?;
@@ -182,11 +174,7 @@ impl Transport {
             origin: ModelInfo { provider: config.provider.clone(), model: config.model.clone() },
             api_key_env: config.api_key_env.clone(),
             stream: config.stream,
-            max_retries: config.max_retries,
-            max_retry_delay: config.max_retry_delay,
-            idle_timeout: config.idle_timeout,
-            response_deadline: config.response_deadline,
-            finish_grace: config.finish_grace,
+            life: config.life,
             text_tool_calls: config.text_tool_calls,
             thoughts_as_reasoning: config.thoughts_as_reasoning,
             limits: config.decode_limits(),

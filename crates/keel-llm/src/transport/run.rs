@@ -197,7 +197,7 @@ impl<'a> Run<'a> {
 
     /// [`Run::fail`] once the decoder is gone: `emitted` says whether output streamed.
     fn fail_after(&mut self, error: ModelError, attempt: u32, emitted: bool) {
-        let retry = error.kind.is_retryable() && !emitted && attempt < self.config().max_retries;
+        let retry = error.kind.is_retryable() && !emitted && attempt < self.config().life.max_retries;
         if retry {
             // A pooled connection the server closed while idle fails at once on reuse;
             // the first retry of a connection error goes out immediately.
@@ -206,11 +206,11 @@ impl<'a> Run<'a> {
                 (None, ModelErrorKind::Network, 0) => Duration::ZERO,
                 (None, ..) => backoff_delay(attempt),
             }
-            .min(self.config().max_retry_delay);
+            .min(self.config().life.max_retry_delay);
             tracing::warn!(attempt = attempt + 1, ?delay, error = %error.message, "retrying model request");
             self.queue.push_back(Ok(ModelEvent::Retrying {
                 attempt: attempt + 1,
-                max_retries: self.config().max_retries,
+                max_retries: self.config().life.max_retries,
                 delay,
                 reason: error.message,
             }));
@@ -235,7 +235,7 @@ impl<'a> Run<'a> {
 
     async fn send(&mut self, attempt: u32) {
         self.stream = (self.new_decoder)();
-        let (idle, limit) = (self.config().idle_timeout, self.config().response_deadline);
+        let (idle, limit) = (self.config().life.idle_timeout, self.config().life.response_deadline);
         let deadline = Instant::now() + limit;
         let request = self.transport.request(self.body.clone());
         let headers_by = (Instant::now() + idle).min(deadline);
@@ -293,7 +293,9 @@ impl<'a> Run<'a> {
         let body = match read_body(&mut response, cap, deadline).await {
             (body, Ending::Complete) => body,
             (_, Ending::Cut) => return self.fail(body_too_large(cap), attempt),
-            (_, Ending::Late) => return self.fail(deadline_error(self.config().response_deadline), attempt),
+            (_, Ending::Late) => {
+                return self.fail(deadline_error(self.config().life.response_deadline), attempt);
+            }
             (_, Ending::Broken(error)) => return self.fail(network(&error), attempt),
         };
         // Decoded like a stream that arrived in one piece: a server may stream anyway.
@@ -384,7 +386,9 @@ impl<'a> Run<'a> {
                 tracing::debug!("a finish reason arrived and the stream did not end: completing");
                 self.complete_or_blank(&body.shape, body.attempt);
             }
-            Err(Alarm::Deadline) => self.fail(deadline_error(self.config().response_deadline), body.attempt),
+            Err(Alarm::Deadline) => {
+                self.fail(deadline_error(self.config().life.response_deadline), body.attempt)
+            }
             Err(Alarm::Idle) => self.fail(body.clock.idle_error(), body.attempt),
             Ok(Some(Err(error))) => self.fail(network(&error), body.attempt),
             Ok(Some(Ok(bytes))) => self.on_bytes(body, &bytes).await,
@@ -415,7 +419,7 @@ impl<'a> Run<'a> {
             body.clock.quiet();
         }
         if self.stream.has_finish_reason() {
-            body.clock.start_grace(self.config().finish_grace);
+            body.clock.start_grace(self.config().life.finish_grace);
         }
         self.phase = Phase::Body(body);
     }

@@ -42,7 +42,7 @@ pub fn config(server: &MockServer, api: keel_llm::Api) -> ProviderConfig {
     config.provider = "test".into();
     config.api_key = Some("sk-test".into());
     config.api_key_env = Some("TEST_API_KEY".into());
-    config.max_retry_delay = Duration::from_millis(50);
+    config.life.max_retry_delay = Duration::from_millis(50);
     config
 }
 
@@ -100,7 +100,7 @@ pub async fn error_through_splits(name: &str, api: keel_llm::Api) -> (ModelError
         let server = MockServer::start().await;
         server.push(MockResponse::chunks(split(&bytes, size)));
         let mut config = config(&server, api);
-        config.max_retries = 0;
+        config.life.max_retries = 0;
         let client: Arc<dyn ModelClient> = config.client().unwrap();
         let outcome = run(&*client, &user("go")).await;
         let got = (outcome.result.unwrap_err(), outcome.events);
