@@ -9,6 +9,8 @@ use rmcp::service::RoleClient;
 use rmcp::{Peer, ServiceError};
 use serde_json::Value;
 
+use crate::error::{McpError, McpErrorKind};
+
 /// Pages of a tool list read at most (a server that paginates forever is cut off).
 const MAX_PAGES: usize = 32;
 
@@ -19,8 +21,8 @@ pub(crate) struct Listing {
     pub skipped: Vec<String>,
 }
 
-/// Lists every page of `peer`'s tools.
-pub(crate) async fn list_tools(peer: &Peer<RoleClient>) -> Result<Listing, String> {
+/// Lists every page of `peer`'s tools (of server `server`).
+pub(crate) async fn list_tools(server: &str, peer: &Peer<RoleClient>) -> Result<Listing, McpError> {
     let mut listing = Listing::default();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -30,13 +32,13 @@ pub(crate) async fn list_tools(peer: &Peer<RoleClient>) -> Result<Listing, Strin
             params,
             extensions: Default::default(),
         });
-        let next = match peer.send_request(request).await.map_err(describe)? {
+        let next = match peer.send_request(request).await.map_err(|e| failed(server, e))? {
             ServerResult::ListToolsResult(page) => {
                 listing.tools.extend(page.tools);
                 page.next_cursor
             }
-            ServerResult::CustomResult(custom) => read_page(custom.0, &mut listing)?,
-            _ => return Err("cannot list its tools: it answered tools/list with something else".into()),
+            ServerResult::CustomResult(custom) => read_page(server, custom.0, &mut listing)?,
+            _ => return Err(unreadable(server, "it answered tools/list with something else")),
         };
         match next {
             Some(next) if !next.is_empty() => cursor = Some(next),
@@ -48,12 +50,12 @@ pub(crate) async fn list_tools(peer: &Peer<RoleClient>) -> Result<Listing, Strin
 }
 
 /// A page that did not read as a whole tool list: its tools, one at a time.
-fn read_page(page: Value, listing: &mut Listing) -> Result<Option<String>, String> {
+fn read_page(server: &str, page: Value, listing: &mut Listing) -> Result<Option<String>, McpError> {
     let Value::Object(mut page) = page else {
-        return Err("cannot list its tools: its tools/list reply is not an object".into());
+        return Err(unreadable(server, "its tools/list reply is not an object"));
     };
     let Some(Value::Array(tools)) = page.remove("tools") else {
-        return Err("cannot list its tools: its tools/list reply has no `tools` list".into());
+        return Err(unreadable(server, "its tools/list reply has no `tools` list"));
     };
     for (index, tool) in tools.into_iter().enumerate() {
         let name = tool.get("name").and_then(Value::as_str).map(str::to_owned);
@@ -68,8 +70,14 @@ fn read_page(page: Value, listing: &mut Listing) -> Result<Option<String>, Strin
     Ok(page.get("nextCursor").and_then(Value::as_str).map(str::to_owned))
 }
 
-fn describe(error: ServiceError) -> String {
-    format!("cannot list its tools: {error}")
+/// A `tools/list` request that failed.
+fn failed(server: &str, error: ServiceError) -> McpError {
+    McpError::new(McpErrorKind::Listing, server, format!("cannot list its tools: {error}")).caused_by(error)
+}
+
+/// A `tools/list` reply that is not a tool list.
+fn unreadable(server: &str, why: &str) -> McpError {
+    McpError::new(McpErrorKind::Listing, server, format!("cannot list its tools: {why}"))
 }
 
 #[cfg(test)]
@@ -88,7 +96,7 @@ mod tests {
             "nextCursor": "2"
         });
         let mut listing = Listing::default();
-        assert_eq!(read_page(page, &mut listing), Ok(Some("2".to_owned())));
+        assert_eq!(read_page("s", page, &mut listing), Ok(Some("2".to_owned())));
         assert_eq!(listing.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>(), ["good"]);
         assert_eq!(listing.skipped.len(), 2);
         assert!(
@@ -98,7 +106,10 @@ mod tests {
         );
         assert!(listing.skipped[1].starts_with("tool #3: "), "{:?}", listing.skipped);
         let mut listing = Listing::default();
-        assert!(read_page(json!([1]), &mut listing).is_err());
-        assert!(read_page(json!({"tools": 3}), &mut listing).is_err());
+        for bad in [json!([1]), json!({"tools": 3})] {
+            let error = read_page("s", bad, &mut listing).unwrap_err();
+            assert_eq!(error.kind, McpErrorKind::Listing);
+            assert!(error.message.starts_with("cannot list its tools: its tools/list reply"), "{error}");
+        }
     }
 }

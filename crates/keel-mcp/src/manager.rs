@@ -35,6 +35,9 @@ pub struct ServerStatus {
     pub transport: String,
     /// Starting, ready or failed (and why).
     pub state: ServerState,
+    /// Why it failed, with the kind ([`McpErrorKind::Spawn`], [`McpErrorKind::Variable`],
+    /// …) and the error underneath, while `state` is `Failed`.
+    pub error: Option<McpError>,
     /// Its tools (those the configuration lets through), once it has listed them.
     pub tools: Vec<ToolStatus>,
     /// Tools it listed that are not offered, each with why (too many, a schema too large).
@@ -130,13 +133,17 @@ impl McpManager {
     /// Fails when a server marked `required` is not ready.
     pub fn check_required(&self) -> Result<(), McpError> {
         for server in self.servers.iter().filter(|s| s.config.required) {
-            let state = server.state();
+            let (state, why) = server.report();
             if state != ServerState::Ready {
-                return Err(McpError::new(
+                let error = McpError::new(
                     McpErrorKind::Required,
                     &server.name,
                     format!("it is required (`required = true`) but is not ready: {state}"),
-                ));
+                );
+                return Err(match why {
+                    Some(why) => error.caused_by(why),
+                    None => error,
+                });
             }
         }
         Ok(())
@@ -146,10 +153,15 @@ impl McpManager {
     pub fn statuses(&self) -> Vec<ServerStatus> {
         self.servers
             .iter()
-            .map(|server| ServerStatus {
+            .map(|server| {
+                let (state, error) = server.report();
+                (server, state, error)
+            })
+            .map(|(server, state, error)| ServerStatus {
                 name: server.name.clone(),
                 transport: server.config.describe(),
-                state: server.state(),
+                state,
+                error,
                 tools: server
                     .tools()
                     .0

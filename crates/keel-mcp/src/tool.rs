@@ -11,6 +11,8 @@ use futures::future::BoxFuture;
 use keel_agent::ToolOutput;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::{McpError, McpErrorKind};
+
 /// What a tool needs of its server: a way to call one of its tools by the server's own
 /// name. [`crate::server::Server`] implements it; a tool holds it weakly, so a server
 /// shut down is not kept alive by the tools the model still has.
@@ -56,12 +58,12 @@ const MAX_DESCRIPTION_CHARS: usize = 4096;
 
 impl McpTool {
     /// The tool as keel offers it, or why it is not offered (a schema too large to send
-    /// with every request).
+    /// with every request: [`McpErrorKind::Tool`]).
     pub(crate) fn new(
         server_name: &str,
         tool: &rmcp::model::Tool,
         server: Weak<dyn Remote>,
-    ) -> Result<McpTool, String> {
+    ) -> Result<McpTool, McpError> {
         let mut schema = Value::Object(tool.input_schema.as_ref().clone());
         if let Value::Object(root) = &mut schema {
             // Providers want an object with properties; some servers leave them out.
@@ -81,14 +83,15 @@ impl McpTool {
             description.truncate(cut);
             description.push('…');
         }
+        let refused = |message: String| McpError::new(McpErrorKind::Tool, server_name, message);
         let parameters = serde_json::value::to_raw_value(&schema)
-            .map_err(|e| format!("its input schema cannot be sent: {e}"))?;
+            .map_err(|e| refused(format!("its input schema cannot be sent: {e}")).caused_by(e))?;
         if parameters.get().len() > MAX_SCHEMA_BYTES {
-            return Err(format!(
+            return Err(refused(format!(
                 "its input schema is {} KiB; at most {} KiB is sent with every request",
                 parameters.get().len() / 1024,
                 MAX_SCHEMA_BYTES / 1024
-            ));
+            )));
         }
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
         Ok(McpTool {
@@ -220,7 +223,8 @@ mod tests {
             .collect();
         let big = tool("big", "d".into(), serde_json::json!({"type": "object", "properties": properties}));
         let error = McpTool::new("s", &big, nowhere()).unwrap_err();
-        assert!(error.contains("at most 64 KiB is sent with every request"), "{error}");
+        assert_eq!(error.kind, McpErrorKind::Tool);
+        assert!(error.message.contains("at most 64 KiB is sent with every request"), "{error}");
         let wordy = tool("wordy", "w".repeat(50_000), serde_json::json!({"type": "object"}));
         let made = McpTool::new("s", &wordy, nowhere()).unwrap();
         assert_eq!(made.definition().description.chars().count(), MAX_DESCRIPTION_CHARS + 1);

@@ -234,7 +234,9 @@ async fn a_server_that_cannot_start_says_why_and_a_required_one_is_an_error() {
     broken.required = true;
     let mut missing = ServerConfig::stdio("/nonexistent/mcp-server", Vec::<String>::new());
     missing.startup_timeout_sec = Some(5.0);
-    let mcp = start(vec![("broken", broken), ("missing", missing), ("fine", stdio(&[]))]);
+    let mut token = ServerConfig::http("http://127.0.0.1:9/mcp");
+    token.bearer_token_env_var = Some("KEEL_TEST_NEVER_SET_7F3A".into());
+    let mcp = start(vec![("broken", broken), ("missing", missing), ("fine", stdio(&[])), ("token", token)]);
     mcp.wait_for_startup().await;
     let states: Vec<ServerState> = mcp.statuses().into_iter().map(|s| s.state).collect();
     assert_eq!(
@@ -245,12 +247,26 @@ async fn a_server_that_cannot_start_says_why_and_a_required_one_is_an_error() {
                 "cannot start `/nonexistent/mcp-server`: No such file or directory (os error 2)".into()
             ),
             ServerState::Ready,
+            ServerState::Failed("KEEL_TEST_NEVER_SET_7F3A is not set".into()),
         ]
     );
+    // Issue 31, item 5: each failure keeps its kind and the error underneath, so a caller
+    // can tell a command that is not there from a server that exits.
+    let errors: Vec<_> = mcp.statuses().into_iter().map(|s| s.error).collect();
+    let kinds: Vec<_> = errors.iter().map(|e| e.as_ref().map(|e| e.kind)).collect();
+    assert_eq!(
+        kinds,
+        [Some(McpErrorKind::Exited), Some(McpErrorKind::Spawn), None, Some(McpErrorKind::Variable)]
+    );
+    let missing = errors[1].as_ref().unwrap();
+    assert_eq!(missing.io_kind(), Some(std::io::ErrorKind::NotFound));
+    assert_eq!(mcp.statuses()[1].state, ServerState::Failed(missing.message.clone()));
     let error = mcp.check_required().unwrap_err();
     assert_eq!(error.kind, McpErrorKind::Required);
     assert_eq!(error.server, "broken");
     assert!(error.to_string().starts_with("MCP server `broken`: it is required"), "{error}");
+    let why = error.cause().and_then(|cause| cause.downcast_ref::<keel_mcp::McpError>()).unwrap();
+    assert_eq!(why.kind, McpErrorKind::Exited);
     // A configuration mistake is refused before anything starts.
     let bad =
         McpManager::start([("x".to_owned(), ServerConfig::default())], McpOptions::default()).unwrap_err();

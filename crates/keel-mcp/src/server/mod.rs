@@ -2,21 +2,23 @@
 //! tools. A server that crashes or hangs costs the call that found out; the next call
 //! starts it again, after a backoff when it keeps failing.
 
-use keel_agent::ToolErrorKind;
+mod call;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
-use keel_agent::{ToolError, ToolOutput};
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
+use keel_agent::{ToolError, ToolErrorKind};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
-use rmcp::{ClientHandler, Peer, ServiceError, ServiceExt};
-use serde_json::{Map, Value};
+use rmcp::{ClientHandler, ServiceExt};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use call::Live;
+
 use crate::config::ServerConfig;
+use crate::error::{McpError, McpErrorKind};
 use crate::listing::{Listing, list_tools};
 use crate::options::McpOptions;
 use crate::process::{Groups, StdioProcess};
@@ -100,6 +102,8 @@ struct Link {
 /// What reports read, guarded by a plain lock never held across an await.
 struct Shared {
     state: ServerState,
+    /// Why it failed, with the kind, while `state` is `Failed`.
+    error: Option<McpError>,
     tools: Arc<[Arc<McpTool>]>,
     /// Changes whenever `tools` does.
     tools_version: u64,
@@ -140,6 +144,7 @@ impl Server {
             link: tokio::sync::Mutex::new(Link::default()),
             shared: Mutex::new(Shared {
                 state: ServerState::Starting { late: false },
+                error: None,
                 tools: Arc::from(Vec::new()),
                 tools_version: 0,
                 skipped: Vec::new(),
@@ -161,8 +166,32 @@ impl Server {
         self.shared().state.clone()
     }
 
+    /// The state now, and why it failed if it did (read together).
+    pub(crate) fn report(&self) -> (ServerState, Option<McpError>) {
+        let shared = self.shared();
+        (shared.state.clone(), shared.error.clone())
+    }
+
+    /// A state other than `Failed`.
     fn set_state(&self, state: ServerState) {
-        self.shared().state = state;
+        let mut shared = self.shared();
+        shared.state = state;
+        shared.error = None;
+    }
+
+    /// The `Failed` state: its text is `error`'s message.
+    fn set_failed(&self, error: McpError) {
+        let mut shared = self.shared();
+        shared.state = ServerState::Failed(error.message.clone());
+        shared.error = Some(error);
+    }
+
+    fn error_of(&self, kind: McpErrorKind, message: impl Into<String>) -> McpError {
+        McpError::new(kind, &self.name, message)
+    }
+
+    fn shutting_down(&self) -> McpError {
+        self.error_of(McpErrorKind::ShuttingDown, "keel is shutting down")
     }
 
     /// The tools offered now, and a number that changes when they do.
@@ -195,14 +224,14 @@ impl Server {
         let mut link = self.link.lock().await;
         let result = tokio::select! {
             result = self.connect() => result,
-            _ = self.shutdown.cancelled() => Err("keel is shutting down".to_owned()),
+            _ = self.shutdown.cancelled() => Err(self.shutting_down()),
         };
         match result {
             Ok((connection, tools)) => self.connected(&mut link, connection, tools),
-            Err(why) => {
+            Err(error) => {
                 link.failures += 1;
                 link.retry_at = None;
-                self.set_state(ServerState::Failed(why));
+                self.set_failed(error);
             }
         }
         self.settled.send_replace(true);
@@ -233,7 +262,7 @@ impl Server {
             }
             match McpTool::new(&self.name, tool, self.weak.clone() as Weak<dyn Remote>) {
                 Ok(made_tool) => made.push(Arc::new(made_tool)),
-                Err(why) => skipped.push(format!("{}: {why}", tool.name)),
+                Err(error) => skipped.push(format!("{}: {}", tool.name, error.message)),
             }
         }
         for why in &skipped {
@@ -260,38 +289,46 @@ impl Server {
 
     /// Starts the process or opens the HTTP session, does the handshake and lists the
     /// tools.
-    async fn connect(&self) -> Result<(Connection, Listing), String> {
+    async fn connect(&self) -> Result<(Connection, Listing), McpError> {
         self.tools_changed.store(false, Ordering::Release);
         let handler = self.client_info();
         if let Some(command) = &self.config.command {
             let (process, stdout, stdin) =
-                StdioProcess::spawn(&self.name, &self.config, &self.options, &self.groups)
-                    .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+                StdioProcess::spawn(&self.name, &self.config, &self.options, &self.groups).map_err(|e| {
+                    self.error_of(McpErrorKind::Spawn, format!("cannot start `{command}`: {e}")).caused_by(e)
+                })?;
             let handshake = async {
-                let service =
-                    handler.serve((stdout, stdin)).await.map_err(|e| format!("handshake failed: {e}"))?;
-                let tools = list_tools(service.peer()).await?;
-                Ok::<_, String>((service, tools))
+                let service = handler.serve((stdout, stdin)).await.map_err(|e| {
+                    self.error_of(McpErrorKind::Handshake, format!("handshake failed: {e}")).caused_by(e)
+                })?;
+                let tools = list_tools(&self.name, service.peer()).await?;
+                Ok::<_, McpError>((service, tools))
             };
             // A server that exits during the handshake says why on stderr.
             let outcome = tokio::select! {
                 outcome = handshake => outcome,
-                ended = process.exited() => Err(ended),
+                ended = process.exited() => Err(self.error_of(McpErrorKind::Exited, ended)),
             };
             match outcome {
                 Ok((service, tools)) => {
                     Ok((Connection { service, process: Some(process), generation: 0 }, tools))
                 }
-                Err(why) => {
+                Err(error) => {
                     // A broken pipe usually means the process ended: say how instead.
-                    let why = process.ended_within(Duration::from_millis(300)).await.unwrap_or(why);
-                    Err(stdio_failure(&process, why).await)
+                    let mut error = match process.ended_within(Duration::from_millis(300)).await {
+                        Some(ended) => self.error_of(McpErrorKind::Exited, ended),
+                        None => error,
+                    };
+                    error.message = stdio_failure(&process, std::mem::take(&mut error.message)).await;
+                    Err(error)
                 }
             }
         } else {
             let transport = crate::http::transport(&self.name, &self.config)?;
-            let service = handler.serve(transport).await.map_err(|e| format!("cannot connect: {e}"))?;
-            let tools = list_tools(service.peer()).await?;
+            let service = handler.serve(transport).await.map_err(|e| {
+                self.error_of(McpErrorKind::Handshake, format!("cannot connect: {e}")).caused_by(e)
+            })?;
+            let tools = list_tools(&self.name, service.peer()).await?;
             Ok((Connection { service, process: None, generation: 0 }, tools))
         }
     }
@@ -323,26 +360,27 @@ impl Server {
         let timeout = self.config.startup_timeout();
         let outcome = tokio::select! {
             outcome = tokio::time::timeout(timeout, self.connect()) => outcome,
-            _ = self.shutdown.cancelled() => Ok(Err("keel is shutting down".to_owned())),
+            _ = self.shutdown.cancelled() => Ok(Err(self.shutting_down())),
         };
-        let why = match outcome {
+        let error = match outcome {
             Ok(Ok((connection, tools))) => {
                 self.connected(&mut link, connection, tools);
                 if let Some(connection) = &link.connection {
                     return Ok(Live::of(connection));
                 }
-                "the connection closed at once".to_owned()
+                self.error_of(McpErrorKind::Handshake, "the connection closed at once")
             }
-            Ok(Err(why)) => why,
-            Err(_) => format!("not ready within its startup timeout ({} s)", timeout.as_secs_f64()),
+            Ok(Err(error)) => error,
+            Err(_) => self.error_of(
+                McpErrorKind::StartupTimeout,
+                format!("not ready within its startup timeout ({} s)", timeout.as_secs_f64()),
+            ),
         };
         link.failures += 1;
         link.retry_at = Some(Instant::now() + backoff(link.failures));
-        self.set_state(ServerState::Failed(why.clone()));
-        Err(ToolError::new(
-            ToolErrorKind::ServerUnavailable,
-            format!("the MCP server `{}` could not be started: {why}", self.name),
-        ))
+        let message = format!("the MCP server `{}` could not be started: {}", self.name, error.message);
+        self.set_failed(error);
+        Err(ToolError::new(ToolErrorKind::ServerUnavailable, message))
     }
 
     /// How a connection ended, for messages: the process's exit and last stderr lines.
@@ -361,94 +399,9 @@ impl Server {
         link.connection = None;
         link.failures += 1;
         link.retry_at = Some(Instant::now() + backoff(link.failures));
-        self.set_state(ServerState::Failed(format!("{why}; it is started again on the next call")));
-    }
-
-    /// Calls tool `tool` (the server's own name for it) with `arguments`.
-    async fn call(
-        &self,
-        tool: &str,
-        arguments: Map<String, Value>,
-        cancel: &CancellationToken,
-    ) -> Result<ToolOutput, ToolError> {
-        let Live { peer, generation, exit } = self.peer().await?;
-        let timeout = self.config.tool_timeout();
-        let mut params = CallToolRequestParams::new(tool.to_owned());
-        params.arguments = Some(arguments);
-        // A stdio server that exits mid-call fails the call at once.
-        let ended = async move {
-            match exit {
-                Some(mut exit) => {
-                    let _ = exit.wait_for(Option::is_some).await;
-                }
-                None => std::future::pending().await,
-            }
-        };
-        // Dropping the call's future (abort, timeout) sends the server a cancellation.
-        let outcome = tokio::select! {
-            result = peer.call_tool(params) => Outcome::Answered(result),
-            _ = tokio::time::sleep(timeout) => Outcome::TimedOut,
-            _ = cancel.cancelled() => Outcome::Aborted,
-            _ = ended => Outcome::Answered(Err(ServiceError::TransportClosed)),
-        };
-        match outcome {
-            Outcome::Answered(Ok(result)) => {
-                self.link.lock().await.failures = 0;
-                let value = serde_json::to_value(&result).unwrap_or(Value::Null);
-                Ok(crate::content::render(&value))
-            }
-            Outcome::Answered(Err(ServiceError::McpError(error))) => Err(ToolError::new(
-                ToolErrorKind::McpError,
-                format!("the MCP server `{}` refused the call: {}", self.name, error.message),
-            )),
-            Outcome::Answered(Err(error)) => {
-                // A process says how it ended; an HTTP server only how the request failed.
-                let hint = (self.config.command.is_none()).then(|| format!("the request failed: {error}"));
-                let why = self.fail(generation, hint).await;
-                let why = if why.is_empty() { error.to_string() } else { why };
-                Err(ToolError::new(
-                    ToolErrorKind::ServerCrashed,
-                    format!(
-                        "the MCP server `{}` stopped during the call ({why}); it is started again on the next call",
-                        self.name
-                    ),
-                ))
-            }
-            Outcome::TimedOut => {
-                let secs = timeout.as_secs_f64();
-                self.fail(generation, Some(format!("a call of `{tool}` took longer than {secs} s"))).await;
-                Err(ToolError::new(
-                    ToolErrorKind::Timeout,
-                    format!(
-                        "`{tool}` did not answer within {secs} s (tool_timeout_sec of MCP server `{}`); the server was stopped and is started again on the next call",
-                        self.name
-                    ),
-                ))
-            }
-            Outcome::Aborted => Err(ToolError::new(
-                ToolErrorKind::Aborted,
-                "the call was aborted; the server was asked to cancel it",
-            )),
-        }
-    }
-
-    /// Ends connection `generation` after it failed during a call (unless a newer one
-    /// replaced it), killing its process; returns what is known of why.
-    async fn fail(&self, generation: u64, why: Option<String>) -> String {
-        let mut link = self.link.lock().await;
-        let Some(connection) = link.connection.take_if(|c| c.generation == generation) else {
-            return why.unwrap_or_default();
-        };
-        let why = match why {
-            Some(why) => why,
-            None => self.describe_end(&connection).await,
-        };
-        if let Some(process) = &connection.process {
-            process.stop(Duration::from_millis(500)).await;
-        }
-        drop(connection);
-        self.lost(&mut link, why.clone());
-        why
+        self.set_failed(
+            self.error_of(McpErrorKind::Lost, format!("{why}; it is started again on the next call")),
+        );
     }
 
     /// Lists the tools again if the server said they changed; returns whether it did.
@@ -463,7 +416,7 @@ impl Server {
                 _ => return false,
             }
         };
-        match tokio::time::timeout(self.config.startup_timeout(), list_tools(&peer)).await {
+        match tokio::time::timeout(self.config.startup_timeout(), list_tools(&self.name, &peer)).await {
             Ok(Ok(tools)) => {
                 self.set_tools(tools);
                 true
@@ -492,74 +445,9 @@ impl Server {
     }
 }
 
-/// What a call needs of a live connection.
-struct Live {
-    peer: Peer<RoleClient>,
-    generation: u64,
-    exit: Option<watch::Receiver<Option<String>>>,
-}
-
-impl Live {
-    fn of(connection: &Connection) -> Live {
-        Live {
-            peer: connection.service.peer().clone(),
-            generation: connection.generation,
-            exit: connection.process.as_ref().map(StdioProcess::exit_watch),
-        }
-    }
-}
-
-/// A task aborted when its handle is dropped.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Future for AbortOnDrop<T> {
-    type Output = Result<T, tokio::task::JoinError>;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-enum Outcome {
-    Answered(Result<rmcp::model::CallToolResult, ServiceError>),
-    TimedOut,
-    Aborted,
-}
-
 /// Why a stdio server failed: `why`, and the last lines it wrote on stderr.
 async fn stdio_failure(process: &StdioProcess, why: String) -> String {
     process.stderr().settled(Duration::from_millis(300)).await;
     let tail = process.stderr().last(3);
     if tail.is_empty() { why } else { format!("{why}: {tail}") }
-}
-
-impl Remote for Server {
-    /// Calls tool `tool` with `arguments` on the servers' runtime (see
-    /// [`McpOptions::runtime`]); the call stops when the returned future is dropped.
-    fn call_tool(
-        self: Arc<Self>,
-        tool: String,
-        arguments: Map<String, Value>,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let Some(runtime) = self.options.runtime.clone() else {
-                return self.call(&tool, arguments, &cancel).await;
-            };
-            let task = AbortOnDrop(runtime.spawn(async move { self.call(&tool, arguments, &cancel).await }));
-            match (task).await {
-                Ok(result) => result,
-                Err(e) => Err(ToolError::msg(format!("the MCP call stopped unexpectedly: {e}"))),
-            }
-        })
-    }
 }
