@@ -65,13 +65,10 @@ pub fn policy(settings: &Settings, workspace: &Path) -> Result<PermissionPolicy,
 /// The model the settings name: a client for a server, or the embedded model (loaded,
 /// and downloaded first if needed, with progress on stderr when `progress`). A server
 /// that is not a hosted preset is asked what it knows of its model
-/// ([`keel_llm::facts::ask_server`]): its context window (unless configured) and its
-/// size, which chooses the profile ([`Settings::fit_profile`]). For the llamacpp preset
-/// with no `grammar` setting, the server's template decides the route: one that writes
-/// `<tool_call>` gets the templated route (`grammar`, and `tool_first` and `always_call`
-/// unless set, become on in `settings`), others Chat Completions.
+/// ([`keel_llm::facts::ask_server`]), and `settings` become what the answer implies
+/// ([`Settings::fitted_to_server`]): the window, the profile, the route.
 pub async fn model(settings: &mut Settings, progress: bool) -> Result<Arc<dyn ModelClient>, ConfigError> {
-    let mut config = match &settings.model {
+    let config = match &settings.model {
         ModelSettings::Remote(config) => config.as_ref().clone(),
         ModelSettings::Local(local) => {
             let model = crate::local::load(local, progress).await?;
@@ -80,35 +77,17 @@ pub async fn model(settings: &mut Settings, progress: bool) -> Result<Arc<dyn Mo
         }
     };
     let facts = model_facts(&config, &settings.layer).await;
-    // A server of no preset that answers as llama.cpp is driven as the llamacpp preset:
-    // calls written as text are read, and its template may choose the templated route.
-    if facts.props.as_ref().is_some_and(keel_llm::facts::is_llama_cpp)
-        && Preset::find(&config.provider).is_none()
-    {
-        config.provider = "llamacpp".to_owned();
-        config.text_tool_calls = settings.layer.text_tool_calls.unwrap_or(true);
-        config.thoughts_as_reasoning = settings.layer.thoughts_as_reasoning.unwrap_or(true);
-    }
-    let undecided = crate::config::route_undecided(&config, &settings.layer);
-    if settings.layer.context_window.is_none() {
-        config.context_window = facts.context_window.or(config.context_window);
-    }
-    settings.fit_profile(&facts, Preset::find(&config.provider).is_some_and(|p| p.local));
-    if undecided {
-        let tagged = facts.props.as_ref().is_some_and(keel_local::server::writes_tagged_calls);
-        settings.layer.grammar = Some(tagged);
-    }
-    // The templated route constrains its calls, so every step may require one.
-    let templated = crate::config::templated_server(&config, &settings.layer);
-    settings.follow_route(templated);
-    settings.model = ModelSettings::Remote(Box::new(config.clone()));
-    if templated {
-        let server = keel_local::server::TemplatedServer::new(config)
+    *settings = settings.clone().fitted_to_server(&facts);
+    let ModelSettings::Remote(config) = &settings.model else {
+        return Err(ConfigError::new("the settings lost their server while fitting them to it"));
+    };
+    if settings.templated() {
+        let server = keel_local::server::TemplatedServer::new(config.as_ref().clone())
             .map_err(ConfigError::model)?
             .seed(settings.layer.seed);
         return Ok(Arc::new(server));
     }
-    client(&config)
+    client(config)
 }
 
 /// What is known of `config`'s model: its server is asked when it is not a hosted

@@ -13,6 +13,7 @@ use crate::cli::Cli;
 use crate::provider::{pick_provider, provider_config};
 
 pub mod file;
+mod fit;
 pub mod keys;
 pub mod layer;
 
