@@ -539,20 +539,29 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     }
 
     let commands = command_names().into_iter().chain(["/exit"]).map(str::to_owned).collect();
-    let mut editor = crate::line_editor::editor(commands, Some(&repl.workspace));
+    let pastes = crate::fold::Pastes::default();
+    let mut editor = crate::line_editor::editor(commands, Some(&repl.workspace), &pastes);
     let prompt = crate::line_editor::prompt();
     let mut last_was_ctrl_c = false;
     crate::signals::watch_terminal();
     loop {
         let unfinished = std::mem::take(&mut repl.unfinished);
         if !unfinished.is_empty() {
-            editor.run_edit_commands(&[reedline::EditCommand::InsertString(unfinished)]);
+            editor.run_edit_commands(&[reedline::EditCommand::InsertString(pastes.insert(&unfinished))]);
         }
         let signal = editor.read_line(&prompt);
         match signal {
-            Ok(Signal::Success(line)) => {
+            Ok(Signal::Success(buffer)) => {
                 last_was_ctrl_c = false;
-                let line = crate::line_editor::message(&line);
+                let line = match crate::line_editor::message(&buffer, &pastes) {
+                    Ok(line) => line,
+                    Err(why) => {
+                        // Put back for mending; nothing is sent.
+                        repl.say(&format!("keel: {why}"));
+                        editor.run_edit_commands(&[reedline::EditCommand::InsertString(buffer)]);
+                        continue;
+                    }
+                };
                 if line.is_empty() {
                     continue;
                 }

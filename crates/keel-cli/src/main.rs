@@ -6,6 +6,7 @@ mod cli;
 mod completion;
 mod config;
 mod doctor;
+mod fold;
 mod input;
 mod interactive;
 mod line_editor;

@@ -837,3 +837,52 @@ async fn tab_completes_a_slash_command() {
     .unwrap();
     assert!(!screen.contains("unknown command"), "{screen}");
 }
+
+/// Issue 32, item 1: a long paste is shown folded at the prompt (`[pasted #1: 30 lines,
+/// …]`) and sent whole, as one turn, with the words typed around it; a fold that was
+/// changed is refused and put back, not sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_paste_is_shown_folded_and_sent_whole() {
+    if !pty::available() {
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(answer("Seen."));
+    let lines: Vec<String> =
+        (1..=30).map(|i| format!("  at frame {i:02} (src/deep/module.rs:{i})")).collect();
+    let paste = format!("\x1b[200~{}\x1b[201~", lines.join("\r"));
+    let script = pty::under_script(&env.keel(&server.base_url()), "");
+    let screen = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        // Apart, as a person types then pastes (crossterm leaves the rest of a read
+        // that held a whole event unread until the next key).
+        terminal.keys("explain ");
+        terminal.wait_for("explain", 1);
+        terminal.keys(&paste);
+        terminal.wait_for("[pasted #1: 30 lines, 1.1 KB]", 1);
+        // Backspace eats the fold's `]`: the line is refused and put back.
+        terminal.keys("\x7f\r");
+        terminal.wait_for("was changed", 1);
+        terminal.keys("] please\r");
+        terminal.wait_for("completed", 1);
+        terminal.type_line("/quit");
+        pty::plain(&terminal.text())
+    })
+    .await
+    .unwrap();
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "one turn: {screen}");
+    let sent = format!("explain {} please", lines.join("\n"));
+    let first = requests[0].json();
+    let task = first["messages"].as_array().unwrap().iter().rfind(|m| m["role"] == "user").unwrap();
+    assert!(task["content"].as_str().unwrap().ends_with(&sent), "{task}");
+    let logged = env.session_events().into_iter().rev().find_map(|e| match e.kind {
+        keel_session::EventKind::UserMessage(input) => Some(input.text),
+        _ => None,
+    });
+    assert_eq!(logged.as_deref(), Some(sent.as_str()), "the log keeps the whole paste");
+    assert!(screen.contains("explain [pasted #1: 30 lines, 1.1 KB] please"), "{screen}");
+    assert!(!screen.contains("frame 17"), "the pasted lines are not shown: {screen}");
+}

@@ -59,15 +59,24 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     terminal.line(&format!("keel · remote {url} · /help for commands"));
     let commands = ["/help", "/session", "/quit", "/exit"].map(str::to_owned).to_vec();
     // The files are on the server: commands only.
-    let mut editor = crate::line_editor::editor(commands, None);
+    let pastes = crate::fold::Pastes::default();
+    let mut editor = crate::line_editor::editor(commands, None, &pastes);
     let prompt = crate::line_editor::prompt();
     let mut last_was_ctrl_c = false;
     crate::signals::watch_terminal();
     loop {
         match editor.read_line(&prompt) {
-            Ok(Signal::Success(line)) => {
+            Ok(Signal::Success(buffer)) => {
                 last_was_ctrl_c = false;
-                let line = crate::line_editor::message(&line);
+                let line = match crate::line_editor::message(&buffer, &pastes) {
+                    Ok(line) => line,
+                    Err(why) => {
+                        // Put back for mending; nothing is sent.
+                        terminal.line(&format!("keel: {why}"));
+                        editor.run_edit_commands(&[reedline::EditCommand::InsertString(buffer)]);
+                        continue;
+                    }
+                };
                 match line.as_str() {
                     "" => continue,
                     "/quit" | "/exit" => break,
