@@ -8,6 +8,8 @@
 //! removed through [`keel_sandbox::anchored`], so a folder on the way swapped for a link to
 //! elsewhere is never followed.
 
+mod error;
+
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -17,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::workspace::Roots;
+pub use error::{UndoError, UndoErrorKind};
 
 /// Largest file content kept for undo; a larger file's change cannot be undone.
 pub const MAX_KEPT_BYTES: u64 = 64 * 1024 * 1024;
@@ -188,7 +191,7 @@ pub enum Undone {
     /// The call had created it: removed.
     Removed(String),
     /// It could not be put back, and why.
-    Failed(String, String),
+    Failed(String, UndoError),
 }
 
 /// Puts back the files changed by `call_ids` (in the order they ran), newest first, from
@@ -215,7 +218,10 @@ pub fn undo(artifacts: &Path, roots: &Roots, call_ids: &[String]) -> Vec<Undone>
         if changed_since.contains(&record.path) {
             let entry = Undone::Failed(
                 shown,
-                "it changed after keel's change (your edits, or a command's); it is left as it is".into(),
+                UndoError::new(
+                    UndoErrorKind::ChangedSince,
+                    "it changed after keel's change (your edits, or a command's); it is left as it is",
+                ),
             );
             done.retain(|d| name(d) != name(&entry));
             done.push(entry);
@@ -253,39 +259,47 @@ fn name(undone: &Undone) -> &str {
 }
 
 /// Restores one record: `Ok(true)` written back, `Ok(false)` removed.
-fn restore(record: &Record, before: &Path, roots: &Roots) -> Result<bool, String> {
+fn restore(record: &Record, before: &Path, roots: &Roots) -> Result<bool, UndoError> {
     if record.too_large {
-        return Err(format!(
-            "it was larger than {} MB; its earlier content was not kept",
-            MAX_KEPT_BYTES >> 20
+        return Err(UndoError::new(
+            UndoErrorKind::NotKept,
+            format!("it was larger than {} MB; its earlier content was not kept", MAX_KEPT_BYTES >> 20),
         ));
     }
+    let outside = || UndoError::new(UndoErrorKind::Outside, "it is outside the folders keel may write");
     if !roots.allows(&record.path, true) {
-        return Err("it is outside the folders keel may write".to_owned());
+        return Err(outside());
     }
     let path = record.path.to_string_lossy();
     if !record.existed {
         // Removed below the root it is in, no link on the way followed.
         let Some((root, rel)) = roots.anchor_for(&record.path) else {
-            return Err("it is outside the folders keel may write".to_owned());
+            return Err(outside());
         };
-        let anchored = keel_sandbox::anchored::Anchored::open(root).map_err(|e| e.to_string())?;
+        let anchored = keel_sandbox::anchored::Anchored::open(root).map_err(UndoError::io)?;
         return match anchored.kind(&rel) {
             Ok(None) => Ok(false),
             Ok(Some(keel_sandbox::anchored::Kind::File | keel_sandbox::anchored::Kind::Link)) => {
-                anchored.remove(&rel).map(|_| false).map_err(|e| e.to_string())
+                anchored.remove(&rel).map(|_| false).map_err(UndoError::io)
             }
-            Ok(Some(_)) => {
-                Err("it is no longer a file (a folder or a device is there now); left as it is".to_owned())
-            }
-            Err(e) => Err(format!("a folder on its way was replaced ({e}); left as it is")),
+            Ok(Some(_)) => Err(UndoError::new(
+                UndoErrorKind::NotAFile,
+                "it is no longer a file (a folder or a device is there now); left as it is",
+            )),
+            Err(e) => Err(UndoError::new(
+                UndoErrorKind::PathChanged,
+                format!("a folder on its way was replaced ({e}); left as it is"),
+            )
+            .caused_by(e)),
         };
     }
-    let mut kept = File::open(before).map_err(|e| format!("its kept copy cannot be read: {e}"))?;
-    let (mut file, _, _) = roots.open_write(&path).map_err(|e| e.message)?;
-    file.set_len(0).map_err(|e| e.to_string())?;
-    std::io::copy(&mut kept, &mut file).map_err(|e| e.to_string())?;
-    file.flush().map_err(|e| e.to_string())?;
+    let mut kept = File::open(before).map_err(|e| {
+        UndoError::new(UndoErrorKind::Io, format!("its kept copy cannot be read: {e}")).caused_by(e)
+    })?;
+    let (mut file, _, _) = roots.open_write(&path).map_err(UndoError::refused)?;
+    file.set_len(0).map_err(UndoError::io)?;
+    std::io::copy(&mut kept, &mut file).map_err(UndoError::io)?;
+    file.flush().map_err(UndoError::io)?;
     Ok(true)
 }
 
@@ -398,19 +412,30 @@ mod tests {
     /// to an outside folder holding a file of that name, and undo deleted that file.
     #[test]
     fn undo_never_deletes_through_a_folder_swapped_for_a_link() {
-        let dir = tempfile::tempdir().unwrap();
-        let (ws, outside, artifacts) =
-            (dir.path().join("ws"), dir.path().join("outside"), dir.path().join("a"));
-        std::fs::create_dir_all(&ws).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
-        std::fs::write(outside.join("victim.txt"), "precious").unwrap();
-        let roots = Roots::new(&ws, &[], &[]).unwrap();
-        write_kept(&roots, "d/victim.txt", "made by the turn", Some(&Keeper::new(&artifacts, "1"))).unwrap();
-        std::fs::remove_dir_all(ws.join("d")).unwrap();
-        std::os::unix::fs::symlink(&outside, ws.join("d")).unwrap();
-        let done = undo(&artifacts, &roots, &["1".into()]);
-        assert!(matches!(&done[..], [Undone::Failed(..)]), "{done:?}");
-        assert_eq!(std::fs::read_to_string(outside.join("victim.txt")).unwrap(), "precious");
+        // The outside file differs from what the turn wrote (seen as changed since), or
+        // holds the very same bytes (only the folder swapped for a link stops undo).
+        for (victim, kind) in
+            [("precious", UndoErrorKind::ChangedSince), ("made by the turn", UndoErrorKind::PathChanged)]
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let (ws, outside, artifacts) =
+                (dir.path().join("ws"), dir.path().join("outside"), dir.path().join("a"));
+            std::fs::create_dir_all(&ws).unwrap();
+            std::fs::create_dir_all(&outside).unwrap();
+            std::fs::write(outside.join("victim.txt"), victim).unwrap();
+            let roots = Roots::new(&ws, &[], &[]).unwrap();
+            write_kept(&roots, "d/victim.txt", "made by the turn", Some(&Keeper::new(&artifacts, "1")))
+                .unwrap();
+            std::fs::remove_dir_all(ws.join("d")).unwrap();
+            std::os::unix::fs::symlink(&outside, ws.join("d")).unwrap();
+            let done = undo(&artifacts, &roots, &["1".into()]);
+            let [Undone::Failed(_, why)] = &done[..] else { panic!("{done:?}") };
+            assert_eq!(why.kind, kind, "{why}");
+            if kind == UndoErrorKind::PathChanged {
+                assert!(why.io_kind().is_some(), "the error underneath is kept: {why:?}");
+            }
+            assert_eq!(std::fs::read_to_string(outside.join("victim.txt")).unwrap(), victim);
+        }
     }
 
     /// Issue 28, item 12: undo overwrote what the user had changed after the turn.
@@ -429,6 +454,16 @@ mod tests {
             matches!(&done[..], [Undone::Failed(a, _), Undone::Failed(b, _)] if a == "a.txt" && b == "new.txt"),
             "{done:?}"
         );
+        // Issue 31, item 5: the kind says why, so a caller can tell the user's own edits
+        // from a failure.
+        for undone in &done {
+            let Undone::Failed(_, why) = undone else { continue };
+            assert_eq!(why.kind, UndoErrorKind::ChangedSince);
+            assert_eq!(
+                why.to_string(),
+                "it changed after keel's change (your edits, or a command's); it is left as it is"
+            );
+        }
         assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "two, and the user's line\n");
         assert_eq!(std::fs::read_to_string(ws.path().join("new.txt")).unwrap(), "the user kept writing here");
         // Unchanged since: undone as before.
