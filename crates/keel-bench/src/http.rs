@@ -14,7 +14,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use keel_agent::{Agent, AgentConfig, SessionContext};
 use keel_llm::{HttpClient, ProviderConfig};
-use keel_server::{AgentFactory, Prepared, Server, ServerConfig, SessionSpec};
+use keel_server::{AgentFactory, PrepareError, Prepared, Server, ServerConfig, SessionSpec};
 use keel_session::{JsonlStore, SessionStore};
 use keel_tools::{AskFn, ToolsConfig, builtin};
 
@@ -37,7 +37,7 @@ impl AgentFactory for Factory {
         _id: &'a str,
         _new: bool,
         _ask: AskFn,
-    ) -> BoxFuture<'a, Result<Prepared, String>> {
+    ) -> BoxFuture<'a, Result<Prepared, PrepareError>> {
         Box::pin(async move {
             // The stand-in shell first: a registry keeps the first tool of a name.
             let all = builtin(Arc::new(ToolsConfig::default()));

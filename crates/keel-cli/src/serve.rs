@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use futures::future::BoxFuture;
-use keel_server::{AgentFactory, Prepared, Server, ServerConfig, SessionSpec};
+use keel_server::{AgentFactory, PrepareError, Prepared, Server, ServerConfig, SessionSpec};
 use keel_tools::AskFn;
 
 use crate::cli::{Cli, ServeArgs};
@@ -47,27 +47,54 @@ fn permission_strictness(mode: keel_tools::PermissionMode) -> u8 {
     }
 }
 
+/// A client's mode weaker than the server's own: which setting, the client's value and
+/// the server's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Weaker {
+    /// `sandbox` or `permission`.
+    setting: &'static str,
+    client: &'static str,
+    server: &'static str,
+}
+
+impl std::fmt::Display for Weaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} `{}` is weaker than this server's `{}`; the server's config must allow it (serve_clients_may_weaken = true)",
+            self.setting, self.client, self.server
+        )
+    }
+}
+
+impl std::error::Error for Weaker {}
+
 /// Refuses a client's sandbox or permission mode weaker than the server's own, unless the
 /// server's config says clients may weaken them (`serve_clients_may_weaken = true`).
-fn check_not_weaker(server: &config::Settings, client: &config::Settings) -> Result<(), String> {
+fn check_not_weaker(server: &config::Settings, client: &config::Settings) -> Result<(), Weaker> {
     if server.layer.serve_clients_may_weaken == Some(true) {
         return Ok(());
     }
     if sandbox_strictness(client.sandbox.mode) < sandbox_strictness(server.sandbox.mode) {
-        return Err(format!(
-            "sandbox `{}` is weaker than this server's `{}`; the server's config must allow it (serve_clients_may_weaken = true)",
-            client.sandbox.mode.as_str(),
-            server.sandbox.mode.as_str()
-        ));
+        return Err(Weaker {
+            setting: "sandbox",
+            client: client.sandbox.mode.as_str(),
+            server: server.sandbox.mode.as_str(),
+        });
     }
     if permission_strictness(client.permission) < permission_strictness(server.permission) {
-        return Err(format!(
-            "permission `{}` is weaker than this server's `{}`; the server's config must allow it (serve_clients_may_weaken = true)",
-            client.permission.as_str(),
-            server.permission.as_str()
-        ));
+        return Err(Weaker {
+            setting: "permission",
+            client: client.permission.as_str(),
+            server: server.permission.as_str(),
+        });
     }
     Ok(())
+}
+
+/// A client's choice the server refuses (400), with the error underneath.
+fn invalid(error: impl std::error::Error + Send + Sync + 'static) -> PrepareError {
+    PrepareError::invalid(error.to_string()).caused_by(error)
 }
 
 impl Factory {
@@ -99,26 +126,26 @@ impl AgentFactory for Factory {
         session_id: &'a str,
         new_session: bool,
         ask: AskFn,
-    ) -> BoxFuture<'a, Result<Prepared, String>> {
+    ) -> BoxFuture<'a, Result<Prepared, PrepareError>> {
+        // Every failure is answered 400, as the client's to fix, even a model that cannot
+        // be reached (ConfigErrorKind::Model).
         Box::pin(async move {
             let cli = self.cli_for(spec);
-            let mut settings = config::resolve_in(&cli, self.file.clone(), false).map_err(|e| e.message)?;
-            check_not_weaker(&self.server, &settings)?;
-            let policy = setup::policy(&settings, &spec.folder).map_err(|e| e.message)?.with_ask(ask);
+            let mut settings = config::resolve_in(&cli, self.file.clone(), false).map_err(invalid)?;
+            check_not_weaker(&self.server, &settings).map_err(invalid)?;
+            let policy = setup::policy(&settings, &spec.folder).map_err(invalid)?.with_ask(ask);
             let model = match &settings.model {
                 ModelSettings::Local(local) => {
                     let model = self
                         .local
                         .get_or_try_init(|| crate::local::load(local, false))
                         .await
-                        .map_err(|e| e.message.clone())?
+                        .map_err(invalid)?
                         .clone();
                     settings.fit_profile(&keel_llm::facts::ModelFacts::from_name(&model.info().model), true);
                     model
                 }
-                ModelSettings::Remote(_) => {
-                    setup::model(&mut settings, false).await.map_err(|e| e.message)?
-                }
+                ModelSettings::Remote(_) => setup::model(&mut settings, false).await.map_err(invalid)?,
             };
             let (agent, _notes) = setup::agent(&settings, &spec.folder, Arc::new(policy), model);
             let mut ctx = keel_agent::SessionContext::new(&spec.folder)

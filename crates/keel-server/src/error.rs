@@ -4,6 +4,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use keel_session::{SessionError, SessionErrorKind};
 
+use crate::factory::{PrepareError, PrepareErrorKind};
+
 /// An error answered to a client.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
@@ -95,6 +97,21 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+/// A session's agent the factory could not build: 503 when it is the server's failure
+/// (its kind says so, or the process has no descriptors left, whatever the configuration
+/// says), else 400.
+impl From<PrepareError> for ApiError {
+    fn from(error: PrepareError) -> Self {
+        if out_of_descriptors() {
+            return ApiError::unavailable(format!("the server is out of open files: {error}"));
+        }
+        match error.kind {
+            PrepareErrorKind::Unavailable => ApiError::unavailable(error.message),
+            _ => ApiError::bad_request(error.message),
+        }
     }
 }
 

@@ -34,7 +34,7 @@ use axum::routing::{get, post};
 use keel_session::SessionStore;
 
 pub use error::ApiError;
-pub use factory::{AgentFactory, Prepared, SessionSpec};
+pub use factory::{AgentFactory, PrepareError, PrepareErrorKind, Prepared, SessionSpec};
 pub use hub::{Frame, Hub};
 pub use live::Live;
 pub use manager::{Limits, Manager, Signal};

@@ -199,14 +199,7 @@ impl Manager {
         let hub = Arc::new(Hub::with_buffer(self.limits.sse_buffer).counting(Arc::clone(&self.metrics)));
         let question = Arc::new(Mutex::new(None));
         let ask = ask_fn(Arc::clone(&hub), Arc::clone(&question), self.limits.ask_timeout);
-        let prepared = match self.factory.prepare(&spec, &id, new_session, ask).await {
-            Ok(prepared) => prepared,
-            Err(message) if crate::error::out_of_descriptors() => {
-                // The configuration is fine: the process has no descriptors left.
-                return Err(ApiError::unavailable(format!("the server is out of open files: {message}")));
-            }
-            Err(message) => return Err(ApiError::bad_request(message)),
-        };
+        let prepared = self.factory.prepare(&spec, &id, new_session, ask).await?;
         let live = Arc::new(Live::new(id.clone(), spec, prepared, hub, question));
         locked(&self.live, |map| map.insert(id, Arc::clone(&live)));
         Ok(live)

@@ -201,7 +201,23 @@ async fn hostile_input_gets_clear_json_errors() {
     assert!(body["error"]["message"].as_str().unwrap().contains("colour"), "{body}");
     let (status, body) =
         server.post("/v1/sessions", json!({"folder": server.folder(), "permission": "yolo"})).await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("bad_request")), "{body}");
+    assert_eq!(body["error"]["message"], "unknown permission mode `yolo`");
+    // Issue 31, item 5: the factory says whose the failure is; the server's own is 503.
+    let response = server
+        .client
+        .post(format!("{}/v1/sessions", server.url))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
+        .body(json!({"folder": server.folder(), "model": "unreachable"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(response.headers()["retry-after"], "1");
+    let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "unavailable", "{body}");
+    assert_eq!(body["error"]["message"], "the model server does not answer");
     assert!(server.store.list().unwrap().is_empty(), "a session that cannot run is not kept");
     let huge = "x".repeat(100 * 1024);
     let (status, body) = server.post("/v1/sessions/abc/messages", json!({"text": huge})).await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use keel_agent::{Agent, SessionContext, Tool, ToolContext, ToolError, ToolOutput};
-use keel_server::{AgentFactory, Prepared, Server, ServerConfig, SessionSpec};
+use keel_server::{AgentFactory, PrepareError, Prepared, Server, ServerConfig, SessionSpec};
 use keel_session::{JsonlStore, SessionStore};
 use keel_testkit::ScriptedModel;
 use keel_tools::{AskFn, PermissionMode, PermissionPolicy};
@@ -37,7 +37,8 @@ impl Tool for Bump {
     }
 }
 
-/// Builds every session's agent on the one scripted model.
+/// Builds every session's agent on the one scripted model; the model name `unreachable`
+/// is one the server cannot reach now.
 pub struct Factory {
     pub model: ScriptedModel,
 }
@@ -49,13 +50,15 @@ impl AgentFactory for Factory {
         _session_id: &'a str,
         _new_session: bool,
         ask: AskFn,
-    ) -> BoxFuture<'a, Result<Prepared, String>> {
+    ) -> BoxFuture<'a, Result<Prepared, PrepareError>> {
         Box::pin(async move {
+            if spec.model.as_deref() == Some("unreachable") {
+                return Err(PrepareError::unavailable("the model server does not answer"));
+            }
             let mode = match spec.permission.as_deref() {
                 None => PermissionMode::Auto,
-                Some(text) => {
-                    PermissionMode::parse(text).ok_or(format!("unknown permission mode `{text}`"))?
-                }
+                Some(text) => PermissionMode::parse(text)
+                    .ok_or_else(|| PrepareError::invalid(format!("unknown permission mode `{text}`")))?,
             };
             let policy = PermissionPolicy::new(mode).with_ask(ask);
             let agent = Agent::builder(self.model.clone()).tool(Bump).hooks(policy).build();
