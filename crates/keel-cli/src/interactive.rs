@@ -438,6 +438,11 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         Ok(settings) => settings,
         Err(e) => {
             errln!("keel: {e}");
+            if crate::first_contact::can_offer(&e)
+                && let Some(local) = crate::first_contact::ask_local(cli)
+            {
+                return Box::pin(run(&local)).await;
+            }
             return Ok(exit::USAGE);
         }
     };

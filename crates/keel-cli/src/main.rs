@@ -6,6 +6,7 @@ mod cli;
 mod completion;
 mod config;
 mod doctor;
+mod first_contact;
 mod fold;
 mod input;
 mod interactive;

@@ -52,6 +52,13 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     };
     let mut settings = match config::resolve(cli, false) {
         Ok(settings) => settings,
+        Err(e) if json.is_none() && crate::first_contact::can_offer(&e) => {
+            errln!("keel: {}", e.message);
+            return match crate::first_contact::ask_local(cli) {
+                Some(local) => Box::pin(run(&local, task)).await,
+                None => Ok(e.exit_code()),
+            };
+        }
         Err(e) => return fail(e),
     };
     let workspace = match setup::workspace(cli) {

@@ -165,6 +165,11 @@ To make it stick, put it in {}:
     )
 }
 
+/// Whether `error` is [`missing_model_help`]'s: no model configured at all.
+pub fn names_no_model(error: &ConfigError) -> bool {
+    error.message == missing_model_help()
+}
+
 /// What `--local` needs that this build may lack, for the help above.
 fn local_note() -> &'static str {
     if cfg!(feature = "local") {
