@@ -9,7 +9,7 @@
 pub mod plan;
 
 use futures::StreamExt;
-use keel_llm::{ModelClient, ModelEvent, ModelRequest, ToolChoice, ToolDefinition, Usage};
+use keel_llm::{ModelClient, ModelError, ModelEvent, ModelRequest, ToolChoice, ToolDefinition, Usage};
 use keel_session::{
     CompactionEnd, CompactionOutcome, CompactionReason, CompactionStart, EventKind, Pruned, Session,
     SessionError,
@@ -33,6 +33,31 @@ impl ContextUsage {
     pub fn percent(&self) -> Option<u64> {
         self.window.filter(|w| *w > 0).map(|w| self.tokens * 100 / w)
     }
+}
+
+/// Why no summary took the older part's place. Its text is the `failure` that
+/// `compaction/end` logs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SummaryFailure {
+    /// The summary request would not fit the window.
+    #[error("the older part is too long to summarize within the window")]
+    TooLong,
+    /// The turn or the compaction was aborted during the request.
+    #[error("aborted")]
+    Aborted,
+    /// The request failed; the model's error is kept whole (its message is in the text,
+    /// so it is not the source).
+    #[error("the summary request failed: {}", .0.message)]
+    Request(ModelError),
+    /// The stream ended without a reply.
+    #[error("the summary request ended without a reply")]
+    NoReply,
+    /// The model wrote nothing.
+    #[error("the summary was empty")]
+    Empty,
+    /// The summary (with the carried user input) would not leave the room a compaction is for.
+    #[error("the summary left too little room")]
+    TooLittleRoom,
 }
 
 /// The window and the shares that decide when and how much to compact.
@@ -169,7 +194,7 @@ impl Compactor<'_> {
         let estimated = overhead + plan::messages_tokens(&older) + plan::text_tokens(&instruction);
         let request_tokens = (estimated as f64 * self.calibration()) as u64;
         let summary = if request_tokens + self.limits.reply_room() > self.limits.window {
-            Err("the older part is too long to summarize within the window".to_owned())
+            Err(SummaryFailure::TooLong)
         } else {
             let id = self.session.id().to_owned();
             request_summary(
@@ -190,9 +215,7 @@ impl Compactor<'_> {
         }
         let user_budget = self.limits.keep_tokens() / 2;
         let (summary, usage) = match summary {
-            Ok((summary, _)) if summary.trim().is_empty() => {
-                (Err("the summary was empty".to_owned()), Usage::default())
-            }
+            Ok((summary, _)) if summary.trim().is_empty() => (Err(SummaryFailure::Empty), Usage::default()),
             Ok((summary, usage)) => {
                 let text = plan::summary_message(&older, user_budget, Ok(&summary), self.tools);
                 let after = overhead + plan::text_tokens(&text) + kept_tokens;
@@ -201,7 +224,7 @@ impl Compactor<'_> {
                 {
                     (Ok(text), usage)
                 } else {
-                    (Err("the summary left too little room".to_owned()), usage)
+                    (Err(SummaryFailure::TooLittleRoom), usage)
                 }
             }
             Err(why) => (Err(why), Usage::default()),
@@ -210,12 +233,13 @@ impl Compactor<'_> {
             // A compaction the user asked for never drops history: it says why and
             // leaves the conversation as it was.
             Err(why) if reason == CompactionReason::Manual => {
-                CompactionEnd { failure: Some(why), ..aborted(tokens_before, usage) }
+                CompactionEnd { failure: Some(why.to_string()), ..aborted(tokens_before, usage) }
             }
             summary => {
                 let (outcome, text, failure) = match summary {
                     Ok(text) => (CompactionOutcome::Compacted, text, None),
                     Err(why) => {
+                        let why = why.to_string();
                         let text = plan::summary_message(&older, user_budget, Err(&why), self.tools);
                         (CompactionOutcome::Dropped, text, Some(why))
                     }
@@ -250,7 +274,7 @@ async fn request_summary(
     cancel: &CancellationToken,
     older: &[keel_llm::Message],
     instruction: &str,
-) -> Result<(String, Usage), String> {
+) -> Result<(String, Usage), SummaryFailure> {
     let messages = plan::summary_request(older, instruction);
     let request =
         ModelRequest::new(system, &messages, tools).tool_choice(ToolChoice::None).cache_key(session_id);
@@ -258,14 +282,14 @@ async fn request_summary(
     loop {
         let item = tokio::select! {
             biased;
-            _ = cancel.cancelled() => return Err("aborted".into()),
+            _ = cancel.cancelled() => return Err(SummaryFailure::Aborted),
             item = stream.next() => item,
         };
         match item {
             Some(Ok(ModelEvent::Completed(message))) => return Ok((message.text(), message.usage)),
             Some(Ok(_)) => {}
-            Some(Err(error)) => return Err(format!("the summary request failed: {}", error.message)),
-            None => return Err("the summary request ended without a reply".into()),
+            Some(Err(error)) => return Err(SummaryFailure::Request(error)),
+            None => return Err(SummaryFailure::NoReply),
         }
     }
 }
@@ -337,4 +361,28 @@ pub const ASSUMED_WINDOW: u64 = 8192;
 /// or past the window when the provider says it overflowed).
 pub(crate) fn guessed_limits(used: u64) -> Limits {
     Limits { window: used.max(2048), compact_at: 0.8, keep: 0.2 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_llm::ModelErrorKind;
+    use keel_testkit::{ScriptedModel, reply};
+
+    /// Issue 31, item 5: a failed summary request keeps the model's error and its kind,
+    /// and says what the log has always said.
+    #[tokio::test]
+    async fn a_failed_summary_request_keeps_the_models_error() {
+        let refused = ModelError::new(ModelErrorKind::RateLimited, "slow down");
+        let model = ScriptedModel::new([reply().fail(refused), reply().text("never asked")]);
+        let cancel = CancellationToken::new();
+        let ask = || request_summary(&model, "system", &[], "s", &cancel, &[], "summarize");
+        let failure = ask().await.unwrap_err();
+        let SummaryFailure::Request(error) = &failure else { panic!("{failure:?}") };
+        assert_eq!(error.kind, ModelErrorKind::RateLimited);
+        assert_eq!(failure.to_string(), "the summary request failed: slow down");
+        cancel.cancel();
+        assert_eq!(ask().await, Err(SummaryFailure::Aborted));
+        assert_eq!(SummaryFailure::Aborted.to_string(), "aborted");
+    }
 }
