@@ -4,11 +4,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use keel_agent::{Agent, AgentConfig, FinishCheck, HookChain, Session, SessionContext};
+use keel_agent::{Agent, AgentConfig, Session, SessionContext};
 use keel_llm::facts::ModelFacts;
 use keel_llm::{ModelClient, Preset, ProviderConfig};
 use keel_session::SessionStore;
-use keel_tools::profile;
 use keel_tools::{PermissionPolicy, ToolsConfig};
 
 use crate::cli::Cli;
@@ -137,6 +136,7 @@ pub fn agent(
         let sandboxed = settings.sandbox.auto && settings.sandbox.mode != keel_sandbox::SandboxMode::Off;
         launcher.warm_up(sandboxed);
     }
+    let aids = settings.aids();
     let tools_config = ToolsConfig {
         extra_roots: settings.allowed_roots.clone(),
         allow_hardlinks: settings.allow_hardlinks,
@@ -146,7 +146,7 @@ pub fn agent(
         numbered_lines: settings.line_numbers,
         keep_parsing: settings.keep_parsing,
         // As the environment block, which names the folder `.` for the small profile.
-        relative_output_paths: settings.tool_profile == keel_tools::profile::ToolProfile::Small,
+        relative_output_paths: aids.small(),
         ..ToolsConfig::default()
     };
     let (system_prompt, notes) = crate::prompt::system_prompt(
@@ -167,33 +167,13 @@ pub fn agent(
         context_window: settings.compaction.window,
         compact_at: settings.compaction.at,
         compact_keep: settings.compaction.keep,
-        // The aids for small models (the finish checks, the question guard, change_file's
-        // layout, grounded answers) act on what the task wants, read by the model.
-        read_intent: settings.finish_check || settings.tool_profile == profile::ToolProfile::Small,
+        // The aids for small models act on what the task wants, read by the model.
+        read_intent: aids.reads_intent(),
         profile: Some(format!("{}: {}", settings.tool_profile.as_str(), settings.profile_why)),
         ..AgentConfig::default()
     };
-    // The question guard refuses before the policy would ask the user about a change.
-    let mut hooks = HookChain::new();
-    if settings.finish_check {
-        hooks = hooks.with(keel_tools::question::QuestionGuard::new());
-    }
-    hooks = hooks.with_shared(policy);
-    if settings.finish_check {
-        hooks = hooks.with(FinishCheck::new()).with(keel_tools::changes::ChangeCheck);
-    }
-    let tools_config = Arc::new(tools_config);
-    let small = settings.tool_profile == profile::ToolProfile::Small;
-    let mut tools = if small && settings.change_file {
-        profile::small_with_editor(tools_config, Arc::clone(&model))
-    } else {
-        profile::tools(settings.tool_profile, tools_config)
-    };
-    if settings.always_call && small && settings.grounded_answers {
-        tools.register(keel_tools::grounded::GroundedAnswer::new(Arc::clone(&model)));
-    } else if settings.always_call {
-        tools.register(keel_tools::answer::Answer);
-    }
+    let hooks = aids.hooks(policy);
+    let tools = aids.tools(Arc::new(tools_config), &model);
     (Agent::builder_shared(model).config(config).tools(tools).hooks(hooks).build(), notes)
 }
 

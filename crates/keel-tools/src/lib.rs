@@ -9,6 +9,7 @@
 //!            ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "glob"]);
 //! ```
 
+pub mod aids;
 pub mod answer;
 mod blank_lines;
 pub mod change;

@@ -117,6 +117,17 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The aids the model gets, from the profile and the settings that follow it.
+    pub fn aids(&self) -> keel_tools::aids::Aids {
+        keel_tools::aids::Aids {
+            profile: self.tool_profile,
+            finish_check: self.finish_check,
+            change_file: self.change_file,
+            grounded_answers: self.grounded_answers,
+            always_call: self.always_call,
+        }
+    }
+
     /// The model's name, for display and prices.
     pub fn model_name(&self) -> String {
         match &self.model {
