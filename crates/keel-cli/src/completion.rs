@@ -1,10 +1,13 @@
-//! Tab completion at the prompt: slash commands at the start of the line, and the
-//! workspace's entries for any other word (folders end in `/`; hidden ones only when the
-//! word starts with `.`; never outside the workspace).
+//! Tab completion at the prompt: slash commands at the start of the line, the server's
+//! model names after `/model ` ([`ModelNames`]), and the workspace's entries for any
+//! other word (folders end in `/`; hidden ones only when the word starts with `.`; never
+//! outside the workspace).
 
 use std::path::{Path, PathBuf};
 
 use reedline::{Completer, CompletionResult, Span, Suggestion};
+
+use crate::model_names::ModelNames;
 
 /// Most entries of one folder offered.
 const MOST_ENTRIES: usize = 200;
@@ -14,12 +17,15 @@ pub struct PromptCompleter {
     commands: Vec<String>,
     /// `None`: no paths (the files are elsewhere, as with `keel --remote`).
     workspace: Option<PathBuf>,
+    /// `None`: no model names (`keel --remote`, which cannot switch models).
+    models: Option<ModelNames>,
 }
 
 impl PromptCompleter {
-    /// Offers `commands` (`/help`, …) and the paths under `workspace`, if given.
-    pub fn new(commands: Vec<String>, workspace: Option<&Path>) -> Self {
-        PromptCompleter { commands, workspace: workspace.map(Path::to_path_buf) }
+    /// Offers `commands` (`/help`, …), the paths under `workspace` and the names of
+    /// `models`, those given.
+    pub fn new(commands: Vec<String>, workspace: Option<&Path>, models: Option<ModelNames>) -> Self {
+        PromptCompleter { commands, workspace: workspace.map(Path::to_path_buf), models }
     }
 
     /// The suggestions for the word before `pos` in `line`.
@@ -35,6 +41,10 @@ impl PromptCompleter {
                 .filter(|name| name.starts_with(word))
                 .map(|name| suggestion(name.clone(), span, true))
                 .collect();
+        }
+        if before[..start].trim_end() == "/model" {
+            let names = self.models.as_ref().map(|m| m.complete(word)).unwrap_or_default();
+            return names.into_iter().map(|name| suggestion(name, span, false)).collect();
         }
         if word.is_empty() {
             return Vec::new();
@@ -100,7 +110,7 @@ mod tests {
         std::fs::write(dir.path().join("src/model.rs"), "").unwrap();
         std::fs::write(dir.path().join(".env"), "").unwrap();
         let commands = ["/model", "/mcp", "/undo"].map(String::from).to_vec();
-        let completer = PromptCompleter::new(commands.clone(), Some(dir.path()));
+        let completer = PromptCompleter::new(commands.clone(), Some(dir.path()), None);
         assert_eq!(values(&completer, "/m"), ["/model", "/mcp"]);
         assert_eq!(values(&completer, "fix s"), ["src/"]);
         assert_eq!(values(&completer, "fix src/m"), ["src/main.rs", "src/model.rs"]);
@@ -110,7 +120,19 @@ mod tests {
         assert!(values(&completer, "../").is_empty() && values(&completer, "/etc/pa").is_empty());
         let span = completer.suggestions("fix src/m", 9)[0].span;
         assert_eq!((span.start, span.end), (4, 9), "the word is replaced, not the line");
-        let remote = PromptCompleter::new(commands, None);
+        assert!(values(&completer, "/model s").is_empty(), "no paths for a model's name");
+        let server = keel_llm::ProviderConfig::new("http://127.0.0.1:9/v1".to_owned(), "m".to_owned());
+        let names = ModelNames::new();
+        names.serve(Some(&server));
+        names.learned(&server, &["llama3.2:3b".to_owned(), "qwen2.5-coder:7b".to_owned()]);
+        let local = PromptCompleter::new(commands.clone(), Some(dir.path()), Some(names));
+        assert_eq!(values(&local, "/model q"), ["qwen2.5-coder:7b"]);
+        assert_eq!(values(&local, "/model "), ["llama3.2:3b", "qwen2.5-coder:7b"]);
+        assert!(values(&local, "/model qwen x").is_empty(), "one name only");
+        assert_eq!(values(&local, "see s"), ["src/"], "paths as before");
+        let span = local.suggestions("/model q", 8)[0].span;
+        assert_eq!((span.start, span.end), (7, 8));
+        let remote = PromptCompleter::new(commands, None, None);
         assert!(values(&remote, "fix s").is_empty(), "no local paths for a remote session");
         assert_eq!(values(&remote, "/u"), ["/undo"]);
     }

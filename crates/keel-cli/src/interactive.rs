@@ -13,6 +13,7 @@ use crate::config::{self, ModelSettings, Settings};
 use crate::exit;
 use crate::input::{LineReader, TurnInput, terminal_source};
 use crate::mcp::SessionTools;
+use crate::model_names::ModelNames;
 use crate::print_mode::ticker;
 use crate::render::format::{clip, thousands};
 use crate::render::{Terminal, usage_text};
@@ -72,6 +73,14 @@ fn unlisted(model: &str, names: &[String]) -> Option<String> {
     ))
 }
 
+/// The server a model runs on (`None`: the embedded model).
+fn server(settings: &Settings) -> Option<&keel_llm::ProviderConfig> {
+    match &settings.model {
+        ModelSettings::Remote(config) => Some(config.as_ref()),
+        ModelSettings::Local(_) => None,
+    }
+}
+
 struct Repl {
     settings: Settings,
     workspace: std::path::PathBuf,
@@ -86,6 +95,8 @@ struct Repl {
     mcp: Option<SessionTools>,
     /// Typed during the last turn without Enter: put back at the prompt.
     unfinished: String,
+    /// The server's model names, for Tab after `/model `.
+    models: ModelNames,
 }
 
 impl Repl {
@@ -151,6 +162,7 @@ impl Repl {
         match keel_llm::list_models(&config).await {
             Ok(names) if names.is_empty() => self.say("the server lists no models"),
             Ok(names) => {
+                self.models.learned(&config, &names);
                 let shown: Vec<&str> = names.iter().take(60).map(String::as_str).collect();
                 let more = names.len().saturating_sub(shown.len());
                 let more = if more > 0 { format!(" … and {more} more") } else { String::new() };
@@ -318,10 +330,11 @@ impl Repl {
         };
         // A server that lists its models is asked; a name it does not list is likely a
         // typo (or an alias it still takes): said, not refused.
-        if let Ok(names) = keel_llm::list_models(&config).await
-            && let Some(note) = unlisted(&config.model, &names)
-        {
-            self.say(&note);
+        if let Ok(names) = keel_llm::list_models(&config).await {
+            self.models.learned(&config, &names);
+            if let Some(note) = unlisted(&config.model, &names) {
+                self.say(&note);
+            }
         }
         let mut next = self.settings.clone();
         next.model = ModelSettings::Remote(Box::new(config));
@@ -333,6 +346,7 @@ impl Repl {
         self.agent = agent;
         self.settings = next;
         self.ctx.model = None;
+        self.models.serve(server(&self.settings));
         if let ModelSettings::Remote(config) = &self.settings.model {
             self.say(&format!(
                 "model: {} ({}, {} API) · profile {} ({})",
@@ -502,7 +516,9 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         input,
         mcp,
         unfinished: String::new(),
+        models: ModelNames::new(),
     };
+    repl.models.serve(server(&repl.settings));
     let profile = repl.settings.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default();
     repl.say(&format!(
         "keel · {}{profile} · {} · {} · /help for commands",
@@ -545,7 +561,12 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
 
     let commands = command_names().into_iter().chain(["/exit"]).map(str::to_owned).collect();
     let pastes = crate::fold::Pastes::default();
-    let mut editor = crate::line_editor::editor(commands, Some(&repl.workspace), &pastes);
+    let completions = crate::line_editor::Completions {
+        commands,
+        workspace: Some(repl.workspace.clone()),
+        models: Some(repl.models.clone()),
+    };
+    let mut editor = crate::line_editor::editor(completions, &pastes);
     let prompt = crate::line_editor::prompt();
     let mut last_was_ctrl_c = false;
     crate::signals::watch_terminal();

@@ -108,17 +108,28 @@ impl History for ExpandedHistory {
     }
 }
 
+/// What Tab completes at the prompt ([`crate::completion`]).
+pub struct Completions {
+    /// Slash commands.
+    pub commands: Vec<String>,
+    /// The folder whose paths are offered, if any.
+    pub workspace: Option<std::path::PathBuf>,
+    /// The model names offered after `/model `, if any.
+    pub models: Option<crate::model_names::ModelNames>,
+}
+
 /// The editor for the `keel` prompt, with the history file when it can be opened, Tab
-/// completing `commands` and the paths under `workspace` ([`crate::completion`]), and long
-/// pastes folded into `pastes`.
-pub fn editor(commands: Vec<String>, workspace: Option<&std::path::Path>, pastes: &Pastes) -> Reedline {
+/// completing what `completions` names, and long pastes folded into `pastes`.
+pub fn editor(completions: Completions, pastes: &Pastes) -> Reedline {
     let mut keys = default_emacs_keybindings();
     keys.add_binding(
         KeyModifiers::NONE,
         KeyCode::Tab,
         ReedlineEvent::UntilFound(vec![ReedlineEvent::Menu("completion".into()), ReedlineEvent::MenuNext]),
     );
-    let completer = crate::completion::PromptCompleter::new(commands, workspace);
+    let Completions { commands, workspace, models } = completions;
+    let hint = models.clone().map(crate::model_names::ModelHint::new);
+    let completer = crate::completion::PromptCompleter::new(commands, workspace.as_deref(), models);
     let mut editor = Reedline::create()
         .use_bracketed_paste(true)
         .with_validator(Box::new(Continuation))
@@ -126,6 +137,9 @@ pub fn editor(commands: Vec<String>, workspace: Option<&std::path::Path>, pastes
         .with_menu(ReedlineMenu::EngineCompleter(Box::new(ColumnarMenu::default().with_name("completion"))))
         .with_highlighter(Box::new(FoldColors(pastes.clone())))
         .with_edit_mode(Box::new(Folding { keys: Emacs::new(keys), pastes: pastes.clone() }));
+    if let Some(hint) = hint {
+        editor = editor.with_hinter(Box::new(hint));
+    }
     if let Ok(file) = FileBackedHistory::with_file(10_000, crate::paths::history_file()) {
         editor = editor.with_history(Box::new(ExpandedHistory { file, pastes: pastes.clone() }));
     }

@@ -13,6 +13,7 @@ mod interactive;
 mod line_editor;
 mod local;
 mod mcp;
+mod model_names;
 mod near;
 mod paths;
 mod permissions;

@@ -152,3 +152,43 @@ async fn slash_model_to_a_small_model_switches_the_profile() {
         ]
     );
 }
+
+/// Issue 32, item 8: Tab after `/model ` completes the names the server lists (asked once,
+/// in the background, when `/model ` is typed; nothing is offered until it answers).
+#[tokio::test(flavor = "multi_thread")]
+async fn tab_completes_the_servers_model_names() {
+    if !pty::available() {
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    let list = serde_json::json!({"data": [{"id": "llama3.2:3b"}, {"id": "qwen2.5-coder:7b"}]});
+    server.route("GET", "/v1/models", keel_testkit::MockResponse::json(200, &list));
+    server.set_handler(|_| {
+        keel_testkit::MockResponse::json(404, &serde_json::json!({"error": "no such route"}))
+    });
+    let args = format!("--base-url {} --model mock-model --no-session", server.base_url());
+    let script = pty::under_script(&env.keel_unconfigured(), &args);
+    let screen = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        // Typing `/model ` starts asking the server; once it has answered, the next key
+        // shows the first match as a hint.
+        terminal.keys("/model ");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        terminal.keys("ll");
+        terminal.wait_for("ama3.2:3b", 1);
+        // Tab offers the matches; Enter takes the one chosen, and Enter sends the line.
+        terminal.keys("\t");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        terminal.keys("\r");
+        terminal.wait_for("/model llama3.2:3b", 1);
+        terminal.keys("\r");
+        terminal.wait_for("model: llama3.2:3b", 1);
+        terminal.type_line("/quit");
+        pty::plain(&terminal.text())
+    })
+    .await
+    .unwrap();
+    assert!(!screen.contains("does not list"), "the name is the server's own: {screen}");
+}

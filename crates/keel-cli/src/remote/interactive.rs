@@ -60,7 +60,8 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     let commands = ["/help", "/session", "/quit", "/exit"].map(str::to_owned).to_vec();
     // The files are on the server: commands only.
     let pastes = crate::fold::Pastes::default();
-    let mut editor = crate::line_editor::editor(commands, None, &pastes);
+    let completions = crate::line_editor::Completions { commands, workspace: None, models: None };
+    let mut editor = crate::line_editor::editor(completions, &pastes);
     let prompt = crate::line_editor::prompt();
     let mut last_was_ctrl_c = false;
     crate::signals::watch_terminal();
