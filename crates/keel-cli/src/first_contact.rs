@@ -55,8 +55,12 @@ mod tests {
 
     #[test]
     fn the_offer_follows_the_missing_model_only() {
-        let missing = ConfigError::new(crate::provider::missing_model_help());
-        assert!(crate::provider::names_no_model(&missing));
+        // No provider picked (none named, no key in the environment), no base URL.
+        let missing = crate::provider::base_config(&crate::config::Layer::default(), None).unwrap_err();
+        assert!(crate::provider::names_no_model(&missing), "{}", missing.message);
+        assert_eq!(missing.exit_code(), crate::exit::USAGE);
+        let same_words = ConfigError::new(crate::provider::missing_model_help());
+        assert!(!crate::provider::names_no_model(&same_words), "the kind decides, not the words");
         assert!(!crate::provider::names_no_model(&ConfigError::new("DEEPSEEK_API_KEY is not set")));
     }
 }

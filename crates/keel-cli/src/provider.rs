@@ -4,7 +4,7 @@
 
 use keel_llm::{Api, Preset, ProviderConfig, ReasoningReplay, Thinking};
 
-use crate::config::layer::{ConfigError, Layer, env};
+use crate::config::layer::{ConfigError, ConfigErrorKind, Layer, env};
 
 /// The provider a layer names, or the first whose key is in the environment (`vars`).
 fn pick_provider_in(layer: &Layer, vars: impl Fn(&str) -> Option<String>) -> Option<String> {
@@ -25,11 +25,11 @@ pub(crate) fn pick_provider(layer: &Layer) -> Option<String> {
 }
 
 /// The preset's config (or a custom one) for the layer's provider and model.
-fn base_config(layer: &Layer, provider: Option<&str>) -> Result<ProviderConfig, ConfigError> {
+pub(crate) fn base_config(layer: &Layer, provider: Option<&str>) -> Result<ProviderConfig, ConfigError> {
     match provider {
         Some("custom") | None => {
             let Some(base_url) = layer.base_url.clone() else {
-                return Err(ConfigError::new(missing_model_help()));
+                return Err(ConfigError { kind: ConfigErrorKind::NoModel, message: missing_model_help() });
             };
             let Some(model) = layer.model.clone() else {
                 return Err(ConfigError::new(format!(
@@ -165,9 +165,9 @@ To make it stick, put it in {}:
     )
 }
 
-/// Whether `error` is [`missing_model_help`]'s: no model configured at all.
+/// Whether `error` says no model is configured at all.
 pub fn names_no_model(error: &ConfigError) -> bool {
-    error.message == missing_model_help()
+    error.kind == ConfigErrorKind::NoModel
 }
 
 /// What `--local` needs that this build may lack, for the help above.

@@ -200,6 +200,9 @@ pub struct McpFile {
 pub enum ConfigErrorKind {
     /// The flags, settings or files are wrong: a usage error (exit 2).
     Invalid,
+    /// No model is configured at all (no flag, variable, file or key names one): a usage
+    /// error (exit 2) that a keel with the embedded model can offer to answer.
+    NoModel,
     /// The model could not be built or reached for a reason other than its settings
     /// (the network, the server, the engine): an error (exit 1), its kind kept.
     Model(keel_llm::ModelErrorKind),
@@ -234,7 +237,7 @@ impl ConfigError {
     /// The exit code: 2 for a usage error, 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self.kind {
-            ConfigErrorKind::Invalid => crate::exit::USAGE,
+            ConfigErrorKind::Invalid | ConfigErrorKind::NoModel => crate::exit::USAGE,
             ConfigErrorKind::Model(_) => crate::exit::ERROR,
         }
     }
