@@ -4,7 +4,10 @@
 //! where its self-test passed; the verdict is kept in the kernel memory.
 
 use futures::StreamExt;
-use keel_llm::{CancellationToken, Message, ModelClient, ModelEvent, ModelRequest, UserMessage};
+use keel_llm::{
+    CancellationToken, Message, ModelClient, ModelError, ModelErrorKind, ModelEvent, ModelRequest,
+    UserMessage,
+};
 
 use super::kernels::{KernelMemory, Kernels};
 use super::{LocalConfig, LocalModel};
@@ -26,15 +29,15 @@ pub struct CheckOutcome {
 const SYSTEM: &str = "You are a coding assistant.";
 const PROMPT: &str = "Write a Python function that returns the sum of a list of numbers.";
 
-/// The greedy reply to the check's prompt, or what went wrong.
-async fn reply(model: &LocalModel) -> Result<String, String> {
+/// The greedy reply to the check's prompt, or the model's error.
+async fn reply(model: &LocalModel) -> Result<String, ModelError> {
     let messages = vec![Message::User(UserMessage { content: PROMPT.into() })];
     let events: Vec<_> =
         model.stream(ModelRequest::new(SYSTEM, &messages, &[]), CancellationToken::new()).collect().await;
     match events.last() {
         Some(Ok(ModelEvent::Completed(message))) => Ok(message.text()),
-        Some(Err(error)) => Err(error.message.clone()),
-        _ => Err("the reply did not complete".into()),
+        Some(Err(error)) => Err(error.clone()),
+        _ => Err(ModelError::new(ModelErrorKind::InvalidResponse, "the reply did not complete")),
     }
 }
 

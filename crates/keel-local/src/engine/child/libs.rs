@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use super::error::{EngineError, EngineErrorKind};
 use super::llama::{self, Api, Backend};
 use crate::engine::kernels::Kernels;
 use crate::engine::protocol::{KernelReport, VariantScore};
@@ -37,7 +38,7 @@ const GATED: &[(&str, &str)] =
 /// Where this build's libraries live: `<keel cache>/engine/<build id>`, written there
 /// (checked against their hashes) when missing; a private folder under the temporary
 /// folder when the cache cannot be written.
-pub(crate) fn extract() -> Result<PathBuf, String> {
+pub(crate) fn extract() -> Result<PathBuf, EngineError> {
     let root = crate::models::keel_cache_dir().join("engine");
     let dir = root.join(BUILD_ID);
     if complete(&dir) {
@@ -55,10 +56,13 @@ pub(crate) fn extract() -> Result<PathBuf, String> {
             let private =
                 std::env::temp_dir().join(format!("keel-engine-{BUILD_ID}-{}-{nanos}", std::process::id()));
             write_all_in(&private).map_err(|e| {
-                format!(
-                    "cannot write the engine's libraries to {} ({cache_error}) nor to {} ({e})",
-                    dir.display(),
-                    private.display()
+                EngineError::new(
+                    EngineErrorKind::Libraries,
+                    format!(
+                        "cannot write the engine's libraries to {} ({cache_error}) nor to {} ({e})",
+                        dir.display(),
+                        private.display()
+                    ),
                 )
             })?;
             Ok(private)
@@ -74,9 +78,14 @@ fn complete(dir: &Path) -> bool {
     })
 }
 
+/// What went wrong writing `path`: the path and the system's words.
+fn at(path: &Path, error: std::io::Error) -> EngineError {
+    EngineError::new(EngineErrorKind::Libraries, format!("{}: {error}", path.display()))
+}
+
 /// Writes every library into a new folder under `root`; returns it.
-fn write_all(root: &Path) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(root).map_err(|e| format!("{}: {e}", root.display()))?;
+fn write_all(root: &Path) -> Result<PathBuf, EngineError> {
+    std::fs::create_dir_all(root).map_err(|e| at(root, e))?;
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let fresh = root.join(format!(".{}-{}-{nanos}", BUILD_ID, std::process::id()));
@@ -86,27 +95,27 @@ fn write_all(root: &Path) -> Result<PathBuf, String> {
 
 /// Creates `dir` (it must not exist: never a folder someone else made) and writes every
 /// library into it, each checked against its hash.
-fn write_all_in(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+fn write_all_in(dir: &Path) -> Result<(), EngineError> {
+    std::fs::create_dir(dir).map_err(|e| at(dir, e))?;
     for file in FILES {
         let digest: String = Sha256::digest(file.bytes).iter().map(|b| format!("{b:02x}")).collect();
         if digest != file.sha256 {
-            return Err(format!("the embedded {} does not match its hash", file.name));
+            return Err(EngineError::new(
+                EngineErrorKind::Libraries,
+                format!("the embedded {} does not match its hash", file.name),
+            ));
         }
         let path = dir.join(file.name);
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        out.write_all(file.bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-        out.sync_all().map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut out =
+            std::fs::OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| at(&path, e))?;
+        out.write_all(file.bytes).map_err(|e| at(&path, e))?;
+        out.sync_all().map_err(|e| at(&path, e))?;
     }
     Ok(())
 }
 
 /// Moves a freshly written folder into place; another process that got there first wins.
-fn settle(fresh: PathBuf, dir: &Path) -> Result<(), String> {
+fn settle(fresh: PathBuf, dir: &Path) -> Result<(), EngineError> {
     if dir.exists() && !complete(dir) {
         // A folder left half written by an older keel: replace it.
         let _ = std::fs::remove_dir_all(dir);
@@ -115,7 +124,7 @@ fn settle(fresh: PathBuf, dir: &Path) -> Result<(), String> {
         Ok(()) => Ok(()),
         Err(e) => {
             let _ = std::fs::remove_dir_all(&fresh);
-            if complete(dir) { Ok(()) } else { Err(format!("{}: {e}", dir.display())) }
+            if complete(dir) { Ok(()) } else { Err(at(dir, e)) }
         }
     }
 }
@@ -145,7 +154,7 @@ fn variant_name(file: &str) -> &str {
 
 /// Every kernel module of this build with llama.cpp's score of it on this CPU, best
 /// first; an error when none loads at all (a system library they need is missing).
-pub(crate) fn scores(dir: &Path) -> Result<Vec<(&'static str, i32)>, String> {
+pub(crate) fn scores(dir: &Path) -> Result<Vec<(&'static str, i32)>, EngineError> {
     let mut scored = Vec::new();
     let mut first_error = None;
     for file in FILES.iter().filter(|f| f.variant) {
@@ -160,7 +169,10 @@ pub(crate) fn scores(dir: &Path) -> Result<Vec<(&'static str, i32)>, String> {
     if let Some(error) = first_error
         && scored.iter().all(|(_, score)| *score == 0)
     {
-        return Err(format!("no CPU kernel module of the engine loads: {error}"));
+        return Err(EngineError::new(
+            EngineErrorKind::Kernels,
+            format!("no CPU kernel module of the engine loads: {error}"),
+        ));
     }
     scored.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     Ok(scored)
@@ -180,13 +192,14 @@ pub(crate) fn choose(
     kernels: Kernels,
     allowed: &[String],
     force: Option<&str>,
-) -> Result<KernelReport, String> {
+) -> Result<KernelReport, EngineError> {
     let mut order: Vec<(&str, i32)> = scores(dir)?.into_iter().filter(|(_, score)| *score > 0).collect();
     if let Some(force) = force {
         order.retain(|(file, _)| variant_name(file) == force);
         if order.is_empty() {
-            return Err(format!(
-                "the kernel variant `{force}` is not in this build or does not run on this CPU"
+            return Err(EngineError::new(
+                EngineErrorKind::Kernels,
+                format!("the kernel variant `{force}` is not in this build or does not run on this CPU"),
             ));
         }
     }
@@ -216,12 +229,12 @@ pub(crate) fn choose(
             kept_off,
         });
     }
-    Err("none of the engine's CPU kernels runs on this CPU".into())
+    Err(EngineError::new(EngineErrorKind::Kernels, "none of the engine's CPU kernels runs on this CPU"))
 }
 
 /// Every variant with its score and whether it is gated (learned by registering it for
 /// a moment), for `keel models`.
-pub(crate) fn survey(api: &'static Api, dir: &Path) -> Result<Vec<VariantScore>, String> {
+pub(crate) fn survey(api: &'static Api, dir: &Path) -> Result<Vec<VariantScore>, EngineError> {
     Ok(scores(dir)?
         .into_iter()
         .map(|(file, score)| {

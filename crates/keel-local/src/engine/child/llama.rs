@@ -23,6 +23,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_LOCAL, RTLD_NOW};
 use llama_cpp_sys_2 as sys;
 
+use super::error::{EngineError, EngineErrorKind};
+
 /// A token id.
 pub(crate) type Token = sys::llama_token;
 
@@ -34,14 +36,17 @@ macro_rules! api {
         }
 
         impl Api {
-            fn resolve(library: &Library) -> Result<Api, String> {
+            fn resolve(library: &Library) -> Result<Api, EngineError> {
                 Ok(Api {
                     $($name: {
                         let name = concat!(stringify!($name), "\0").as_bytes();
                         // SAFETY: the symbol has this signature: it is bindgen's, from
                         // the headers the library was built from.
                         let symbol = unsafe { library.get::<unsafe extern "C" fn($($arg),*) $(-> $ret)?>(name) };
-                        *symbol.map_err(|e| format!("llama.cpp has no {}: {e}", stringify!($name)))?
+                        *symbol.map_err(|e| EngineError::new(
+                            EngineErrorKind::Load,
+                            format!("llama.cpp has no {}: {e}", stringify!($name)),
+                        ))?
                     },)*
                 })
             }
@@ -99,14 +104,25 @@ api! {
 
 static API: OnceLock<Api> = OnceLock::new();
 
-fn c_path(path: &Path) -> Result<CString, String> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("{} has a NUL byte", path.display()))
+/// `path` for C (`None` when it holds a NUL byte).
+fn c_string(path: &Path) -> Option<CString> {
+    CString::new(path.as_os_str().as_bytes()).ok()
+}
+
+/// `path` for C; a NUL byte in it is an error of `kind`.
+fn c_path(path: &Path, kind: EngineErrorKind) -> Result<CString, EngineError> {
+    c_string(path).ok_or_else(|| EngineError::new(kind, format!("{} has a NUL byte", path.display())))
+}
+
+/// A library that could not be loaded or lacks a function.
+fn unloadable(message: String) -> EngineError {
+    EngineError::new(EngineErrorKind::Load, message)
 }
 
 /// Opens the core libraries in `dir` (in dependency order, each visible to the ones
 /// after it), resolves the API and routes llama.cpp's warnings and errors to stderr.
 /// They stay loaded for the life of the process.
-pub(crate) fn open(dir: &Path, core: &[&str]) -> Result<&'static Api, String> {
+pub(crate) fn open(dir: &Path, core: &[&str]) -> Result<&'static Api, EngineError> {
     if let Some(api) = API.get() {
         return Ok(api);
     }
@@ -116,12 +132,12 @@ pub(crate) fn open(dir: &Path, core: &[&str]) -> Result<&'static Api, String> {
         // SAFETY: loading runs the library's initializers; these are llama.cpp's own
         // libraries, written by this build.
         let library = unsafe { Library::open(Some(&path), RTLD_NOW | RTLD_GLOBAL) }
-            .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+            .map_err(|e| unloadable(format!("cannot load {}: {e}", path.display())))?;
         if let Some(previous) = last.replace(library) {
             std::mem::forget(previous);
         }
     }
-    let Some(library) = last else { return Err("no llama.cpp library to load".into()) };
+    let Some(library) = last else { return Err(unloadable("no llama.cpp library to load".into())) };
     let api = Api::resolve(&library)?;
     std::mem::forget(library);
     // SAFETY: the callback is a plain function that only writes to stderr.
@@ -150,14 +166,14 @@ unsafe extern "C" fn log_to_stderr(level: sys::ggml_log_level, text: *const c_ch
 
 /// llama.cpp's own score of a CPU kernel module on this CPU (0: it cannot run here),
 /// read without registering it.
-pub(crate) fn score(path: &Path) -> Result<i32, String> {
+pub(crate) fn score(path: &Path) -> Result<i32, EngineError> {
     // SAFETY: a kernel module of this build; its initializers only set up ggml state.
     let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
-        .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+        .map_err(|e| unloadable(format!("cannot load {}: {e}", path.display())))?;
     // SAFETY: every kernel module exports `int ggml_backend_score(void)`.
     let score = unsafe { library.get::<unsafe extern "C" fn() -> i32>(b"ggml_backend_score\0") }
         .map(|score| unsafe { score() })
-        .map_err(|e| format!("{} has no score: {e}", path.display()))?;
+        .map_err(|e| unloadable(format!("{} has no score: {e}", path.display())))?;
     drop(library);
     Ok(score)
 }
@@ -171,8 +187,8 @@ pub(crate) struct Backend {
 impl Backend {
     /// Registers the module at `path`; `None` when ggml refuses it (this CPU cannot run
     /// it).
-    pub(crate) fn load(api: &'static Api, path: &Path) -> Result<Option<Backend>, String> {
-        let path = c_path(path)?;
+    pub(crate) fn load(api: &'static Api, path: &Path) -> Result<Option<Backend>, EngineError> {
+        let path = c_path(path, EngineErrorKind::Load)?;
         // SAFETY: a valid path string; ggml returns null on failure.
         let reg = unsafe { (api.ggml_backend_load)(path.as_ptr()) };
         Ok(NonNull::new(reg).map(|reg| Backend { api, reg }))
@@ -236,8 +252,8 @@ pub(crate) struct Model {
 
 impl Model {
     /// Loads `path`, repacking weights for the faster kernels when `repack`.
-    pub(crate) fn load(api: &'static Api, path: &Path, repack: bool) -> Result<Model, String> {
-        let c = c_path(path)?;
+    pub(crate) fn load(api: &'static Api, path: &Path, repack: bool) -> Result<Model, EngineError> {
+        let c = c_path(path, EngineErrorKind::Model)?;
         // SAFETY: default parameters, then plain fields set; a valid path string.
         let ptr = unsafe {
             let mut params = (api.llama_model_default_params)();
@@ -245,9 +261,9 @@ impl Model {
             params.use_extra_bufts = repack;
             (api.llama_model_load_from_file)(c.as_ptr(), params)
         };
-        NonNull::new(ptr)
-            .map(|ptr| Model { api, ptr })
-            .ok_or_else(|| format!("llama.cpp could not load {}", path.display()))
+        NonNull::new(ptr).map(|ptr| Model { api, ptr }).ok_or_else(|| {
+            EngineError::new(EngineErrorKind::Model, format!("llama.cpp could not load {}", path.display()))
+        })
     }
 
     /// The context size the model was trained for.
@@ -264,7 +280,7 @@ impl Model {
     }
 
     /// A context of `n_ctx` tokens evaluating `n_batch` at a time on `threads` threads.
-    pub(crate) fn context(&self, n_ctx: u32, n_batch: u32, threads: i32) -> Result<Context<'_>, String> {
+    pub(crate) fn context(&self, n_ctx: u32, n_batch: u32, threads: i32) -> Result<Context<'_>, EngineError> {
         // SAFETY: default parameters with plain fields set; a live model.
         let ptr = unsafe {
             let mut params = (self.api.llama_context_default_params)();
@@ -274,8 +290,12 @@ impl Model {
             params.n_threads_batch = threads;
             (self.api.llama_init_from_model)(self.ptr.as_ptr(), params)
         };
-        let ptr = NonNull::new(ptr)
-            .ok_or_else(|| format!("llama.cpp could not create a context of {n_ctx} tokens"))?;
+        let ptr = NonNull::new(ptr).ok_or_else(|| {
+            EngineError::new(
+                EngineErrorKind::Model,
+                format!("llama.cpp could not create a context of {n_ctx} tokens"),
+            )
+        })?;
         let n_vocab = usize::try_from(self.vocab().n_tokens()).unwrap_or(0);
         Ok(Context { api: self.api, ptr, n_vocab, _model: PhantomData })
     }
@@ -443,7 +463,7 @@ impl Context<'_> {
 
     /// Writes the state (KV cache) for `tokens` to `path`.
     pub(crate) fn save_state(&mut self, path: &Path, tokens: &[Token]) -> bool {
-        let Ok(c) = c_path(path) else { return false };
+        let Some(c) = c_string(path) else { return false };
         // SAFETY: a live context; the tokens are valid for their length.
         unsafe {
             (self.api.llama_state_save_file)(self.ptr.as_ptr(), c.as_ptr(), tokens.as_ptr(), tokens.len())
@@ -453,7 +473,7 @@ impl Context<'_> {
     /// Reads a state written by [`Context::save_state`]: its tokens, or `None` when it
     /// does not load (then the context holds nothing).
     pub(crate) fn load_state(&mut self, path: &Path) -> Option<Vec<Token>> {
-        let c = c_path(path).ok()?;
+        let c = c_string(path)?;
         let mut tokens: Vec<Token> = vec![0; self.n_ctx() as usize];
         let mut count = 0usize;
         // SAFETY: a live context; the token buffer is valid for its length.

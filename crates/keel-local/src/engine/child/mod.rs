@@ -6,6 +6,7 @@
 //! program that embeds keel's engine calls [`main`] when its first argument is
 //! [`super::EngineCommand::SUBCOMMAND`].
 
+mod error;
 mod libs;
 mod llama;
 mod prefix_cache;
@@ -22,6 +23,7 @@ use keel_llm::ModelErrorKind;
 use super::kernels::{CpuId, KernelMemory, Kernels, memory_key};
 use super::protocol::{FromEngine, Hello, JobSpec, Loaded, MAX_LINE, Probe, Start, ToEngine};
 use crate::grammar::CallStyle;
+use error::EngineError;
 
 /// The build id of the embedded libraries (a hash of them all).
 pub const BUILD_ID: &str = libs::BUILD_ID;
@@ -49,7 +51,7 @@ pub fn main() -> i32 {
         Hello::Probe { kernels } => match probe(kernels) {
             Ok(probe) => i32::from(!out.send(&FromEngine::Probed(probe))),
             Err(e) => {
-                out.send(&failed(ModelErrorKind::Config, e));
+                out.send(&engine_failed(e));
                 1
             }
         },
@@ -83,6 +85,11 @@ fn failed(kind: ModelErrorKind, message: String) -> FromEngine {
     FromEngine::Failed { kind: kind.as_str().to_owned(), message }
 }
 
+/// An engine failure as keel hears of it: its model error kind and its text.
+fn engine_failed(error: EngineError) -> FromEngine {
+    failed(error.model_error_kind(), error.message)
+}
+
 /// One line without its newline, at most `max` bytes; `None` at the end.
 fn read_line(reader: &mut impl BufRead, max: usize) -> std::io::Result<Option<Vec<u8>>> {
     let mut line = Vec::new();
@@ -99,7 +106,7 @@ fn read_line(reader: &mut impl BufRead, max: usize) -> std::io::Result<Option<Ve
     }
 }
 
-fn probe(kernels: Kernels) -> Result<Probe, String> {
+fn probe(kernels: Kernels) -> Result<Probe, EngineError> {
     let dir = libs::extract()?;
     let api = llama::open(&dir, &libs::core())?;
     let variants = libs::survey(api, &dir)?;
@@ -116,8 +123,8 @@ fn probe(kernels: Kernels) -> Result<Probe, String> {
 fn serve(start: &Start, input: BufReader<std::io::Stdin>, mut out: Out) -> i32 {
     let loaded = match load(start) {
         Ok(loaded) => loaded,
-        Err(message) => {
-            out.send(&failed(ModelErrorKind::Config, message));
+        Err(e) => {
+            out.send(&engine_failed(e));
             return 1;
         }
     };
@@ -132,14 +139,14 @@ fn serve(start: &Start, input: BufReader<std::io::Stdin>, mut out: Out) -> i32 {
     let model = match llama::Model::load(api, &start.model, report.repack) {
         Ok(model) => model,
         Err(e) => {
-            out.send(&failed(ModelErrorKind::Config, e));
+            out.send(&engine_failed(e));
             return 1;
         }
     };
     let mut engine = match worker::Engine::new(api, &model, start, style) {
         Ok(engine) => engine,
         Err(e) => {
-            out.send(&failed(ModelErrorKind::Config, e));
+            out.send(&engine_failed(e));
             return 1;
         }
     };
@@ -172,7 +179,7 @@ fn serve(start: &Start, input: BufReader<std::io::Stdin>, mut out: Out) -> i32 {
 
 /// Opens llama.cpp and registers the kernels; returns the API, what was loaded, and the
 /// key of this CPU, build and model in the kernel memory.
-fn load(start: &Start) -> Result<(&'static llama::Api, super::protocol::KernelReport, String), String> {
+fn load(start: &Start) -> Result<(&'static llama::Api, super::protocol::KernelReport, String), EngineError> {
     let dir = libs::extract()?;
     let api = llama::open(&dir, &libs::core())?;
     let key = memory_key(&CpuId::this_machine(), BUILD_ID, &start.model);

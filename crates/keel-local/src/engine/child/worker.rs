@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use keel_llm::{FinishReason, ModelErrorKind};
 
+use super::error::{EngineError, EngineErrorKind};
 use super::llama::{Api, Batch, Context, Model, Token};
 use super::prefix_cache::PrefixCache;
 use super::sampling::{self, Constrained};
@@ -113,7 +114,7 @@ impl<'m> Engine<'m> {
         model: &'m Model,
         start: &'m Start,
         style: CallStyle,
-    ) -> Result<Engine<'m>, String> {
+    ) -> Result<Engine<'m>, EngineError> {
         let threads = i32::try_from(start.threads.max(1)).unwrap_or(1);
         let n_ctx = start.n_ctx.clamp(512, model.n_ctx_train().max(512));
         let ctx = model.context(n_ctx, 512, threads)?;
@@ -184,8 +185,8 @@ impl<'m> Engine<'m> {
         let started = Instant::now();
         let common = match self.evaluate(&tokens, &*channel) {
             Ok(common) => common,
-            Err(reason) => {
-                channel.send(failed(ModelErrorKind::Server, format!("llama.cpp: {reason}")));
+            Err(e) => {
+                channel.send(failed(e.model_error_kind(), format!("llama.cpp: {e}")));
                 return;
             }
         };
@@ -229,7 +230,7 @@ impl<'m> Engine<'m> {
 
     /// Makes the context hold `tokens`, reusing the longest prefix it already holds (or
     /// one saved on disk). Returns how many tokens were reused.
-    fn evaluate(&mut self, tokens: &[Token], channel: &dyn Channel) -> Result<usize, String> {
+    fn evaluate(&mut self, tokens: &[Token], channel: &dyn Channel) -> Result<usize, EngineError> {
         // A fresh context starts from the best prefix a previous process saved.
         if self.cached.is_empty()
             && let Some(prefixes) = &self.prefixes
@@ -258,11 +259,14 @@ impl<'m> Engine<'m> {
                 let position = base + offset;
                 let last = position == tokens.len() - 1;
                 if !self.batch.add(*token, position, last) {
-                    failed = Some("the batch is full".to_owned());
+                    failed = Some(EngineError::new(EngineErrorKind::Decode, "the batch is full"));
                 }
             }
             if let Err(code) = self.ctx.decode(&self.batch) {
-                failed = Some(format!("decoding failed (status {code})"));
+                failed = Some(EngineError::new(
+                    EngineErrorKind::Decode,
+                    format!("decoding failed (status {code})"),
+                ));
             }
             if failed.is_some() || channel.cancelled() {
                 break;
