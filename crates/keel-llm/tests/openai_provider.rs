@@ -463,6 +463,17 @@ async fn a_refused_local_connection_is_said_at_once() {
         )
     );
     assert!(retries(&outcome.events).is_empty(), "{:?}", retries(&outcome.events));
+
+    // The ollama preset on a port of its own: the hint follows the preset, not the port.
+    let mut config = ProviderConfig::new(format!("http://127.0.0.1:{port}/v1"), "m");
+    config.provider = "ollama".into();
+    let outcome = run(&HttpClient::new(config).unwrap(), &user("go")).await;
+    assert_eq!(
+        outcome.result.unwrap_err().message,
+        format!(
+            "nothing listens on 127.0.0.1:{port} (connection refused) — is Ollama running (`ollama serve`)?"
+        )
+    );
 }
 
 #[tokio::test]

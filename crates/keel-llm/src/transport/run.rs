@@ -104,8 +104,8 @@ async fn drain(mut stream: BodyStream) {
     .await;
 }
 
-fn network(error: &reqwest::Error) -> ModelError {
-    if let Some(refused) = refused_here(error) {
+fn network(error: &reqwest::Error, provider: &str) -> ModelError {
+    if let Some(refused) = refused_here(error, provider) {
         return refused;
     }
     let what = if error.is_connect() {
@@ -127,9 +127,9 @@ fn network(error: &reqwest::Error) -> ModelError {
 }
 
 /// A connection refused by this machine: nothing listens there, and retrying will not
-/// change that in seconds. Said at once, naming the server that usually listens there; a
-/// configuration error (not retried).
-fn refused_here(error: &reqwest::Error) -> Option<ModelError> {
+/// change that in seconds. Said at once, naming the server the preset (`provider`) is for,
+/// else the one that usually listens on that port; a configuration error (not retried).
+fn refused_here(error: &reqwest::Error, provider: &str) -> Option<ModelError> {
     if !error.is_connect() {
         return None;
     }
@@ -151,16 +151,22 @@ fn refused_here(error: &reqwest::Error) -> Option<ModelError> {
         return None;
     }
     let port = url.port_or_known_default().unwrap_or(80);
-    let server = match port {
-        11434 => "is Ollama running (`ollama serve`)?",
-        8080 => "is llama-server running (`llama-server -m MODEL.gguf --port 8080`)?",
-        8000 => "is vLLM running (`vllm serve MODEL`)?",
-        _ => "is the model server running, and on this port?",
-    };
     Some(ModelError::new(
         ModelErrorKind::Config,
-        format!("nothing listens on {host}:{port} (connection refused) — {server}"),
+        format!("nothing listens on {host}:{port} (connection refused) — {}", server_hint(provider, port)),
     ))
+}
+
+/// Which server to start: the preset's, else the one that usually listens on `port`.
+fn server_hint(provider: &str, port: u16) -> String {
+    match (provider, port) {
+        ("ollama", _) | (_, 11434) => "is Ollama running (`ollama serve`)?".to_owned(),
+        ("llamacpp", _) | (_, 8080) => {
+            format!("is llama-server running (`llama-server -m MODEL.gguf --port {port}`)?")
+        }
+        ("vllm", _) | (_, 8000) => format!("is vLLM running (`vllm serve MODEL --port {port}`)?"),
+        _ => "is the model server running, and on this port?".to_owned(),
+    }
 }
 
 impl<'a> Run<'a> {
@@ -246,7 +252,7 @@ impl<'a> Run<'a> {
                     ModelError::new(ModelErrorKind::Idle, format!("no response within {} s", idle.as_secs()));
                 return self.fail(error, attempt);
             }
-            Ok(Err(error)) => return self.fail(network(&error), attempt),
+            Ok(Err(error)) => return self.fail(network(&error, &self.config().origin.provider), attempt),
             Ok(Ok(response)) => response,
         };
         let content_type = super::content_type(response.headers());
@@ -296,7 +302,9 @@ impl<'a> Run<'a> {
             (_, Ending::Late) => {
                 return self.fail(deadline_error(self.config().life.response_deadline), attempt);
             }
-            (_, Ending::Broken(error)) => return self.fail(network(&error), attempt),
+            (_, Ending::Broken(error)) => {
+                return self.fail(network(&error, &self.config().origin.provider), attempt);
+            }
         };
         // Decoded like a stream that arrived in one piece: a server may stream anyway.
         if self.absorb(&mut shape, &body, attempt).is_some() {
@@ -390,7 +398,7 @@ impl<'a> Run<'a> {
                 self.fail(deadline_error(self.config().life.response_deadline), body.attempt)
             }
             Err(Alarm::Idle) => self.fail(body.clock.idle_error(), body.attempt),
-            Ok(Some(Err(error))) => self.fail(network(&error), body.attempt),
+            Ok(Some(Err(error))) => self.fail(network(&error, &self.config().origin.provider), body.attempt),
             Ok(Some(Ok(bytes))) => self.on_bytes(body, &bytes).await,
             Ok(None) => self.conclude(&body.shape, body.attempt),
         }
