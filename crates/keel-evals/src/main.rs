@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use keel_evals::report::{self, SuiteRecord, Summary};
 use keel_evals::run::{RunSettings, run_task};
@@ -71,9 +72,9 @@ enum Command {
     },
 }
 
-fn load_record(path: &PathBuf) -> Result<SuiteRecord, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+fn load_record(path: &PathBuf) -> anyhow::Result<SuiteRecord> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    serde_json::from_str(&text).with_context(|| path.display().to_string())
 }
 
 fn default_keel() -> PathBuf {
@@ -85,21 +86,21 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("keel-evals: {e}");
+            // The whole chain: `path: what went wrong`.
+            eprintln!("keel-evals: {e:#}");
             ExitCode::from(2)
         }
     }
 }
 
-fn run(cli: Cli) -> Result<ExitCode, String> {
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check { tasks_dir } => {
-            let tasks = Task::load_all(&tasks_dir.unwrap_or_else(keel_evals::default_tasks_dir))
-                .map_err(|e| e.to_string())?;
+            let tasks = Task::load_all(&tasks_dir.unwrap_or_else(keel_evals::default_tasks_dir))?;
             let scratch = std::env::temp_dir().join(format!("keel-evals-check-{}", std::process::id()));
             let mut bad = 0;
             for task in &tasks {
-                match keel_evals::check_task(task, &scratch.join(&task.name)).map_err(|e| e.to_string())? {
+                match keel_evals::check_task(task, &scratch.join(&task.name))? {
                     None => println!("ok   {}", task.name),
                     Some(problem) => {
                         bad += 1;
@@ -128,12 +129,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             config,
             keel_args,
         } => {
-            let mut all = Task::load_all(&tasks_dir.unwrap_or_else(keel_evals::default_tasks_dir))
-                .map_err(|e| e.to_string())?;
+            let mut all = Task::load_all(&tasks_dir.unwrap_or_else(keel_evals::default_tasks_dir))?;
             if !tasks.is_empty() {
                 for name in &tasks {
                     if !all.iter().any(|t| &t.name == name) {
-                        return Err(format!("no task named `{name}`"));
+                        anyhow::bail!("no task named `{name}`");
                     }
                 }
                 all.retain(|t| tasks.contains(&t.name));
@@ -162,13 +162,13 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let path = out_dir.join("summary.json");
             for run in 1..=runs {
                 for task in &all {
-                    let result = run_task(task, run, &settings).map_err(|e| e.to_string())?;
+                    let result = run_task(task, run, &settings)?;
                     println!("{}", report::run_line(&result));
                     record.runs.push(result);
                     record.summary = Summary::of(&record.runs);
                     // Written after every run, so an interrupted suite keeps what it measured.
-                    let json = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())?;
-                    std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+                    let json = serde_json::to_string_pretty(&record)?;
+                    std::fs::write(&path, json).with_context(|| path.display().to_string())?;
                 }
             }
             print!("\n{}", report::table(&record.summary));
