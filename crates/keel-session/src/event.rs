@@ -18,7 +18,9 @@ use crate::error::SessionError;
 /// - 3: `model/aside` (a model request made beside the conversation: a tool's own, or the
 ///   turn's intent) and `turn/intent`; user input may carry a `reason` (why a hook or
 ///   keel added it). A version 2 log loads as it is.
-pub const FORMAT_VERSION: u32 = 3;
+/// - 4: `hook/run` (one run of a user's hook command and its decision). A version 3 log
+///   loads as it is.
+pub const FORMAT_VERSION: u32 = 4;
 
 /// One entry of the session log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +87,9 @@ pub enum EventKind {
     /// What the turn's task asks for, as read at its start.
     #[serde(rename = "turn/intent")]
     TurnIntent(crate::aside::TaskIntent),
+    /// A user's hook command ran, and what it decided (not model-visible).
+    #[serde(rename = "hook/run")]
+    HookRun(crate::hook::HookRun),
 }
 
 impl EventKind {
@@ -106,6 +111,7 @@ impl EventKind {
             EventKind::CompactionEnd(_) => "compaction/end",
             EventKind::ModelAside(_) => "model/aside",
             EventKind::TurnIntent(_) => "turn/intent",
+            EventKind::HookRun(_) => "hook/run",
         }
     }
 }
@@ -251,7 +257,7 @@ pub enum InputSource {
     Steer,
     /// Follow-up input queued for after a turn.
     FollowUp,
-    /// Added by a `turn_stopping` hook.
+    /// Added by a hook (a turn-stopping nudge, a user's hook's context or reason).
     Hook,
     /// Written by keel itself (e.g. the step-limit summary request).
     Harness,
@@ -366,6 +372,7 @@ impl Event {
             "compaction/end" => EventKind::CompactionEnd(decode(data)?),
             "model/aside" => EventKind::ModelAside(decode(data)?),
             "turn/intent" => EventKind::TurnIntent(decode(data)?),
+            "hook/run" => EventKind::HookRun(decode(data)?),
             other => {
                 return Err(SessionError::corrupt_msg(format!(
                     "unknown event type `{other}` (written by a newer keel?)"
@@ -459,6 +466,30 @@ mod tests {
             reason: Some("finish_check/not_verified".into()),
         }));
         round_trip(EventKind::StepEnd(StepEnd { step: 2, interrupted: true }));
+        round_trip(EventKind::HookRun(crate::HookRun {
+            event: "PreToolUse".into(),
+            command: "~/.config/keel/hooks/check.sh".into(),
+            tool: Some("shell".into()),
+            call_id: Some("c".into()),
+            outcome: crate::HookOutcome::Ok,
+            exit_code: Some(2),
+            duration_ms: 41,
+            decision: Some(crate::HookVerdict::Deny),
+            reason: Some("no pushes".into()),
+            error: None,
+        }));
+        round_trip(EventKind::HookRun(crate::HookRun {
+            event: "Stop".into(),
+            command: "sleep 90".into(),
+            tool: None,
+            call_id: None,
+            outcome: crate::HookOutcome::TimedOut,
+            exit_code: None,
+            duration_ms: 60_000,
+            decision: None,
+            reason: None,
+            error: Some("did not finish within 60 s".into()),
+        }));
         round_trip(EventKind::UserMessage(UserInput {
             text: "hi".into(),
             source: InputSource::Steer,

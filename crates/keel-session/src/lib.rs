@@ -14,6 +14,7 @@ mod error;
 mod event;
 mod file_change;
 mod history;
+mod hook;
 mod jsonl;
 mod projection;
 mod repair;
@@ -32,6 +33,7 @@ pub use event::{
     StepStart, ToolCallStarted, ToolResultData, TurnEnd, TurnEndReason, TurnStart, UserInput,
 };
 pub use file_change::FileChange;
+pub use hook::{HookOutcome, HookRun, HookVerdict};
 pub use jsonl::{JsonlStore, JsonlWriter};
 pub use projection::{OpenTurn, PendingCall, Projection, derive_messages};
 pub use repair::{INTERRUPTED_CODE, NOT_STARTED, OUTCOME_UNKNOWN, RepairReport};

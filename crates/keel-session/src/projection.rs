@@ -241,6 +241,9 @@ impl Projection {
                     turn.intent = Some(intent);
                 }
             }
+            // A record for people: what a hook gave the model is logged where the model
+            // reads it.
+            EventKind::HookRun(_) => {}
             EventKind::CompactionEnd(end) => {
                 self.open_compaction = None;
                 self.usage += end.usage;

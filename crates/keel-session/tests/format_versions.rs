@@ -157,12 +157,12 @@ fn a_version_1_log_takes_version_2_and_3_events_and_loads_again() {
 }
 
 #[test]
-fn new_sessions_are_written_as_version_3() {
+fn new_sessions_are_written_as_version_4() {
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let session = store.create("/w").unwrap();
-    assert_eq!(FORMAT_VERSION, 3);
+    assert_eq!(FORMAT_VERSION, 4);
     let first_line = std::fs::read_to_string(store.path_of(session.id())).unwrap();
     let header: serde_json::Value = serde_json::from_str(first_line.lines().next().unwrap()).unwrap();
-    assert_eq!(header["data"]["version"], 3);
+    assert_eq!(header["data"]["version"], 4);
 }
