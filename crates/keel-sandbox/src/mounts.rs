@@ -86,7 +86,7 @@ pub(super) fn read_only_outside(writable: &[PathBuf]) -> Result<(), ConfineError
     rustix::mount::mount_change("/", MountPropagationFlags::PRIVATE | MountPropagationFlags::REC)
         .map_err(|e| mounts_error(format!("cannot make the mounts private: {e}")))?;
     let mut failed = Vec::new();
-    let original = mounts().map_err(mounts_error)?;
+    let original = mounts()?;
     for mount in &original {
         if let Err(e) = remount(&mount.point, mount.kept | MountFlags::RDONLY) {
             failed.push(format!("{}: {e}", mount.point.display()));
@@ -99,7 +99,7 @@ pub(super) fn read_only_outside(writable: &[PathBuf]) -> Result<(), ConfineError
         }
         // The bind and the mounts inside it, with the flags they had before (writable
         // again unless they were read-only of their own).
-        for mount in mounts().map_err(mounts_error)?.iter().filter(|mount| mount.point.starts_with(root)) {
+        for mount in mounts()?.iter().filter(|mount| mount.point.starts_with(root)) {
             if let Err(e) = remount(&mount.point, flags_before(&original, &mount.point)) {
                 failed.push(format!("{}: {e}", mount.point.display()));
             }
@@ -122,9 +122,11 @@ fn flags_before(original: &[Mount], point: &Path) -> MountFlags {
         .map_or(MountFlags::empty(), |mount| mount.kept)
 }
 
-fn mounts() -> Result<Vec<Mount>, String> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+/// The mounts of this process, from `/proc/self/mountinfo`.
+fn mounts() -> Result<Vec<Mount>, ConfineError> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| {
+        ConfineError::new(ConfineErrorKind::Mounts, format!("cannot read /proc/self/mountinfo: {e}"))
+    })?;
     Ok(parse_mountinfo(&text))
 }
 
