@@ -1,9 +1,14 @@
 //! The real-task suite: small coding tasks (`evals/tasks`) that keel runs with a real
 //! model, each checked by its own script. See `evals/README.md`.
 
+pub mod freeze;
+pub mod nudge;
+pub mod record;
 pub mod report;
 pub mod run;
+pub mod stream;
 pub mod task;
+pub mod watch;
 
 /// A git identity for setup scripts and for the agent's own commits.
 pub const GIT_IDENTITY: [(&str, &str); 4] = [

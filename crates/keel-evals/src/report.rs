@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use crate::nudge::Verdict;
 use crate::run::RunRecord;
 
 /// A whole suite run, as written to `summary.json`.
@@ -44,6 +45,18 @@ pub struct Figures {
     pub output_tokens: f64,
     /// Mean wall seconds per run.
     pub seconds: f64,
+    /// Nudges over all runs (a total, not a mean).
+    #[serde(default)]
+    pub nudges: u32,
+    /// Of those, nudges that turned a failing state into a passing run.
+    #[serde(default)]
+    pub nudges_helped: u32,
+    /// Of those, nudges that turned a passing state into a failing run.
+    #[serde(default)]
+    pub nudges_hurt: u32,
+    /// Of those, nudges whose state could not be checked (neither helped nor hurt).
+    #[serde(default)]
+    pub nudges_unchecked: u32,
 }
 
 impl Figures {
@@ -60,6 +73,11 @@ impl Figures {
             f.input_tokens += r.input_tokens as f64;
             f.output_tokens += r.output_tokens as f64;
             f.seconds += r.seconds;
+            f.nudges += r.nudges;
+            f.nudges_helped += r.nudges_helped;
+            f.nudges_hurt += r.nudges_hurt;
+            f.nudges_unchecked +=
+                r.nudge_verdicts.iter().filter(|n| n.verdict == Verdict::Unchecked).count() as u32;
         }
         if f.runs > 0 {
             let n = f64::from(f.runs);
@@ -94,6 +112,29 @@ pub struct Summary {
     pub sets: BTreeMap<String, Figures>,
     /// Over every run.
     pub overall: Figures,
+    /// Every nudge that turned a passing state into a failing run.
+    #[serde(default)]
+    pub hurt_nudges: Vec<HurtNudge>,
+    /// How long keel was stopped while its workspace was copied at nudges, in all and
+    /// at most once, in milliseconds.
+    #[serde(default)]
+    pub nudges_stopped_ms: u64,
+    /// The longest of those stops.
+    #[serde(default)]
+    pub nudges_stopped_ms_max: u64,
+}
+
+/// A nudge that hurt: where it was and why keel sent it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HurtNudge {
+    /// Task name.
+    pub task: String,
+    /// Run number.
+    pub run: u32,
+    /// The nudge event's `seq` in the run's stream.
+    pub seq: u64,
+    /// The nudge's reason.
+    pub reason: String,
 }
 
 impl Summary {
@@ -107,6 +148,24 @@ impl Summary {
             tasks: by_task.into_iter().map(|(task, rs)| (task, Figures::of(rs))).collect(),
             sets: by_set(runs),
             overall: Figures::of(runs),
+            hurt_nudges: runs
+                .iter()
+                .flat_map(|r| {
+                    r.nudge_verdicts.iter().filter(|n| n.verdict == Verdict::Hurt).map(|n| HurtNudge {
+                        task: r.task.clone(),
+                        run: r.run,
+                        seq: n.seq,
+                        reason: n.reason.clone(),
+                    })
+                })
+                .collect(),
+            nudges_stopped_ms: runs.iter().flat_map(|r| &r.nudge_verdicts).map(|n| n.stopped_ms).sum(),
+            nudges_stopped_ms_max: runs
+                .iter()
+                .flat_map(|r| &r.nudge_verdicts)
+                .map(|n| n.stopped_ms)
+                .max()
+                .unwrap_or(0),
         }
     }
 }
@@ -142,6 +201,9 @@ pub fn run_line(r: &RunRecord) -> String {
     }
     if r.restarts > 0 {
         line.push_str("  (started again)");
+    }
+    if r.nudges > 0 {
+        let _ = write!(line, "  (nudged {}: helped {}, hurt {})", r.nudges, r.nudges_helped, r.nudges_hurt);
     }
     if let Some(error) = &r.error {
         let _ = write!(line, "  [error: {}]", error.lines().next().unwrap_or_default());
@@ -182,6 +244,27 @@ pub fn table(summary: &Summary) -> String {
     let _ = writeln!(out, "pass rate: {:.1}%", summary.overall.pass_rate() * 100.0);
     if !summary.sets.is_empty() {
         let _ = writeln!(out, "pass rate by set: {}", set_rates(&summary.sets));
+    }
+    let nudges = |f: &Figures| format!("{} (helped {}, hurt {})", f.nudges, f.nudges_helped, f.nudges_hurt);
+    let mut line = format!("nudges: {}", nudges(&summary.overall));
+    if !summary.sets.is_empty() {
+        let sets: Vec<String> = summary.sets.iter().map(|(set, f)| format!("{set} {}", nudges(f))).collect();
+        let _ = write!(line, "; by set: {}", sets.join(", "));
+    }
+    let _ = writeln!(out, "{line}");
+    let overall = &summary.overall;
+    if overall.nudges > 0 {
+        let _ = writeln!(
+            out,
+            "nudges checked: {} of {}; keel stopped {} ms in all, {} ms at most",
+            overall.nudges - overall.nudges_unchecked.min(overall.nudges),
+            overall.nudges,
+            summary.nudges_stopped_ms,
+            summary.nudges_stopped_ms_max
+        );
+    }
+    for hurt in &summary.hurt_nudges {
+        let _ = writeln!(out, "  hurt: {} #{} (event {}): {}", hurt.task, hurt.run, hurt.seq, hurt.reason);
     }
     out
 }
@@ -229,6 +312,11 @@ pub fn compare(before: &SuiteRecord, after: &SuiteRecord) -> String {
         let (b, a) = (set_cell(&sets_before, set), set_cell(&sets_after, set));
         let _ = writeln!(out, "{:<24} {b:>12} {a:>12}", format!("pass rate, {set}"));
     }
+    let hurt = |r: &SuiteRecord| {
+        let f = Figures::of(&r.runs);
+        format!("{}/{}/{}", f.nudges, f.nudges_helped, f.nudges_hurt)
+    };
+    let _ = writeln!(out, "{:<24} {:>12} {:>12}", "nudges/helped/hurt", hurt(before), hurt(after));
     let rate = |r: &SuiteRecord| format!("{:.1}%", r.summary.overall.pass_rate() * 100.0);
     let _ = writeln!(out, "{:<24} {:>12} {:>12}", "pass rate", rate(before), rate(after));
     out
@@ -306,6 +394,83 @@ mod tests {
         assert_eq!(
             line("pass rate, original").split_whitespace().collect::<Vec<_>>(),
             ["pass", "rate,", "original", "0.0%", "100.0%"]
+        );
+    }
+
+    #[test]
+    fn nudges_are_totalled_per_set_and_every_hurt_one_is_listed() {
+        use crate::nudge::{Nudge, NudgeVerdict};
+        let nudge = |seq: u64, reason: &str| Nudge { seq, reason: reason.into(), answer: String::new() };
+        let mut runs = vec![run("a", false, 2), run("a", true, 4), run("c", true, 1)];
+        runs[0].run = 2;
+        runs[0].nudge_verdicts = vec![
+            NudgeVerdict::judged(
+                &nudge(9, "finish_check/gave_up: git add failed"),
+                true,
+                false,
+                4,
+                String::new(),
+            ),
+            NudgeVerdict::unchecked(&nudge(12, "change_check"), 0, "copy failed".into()),
+        ];
+        runs[1].nudge_verdicts =
+            vec![NudgeVerdict::judged(&nudge(5, "finish_check/not_verified"), false, true, 7, String::new())];
+        runs[2].set = "grown".into();
+        runs[2].nudge_verdicts =
+            vec![NudgeVerdict::judged(&nudge(3, "change_check"), true, true, 2, String::new())];
+        for r in &mut runs {
+            r.nudges = r.nudge_verdicts.len() as u32;
+            (r.nudges_helped, r.nudges_hurt) = crate::nudge::counts(&r.nudge_verdicts);
+        }
+        let summary = Summary::of(&runs);
+        let figures = |f: &Figures| (f.nudges, f.nudges_helped, f.nudges_hurt);
+        assert_eq!(figures(&summary.overall), (4, 1, 1));
+        assert_eq!(figures(&summary.sets["original"]), (3, 1, 1));
+        assert_eq!(figures(&summary.sets["grown"]), (1, 0, 0));
+        assert_eq!(
+            summary.hurt_nudges,
+            [HurtNudge {
+                task: "a".into(),
+                run: 2,
+                seq: 9,
+                reason: "finish_check/gave_up: git add failed".into()
+            }]
+        );
+        let text = table(&summary);
+        assert!(
+            text.contains("nudges: 4 (helped 1, hurt 1); by set: grown 1 (helped 0, hurt 0), original 3 (helped 1, hurt 1)"),
+            "{text}"
+        );
+        assert!(text.contains("  hurt: a #2 (event 9): finish_check/gave_up: git add failed"), "{text}");
+        assert!(text.contains("nudges checked: 3 of 4; keel stopped 13 ms in all, 7 ms at most"), "{text}");
+        assert!(run_line(&runs[0]).ends_with("(nudged 2: helped 0, hurt 1)"), "{}", run_line(&runs[0]));
+
+        let json = serde_json::to_value(record("new", runs)).unwrap();
+        assert_eq!(json["summary"]["sets"]["original"]["nudges_hurt"], 1);
+        assert_eq!(json["summary"]["hurt_nudges"][0]["task"], "a");
+        assert_eq!(json["runs"][1]["nudge_verdicts"][0]["verdict"], "helped");
+        assert_eq!(json["runs"][1]["nudges_helped"], 1);
+    }
+
+    #[test]
+    fn a_record_made_before_nudges_were_judged_loads() {
+        let mut old = serde_json::to_value(record("old", vec![run("a", true, 2)])).unwrap();
+        for key in ["nudges_helped", "nudges_hurt", "nudge_verdicts"] {
+            old["runs"][0].as_object_mut().unwrap().remove(key);
+        }
+        for key in ["nudges", "nudges_helped", "nudges_hurt", "nudges_unchecked"] {
+            old["summary"]["overall"].as_object_mut().unwrap().remove(key);
+        }
+        for key in ["hurt_nudges", "nudges_stopped_ms", "nudges_stopped_ms_max"] {
+            old["summary"].as_object_mut().unwrap().remove(key);
+        }
+        let old: SuiteRecord = serde_json::from_value(old).unwrap();
+        assert_eq!((old.runs[0].nudges_helped, old.runs[0].nudges_hurt), (0, 0));
+        assert!(old.summary.hurt_nudges.is_empty());
+        let text = compare(&old, &old);
+        assert!(
+            text.lines().any(|l| l.split_whitespace().eq(["nudges/helped/hurt", "0/0/0", "0/0/0"])),
+            "{text}"
         );
     }
 

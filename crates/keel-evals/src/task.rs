@@ -135,8 +135,9 @@ impl Task {
     }
 }
 
-/// Copies the folder `from` into `to`, recursively (regular files and folders only).
-fn copy_tree(from: &Path, to: &Path) -> Result<(), EvalError> {
+/// Copies the folder `from` into `to`, recursively: folders, regular files (with their
+/// permissions) and symbolic links (as links); nothing else.
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<(), EvalError> {
     let io = |e: std::io::Error, p: &Path| EvalError::Io(format!("{}: {e}", p.display()));
     for entry in std::fs::read_dir(from).map_err(|e| io(e, from))? {
         let entry = entry.map_err(|e| io(e, from))?;
@@ -148,6 +149,9 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), EvalError> {
             copy_tree(&source, &target)?;
         } else if kind.is_file() {
             std::fs::copy(&source, &target).map_err(|e| io(e, &source))?;
+        } else if kind.is_symlink() {
+            let link = std::fs::read_link(&source).map_err(|e| io(e, &source))?;
+            std::os::unix::fs::symlink(link, &target).map_err(|e| io(e, &target))?;
         }
     }
     Ok(())
