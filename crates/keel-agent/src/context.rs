@@ -85,7 +85,22 @@ impl SessionContext {
         self.environment = Some(text.into());
         self
     }
+
+    /// Records the run of a hook (a user's hook command and its decision): the loop logs
+    /// it as `hook/run` as soon as the hook that ran it returns.
+    pub fn report_hook_run(&self, run: keel_session::HookRun) {
+        self.tool_state.with(|runs: &mut HookRuns| runs.0.push(run));
+    }
+
+    /// The hook runs reported since the last call.
+    pub(crate) fn take_hook_runs(&self) -> Vec<keel_session::HookRun> {
+        self.tool_state.with(|runs: &mut HookRuns| std::mem::take(&mut runs.0))
+    }
 }
+
+/// Hook runs reported and not yet logged (a slot of the session's [`ToolState`]).
+#[derive(Default)]
+struct HookRuns(Vec<keel_session::HookRun>);
 
 impl Default for SessionContext {
     /// A context for the current folder.

@@ -15,6 +15,7 @@ use keel_llm::{AssistantMessage, ContentBlock, ToolCall};
 use keel_session::{EventKind, SessionError, ToolCallStarted, ToolResultData, TurnEndReason};
 use tokio::sync::mpsc;
 
+use crate::hook_calls::Ran;
 use crate::hooks::{HookDecision, ToolCallRequest};
 use crate::run::TurnRun;
 use crate::sink::AgentEvent;
@@ -285,6 +286,8 @@ pub(crate) async fn execute_calls(
     let workspace: Arc<Path> = Arc::from(run.ctx.workspace.as_path());
     let artifacts: Option<Arc<Path>> = run.ctx.artifacts.as_deref().map(Arc::from);
     let task = Arc::clone(&run.task);
+    // What hooks give the model after calls, logged once every call has its result.
+    let mut context = Vec::new();
 
     for mut batch in batches(items, pool) {
         let mut history: Option<Arc<[keel_llm::Message]>> = None;
@@ -313,12 +316,15 @@ pub(crate) async fn execute_calls(
                 ));
                 continue;
             }
-            let request = ToolCallRequest { call: &item.call, read_only, effect, step, ctx: run.ctx };
+            let session_id = run.session.id();
+            let request =
+                ToolCallRequest { call: &item.call, read_only, effect, step, session_id, ctx: run.ctx };
             let decision = tokio::select! {
                 biased;
                 _ = run.cancel.cancelled() => None,
                 decision = run.agent.hooks.before_tool_call(request) => Some(decision),
             };
+            run.log_hook_runs()?;
             match decision {
                 Some(HookDecision::Allow) => {}
                 Some(HookDecision::Deny { reason }) => {
@@ -405,6 +411,7 @@ pub(crate) async fn execute_calls(
         drop(progress_tx);
 
         let mut results = futures::stream::iter(work).buffered(pool);
+        let mut ran = Vec::new();
         let mut index = 0;
         let mut progress_open = true;
         loop {
@@ -416,7 +423,7 @@ pub(crate) async fn execute_calls(
                 next = results.next() => {
                     let Some((mut outcome, duration)) = next else { break };
                     let call = &calls[index];
-                    let ran = !duration.is_zero();
+                    let started = !duration.is_zero();
                     // A tool's own model requests are logged before its result.
                     if let Ok(output) = &mut outcome {
                         for mut aside in std::mem::take(&mut output.asides) {
@@ -428,9 +435,12 @@ pub(crate) async fn execute_calls(
                     if let Ok(ToolOutput { usage: Some(usage), .. }) = &outcome {
                         run.usage += *usage;
                     }
-                    let mut result = result_data(call, sources[index], outcome, ran.then_some(duration));
-                    if let (true, Some(note)) = (ran, notes.get(&call.id)) {
+                    let mut result = result_data(call, sources[index], outcome, started.then_some(duration));
+                    if let (true, Some(note)) = (started, notes.get(&call.id)) {
                         result.content.push_str(note);
+                    }
+                    if started {
+                        ran.push(Ran { call: call.clone(), content: result.content.clone(), is_error: result.is_error });
                     }
                     concluded |= commit(run, step, call, result, duration)?;
                     index += 1;
@@ -440,7 +450,13 @@ pub(crate) async fn execute_calls(
         while let Ok(p) = progress_rx.try_recv() {
             run.sink.emit(&AgentEvent::ToolProgress { call_id: &p.call_id, text: &p.text });
         }
+        let after = run.after_calls(&ran, step).await?;
+        context.extend(after.context);
+        if let (Some(reason), None) = (after.stop, &stop) {
+            stop = Some((TurnEndReason::Blocked, reason));
+        }
     }
+    run.log_nudges(context)?;
 
     Ok(match stop {
         Some((reason, detail)) => StepControl::End(reason, Some(detail)),

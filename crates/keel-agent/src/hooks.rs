@@ -8,6 +8,7 @@ use keel_llm::{Message, ToolCall};
 use keel_session::TaskIntent;
 
 use crate::context::SessionContext;
+use crate::hook_points::{AfterToolCall, CompactionStarting, PromptDecision, PromptSubmitted, ToolCallDone};
 use crate::registry::ToolRegistry;
 
 /// What a `before_tool_call` hook decided.
@@ -39,6 +40,8 @@ pub struct ToolCallRequest<'a> {
     pub effect: &'a keel_session::Effect,
     /// The step number within the turn.
     pub step: u32,
+    /// The session's id.
+    pub session_id: &'a str,
     /// The session's context (workspace, tool state).
     pub ctx: &'a SessionContext,
 }
@@ -49,6 +52,8 @@ pub struct ToolCallRequest<'a> {
 pub struct TurnStarted<'a> {
     /// The turn number.
     pub turn: u32,
+    /// The session's id.
+    pub session_id: &'a str,
     /// The session's context (workspace, tool state).
     pub ctx: &'a SessionContext,
     /// The user's task: the turn's first message, without the environment block (as
@@ -88,6 +93,8 @@ pub struct TurnStopping<'a> {
     pub messages: &'a [Message],
     /// The tools on offer (to tell reading calls from changing ones).
     pub tools: &'a ToolRegistry,
+    /// The session's id ("" in hooks' tests).
+    pub session_id: &'a str,
     /// The session's context (workspace, tool state).
     pub ctx: &'a SessionContext,
     /// The turn ends through a tool result that concluded it (such as `answer`): the
@@ -112,6 +119,7 @@ impl<'a> TurnStopping<'a> {
             final_text,
             messages,
             tools,
+            session_id: "",
             ctx,
             concluded: false,
             intent: TaskIntent::default(),
@@ -139,6 +147,10 @@ pub(crate) fn task_of(messages: &[Message]) -> &str {
 }
 
 /// Callbacks into the embedding program. Every method has a permissive default.
+///
+/// A hook that runs something worth keeping (a user's hook command) reports each run
+/// with [`SessionContext::report_hook_run`]; the loop logs it as `hook/run` when the
+/// hook returns.
 pub trait Hooks: Send + Sync {
     /// Decides whether a validated tool call may run. Called in the model's order,
     /// one call at a time, before the call starts (so a UI can ask the user).
@@ -168,6 +180,29 @@ pub trait Hooks: Send + Sync {
         let _ = (task, intent, tools);
         None
     }
+
+    /// Called with a turn's prompt before it is logged (only `turn/start` is): accept it,
+    /// with context to log after it as user input from a hook, or block it (the turn ends
+    /// `blocked` and the prompt never reaches the log or the model).
+    fn prompt_submitted<'a>(&'a self, prompt: PromptSubmitted<'a>) -> BoxFuture<'a, PromptDecision> {
+        let _ = prompt;
+        Box::pin(async { PromptDecision::default() })
+    }
+
+    /// Called after a call ran and its result was logged (once the calls running beside
+    /// it have theirs): context for the model, logged as user input from a hook once the
+    /// step's calls all have results, or a stop.
+    fn after_tool_call<'a>(&'a self, done: ToolCallDone<'a>) -> BoxFuture<'a, AfterToolCall> {
+        let _ = done;
+        Box::pin(async { AfterToolCall::default() })
+    }
+
+    /// Called before a compaction asks for its summary (a threshold, an overflow, or
+    /// `/compact`), before `compaction/start` is logged.
+    fn before_compaction<'a>(&'a self, compaction: CompactionStarting<'a>) -> BoxFuture<'a, ()> {
+        let _ = compaction;
+        Box::pin(async {})
+    }
 }
 
 /// Hooks that allow everything.
@@ -177,7 +212,9 @@ pub struct NoHooks;
 impl Hooks for NoHooks {}
 
 /// Several hooks asked in order: the first that denies a call decides it; the first that
-/// continues a stopping turn does so.
+/// continues a stopping turn does so; the first that blocks a prompt does so, and the
+/// context of the ones before it is dropped with the prompt; every hook's context after a
+/// call is kept, and the first stop.
 #[derive(Clone, Default)]
 pub struct HookChain {
     hooks: Vec<Arc<dyn Hooks>>,
@@ -249,5 +286,38 @@ impl Hooks for HookChain {
             }
         }
         narrowed
+    }
+
+    fn prompt_submitted<'a>(&'a self, prompt: PromptSubmitted<'a>) -> BoxFuture<'a, PromptDecision> {
+        Box::pin(async move {
+            let mut context = Vec::new();
+            for hooks in &self.hooks {
+                match hooks.prompt_submitted(prompt).await {
+                    PromptDecision::Accept(more) => context.extend(more),
+                    block @ PromptDecision::Block { .. } => return block,
+                }
+            }
+            PromptDecision::Accept(context)
+        })
+    }
+
+    fn after_tool_call<'a>(&'a self, done: ToolCallDone<'a>) -> BoxFuture<'a, AfterToolCall> {
+        Box::pin(async move {
+            let mut all = AfterToolCall::default();
+            for hooks in &self.hooks {
+                let next = hooks.after_tool_call(done).await;
+                all.context.extend(next.context);
+                all.stop = all.stop.or(next.stop);
+            }
+            all
+        })
+    }
+
+    fn before_compaction<'a>(&'a self, compaction: CompactionStarting<'a>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for hooks in &self.hooks {
+                hooks.before_compaction(compaction).await;
+            }
+        })
     }
 }

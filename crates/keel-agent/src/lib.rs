@@ -39,8 +39,11 @@
 mod agent;
 pub mod compact;
 mod context;
+mod ending;
 mod execute;
 mod finish;
+mod hook_calls;
+mod hook_points;
 mod hooks;
 mod inbox;
 pub mod intent;
@@ -61,6 +64,7 @@ pub use compact::ContextUsage;
 pub use context::SessionContext;
 pub use execute::ABORTED;
 pub use finish::FinishCheck;
+pub use hook_points::{AfterToolCall, CompactionStarting, PromptDecision, PromptSubmitted, ToolCallDone};
 pub use hooks::{HookChain, HookDecision, Hooks, NoHooks, Nudge, ToolCallRequest, TurnStarted, TurnStopping};
 pub use inbox::Inbox;
 pub use loops::LOOP_SUMMARY_REQUEST;
@@ -74,4 +78,6 @@ pub use tool::{
 pub use tool_error::{ToolError, ToolErrorKind};
 pub use turn::{AgentError, STEP_LIMIT_SUMMARY_REQUEST};
 
-pub use keel_session::{Effect, FileChange, ModelAside, Session, TaskIntent, Wants};
+pub use keel_session::{
+    Effect, FileChange, HookOutcome, HookRun, HookVerdict, ModelAside, Session, TaskIntent, Wants,
+};

@@ -15,6 +15,7 @@ use crate::agent::{Agent, TurnOutcome};
 use crate::compact::Compactor;
 use crate::context::SessionContext;
 use crate::execute::{StepControl, execute_calls};
+use crate::hook_points::PromptDecision;
 use crate::hooks::{TurnStarted, TurnStopping};
 use crate::restart::Stuck;
 use crate::run::TurnRun;
@@ -41,7 +42,7 @@ enum Reply {
 }
 
 impl TurnRun<'_> {
-    fn user(&mut self, text: String, source: InputSource) -> Result<u64, SessionError> {
+    pub(crate) fn user(&mut self, text: String, source: InputSource) -> Result<u64, SessionError> {
         self.log(EventKind::UserMessage(UserInput { text, source, reason: None }))
     }
 
@@ -103,7 +104,7 @@ impl TurnRun<'_> {
     }
 
     /// One step: request, reply, tools. Returns how the loop should go on.
-    async fn step(&mut self, tool_choice: ToolChoice) -> Result<StepControl, SessionError> {
+    pub(crate) async fn step(&mut self, tool_choice: ToolChoice) -> Result<StepControl, SessionError> {
         self.step += 1;
         let step = self.step;
         if self.session.projection().request_header() != Some(&self.header) {
@@ -175,7 +176,7 @@ impl TurnRun<'_> {
         (most, notes)
     }
 
-    async fn end(
+    pub(crate) async fn end(
         &mut self,
         reason: TurnEndReason,
         message: Option<String>,
@@ -200,6 +201,10 @@ impl TurnRun<'_> {
 
     async fn run(&mut self, input: String) -> Result<TurnOutcome, SessionError> {
         self.log(EventKind::TurnStart(TurnStart { turn: self.turn }))?;
+        let context = match self.submit_prompt(&input).await? {
+            PromptDecision::Block { reason } => return self.end(TurnEndReason::Blocked, Some(reason)).await,
+            PromptDecision::Accept(context) => context,
+        };
         if self.session.messages().is_empty()
             && let Some(environment) = &self.ctx.environment
         {
@@ -207,6 +212,7 @@ impl TurnRun<'_> {
         }
         self.task = std::sync::Arc::from(input.as_str());
         self.user(input, InputSource::Prompt)?;
+        self.log_nudges(context)?;
         // The message holding the prompt (input may have joined the one before it).
         self.first_message = self.session.messages().len().saturating_sub(1);
         if let Some(keel_llm::Message::User(user)) = self.session.messages().get(self.first_message) {
@@ -222,7 +228,10 @@ impl TurnRun<'_> {
             self.sync().await?;
         }
         let (task, intent) = (task.as_str(), self.intent);
-        self.agent.hooks.turn_started(TurnStarted { turn: self.turn, ctx: self.ctx, task, intent }).await;
+        let session_id = self.session.id().to_owned();
+        let started = TurnStarted { turn: self.turn, session_id: &session_id, ctx: self.ctx, task, intent };
+        self.agent.hooks.turn_started(started).await;
+        self.log_hook_runs()?;
         if let Some(tools) = self.agent.hooks.turn_tools(task, intent, &self.tools) {
             tracing::debug!(turn = self.turn, tools = ?tools, "this turn offers fewer tools");
             self.header.tools = tools.definitions().to_vec();
@@ -276,16 +285,15 @@ impl TurnRun<'_> {
                     final_text: &self.final_text,
                     messages: &messages[self.first_message.min(messages.len())..],
                     tools: &self.tools,
+                    session_id: self.session.id(),
                     ctx: self.ctx,
                     concluded,
                     intent: self.intent,
                 };
-                match self.agent.hooks.turn_stopping(state).await {
-                    Some(nudge) => self.log(EventKind::UserMessage(UserInput {
-                        text: nudge.text,
-                        source: InputSource::Hook,
-                        reason: Some(nudge.reason),
-                    }))?,
+                let nudge = self.agent.hooks.turn_stopping(state).await;
+                self.log_hook_runs()?;
+                match nudge {
+                    Some(nudge) => self.log_nudges(vec![nudge])?,
                     None => return self.end(TurnEndReason::Completed, None).await,
                 };
             }
@@ -301,6 +309,8 @@ impl TurnRun<'_> {
 
     fn compactor(&mut self, limits: crate::compact::Limits) -> Compactor<'_> {
         Compactor {
+            hooks: &*self.agent.hooks,
+            ctx: self.ctx,
             model: self.model,
             system: self.system,
             tools: &self.tools,
@@ -384,46 +394,6 @@ impl TurnRun<'_> {
         self.repeats = crate::loops::Repeats::default();
         self.last_step = self.step + self.agent.config.max_steps.div_ceil(2);
         Ok(())
-    }
-
-    /// Ends a turn stuck repeating itself, after asking for an answer with tools off.
-    async fn stop_looping(&mut self) -> Result<TurnOutcome, SessionError> {
-        let message = format!(
-            "stopped: the model made the same calls {} times in a row without progress",
-            self.agent.config.loop_stop_at
-        );
-        if !self.cancel.is_cancelled() {
-            self.tools_off = "not run: the turn was stopped for repeating the same calls";
-            self.user(crate::loops::LOOP_SUMMARY_REQUEST.to_owned(), InputSource::Harness)?;
-            if let StepControl::End(reason, detail) = self.step(ToolChoice::None).await? {
-                return self.end(reason, detail).await;
-            }
-        }
-        self.end(TurnEndReason::Looping, Some(message)).await
-    }
-
-    async fn step_limit(&mut self) -> Result<TurnOutcome, SessionError> {
-        let limit = self.step;
-        let summary = self.agent.config.summary_on_step_limit && !self.cancel.is_cancelled();
-        // The summary is one more model request, counted as a step: say so, so the
-        // figures agree.
-        let message = if summary {
-            format!(
-                "stopped at the step limit ({limit} steps), then one step more for a summary with tools off; raise the limit with --max-steps or continue in a new turn"
-            )
-        } else {
-            format!(
-                "stopped after {limit} steps (the step limit); raise it with --max-steps or continue in a new turn"
-            )
-        };
-        if summary {
-            self.tools_off = "not run: the step limit was reached";
-            self.user(STEP_LIMIT_SUMMARY_REQUEST.to_owned(), InputSource::Harness)?;
-            if let StepControl::End(reason, detail) = self.step(ToolChoice::None).await? {
-                return self.end(reason, detail).await;
-            }
-        }
-        self.end(TurnEndReason::MaxSteps, Some(message)).await
     }
 }
 

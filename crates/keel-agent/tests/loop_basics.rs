@@ -485,3 +485,90 @@ async fn with_always_call_every_step_calls_and_a_concluding_tool_answers() {
     assert_eq!(outcome.final_text, "really done");
     assert_provider_valid(session.messages());
 }
+
+/// Issue 33, item 2: what hooks give the model (context for a prompt, context after a
+/// call, a stop's request to go on) is logged user input from a hook, so every request is
+/// still exactly the history derived from the log before its step; each hook's run is a
+/// `hook/run` beside it.
+#[tokio::test]
+async fn requests_with_hook_input_are_exactly_the_derived_history() {
+    let model = ScriptedModel::new([
+        reply().call("read_file", r#"{"path":"a.txt"}"#).call("read_file", r#"{"path":"b.txt"}"#),
+        reply().text("a and b read."),
+        reply().call("read_file", r#"{"path":"b.txt"}"#),
+        reply().text("b checked."),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path());
+    let mut session = store.create("/work").unwrap();
+    let agent = Agent::builder(model.clone()).tool(FakeRead).hooks(UserLikeHooks::default()).build();
+    let outcome = agent
+        .run_turn(
+            &mut session,
+            &SessionContext::default(),
+            "Read a and b",
+            &NullSink,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed);
+    assert_eq!(outcome.final_text, "b checked.");
+
+    let events = store.read(session.id()).unwrap();
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4);
+    let step_starts = events.iter().enumerate().filter(|(_, e)| matches!(e.kind, EventKind::StepStart(_)));
+    for (request, (start, _)) in requests.iter().zip(step_starts) {
+        assert_eq!(request.messages, derive_messages(&events[..start]).unwrap());
+    }
+    let last_user = |i: usize| match requests[i].messages.last() {
+        Some(Message::User(user)) => user.content.clone(),
+        other => panic!("request {i} ends with {other:?}"),
+    };
+    assert_eq!(last_user(0), "Read a and b\n\nThe build is at v2.");
+    assert_eq!(last_user(1), "b.txt is generated.");
+    assert_eq!(last_user(2), "Stop hook feedback: check b.txt again");
+    assert_eq!(last_user(3), "b.txt is generated.");
+    // Each piece is user input from a hook, with the hook's reason.
+    let from_hooks: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::UserMessage(input) if input.source == keel_session::InputSource::Hook => {
+                input.reason.as_deref()
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        from_hooks,
+        [
+            "hook/UserPromptSubmit: version.sh",
+            "hook/PostToolUse: gen.sh",
+            "hook/Stop: again.sh",
+            "hook/PostToolUse: gen.sh"
+        ]
+    );
+    let runs: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::HookRun(run) => Some(run.event.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PreToolUse",
+            "PostToolUse",
+            "Stop",
+            "PreToolUse",
+            "PostToolUse",
+            "Stop"
+        ]
+    );
+    assert_eq!(session.messages(), derive_messages(&events).unwrap().as_slice());
+    assert_provider_valid(session.messages());
+}

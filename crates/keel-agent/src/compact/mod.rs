@@ -87,6 +87,9 @@ impl Limits {
 
 /// Everything one compaction needs, borrowed from a turn or from [`crate::Agent::compact`].
 pub(crate) struct Compactor<'a> {
+    /// Told before a compaction starts ([`crate::Hooks::before_compaction`]).
+    pub hooks: &'a dyn crate::Hooks,
+    pub ctx: &'a crate::SessionContext,
     pub model: &'a dyn ModelClient,
     pub system: &'a str,
     pub tools: &'a crate::ToolRegistry,
@@ -130,6 +133,22 @@ impl Compactor<'_> {
             return 1.0;
         }
         (reported as f64 / estimated as f64).clamp(0.5, 1.5)
+    }
+
+    /// Tells the hooks a compaction starts, and logs the runs they report. An abort
+    /// stops the wait (the compaction then ends aborted).
+    async fn before(&mut self, reason: CompactionReason, focus: Option<&str>) -> Result<(), SessionError> {
+        let session_id = self.session.id().to_owned();
+        let starting = crate::CompactionStarting { reason, focus, session_id: &session_id, ctx: self.ctx };
+        tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => {}
+            _ = self.hooks.before_compaction(starting) => {}
+        }
+        for run in self.ctx.take_hook_runs() {
+            self.log(EventKind::HookRun(run))?;
+        }
+        Ok(())
     }
 
     fn used(&self) -> u64 {
@@ -185,6 +204,7 @@ impl Compactor<'_> {
         let kept_tokens = plan::messages_tokens(&messages[cut..]);
         let tokens_before = self.used();
         let instruction = plan::summary_instruction(focus);
+        self.before(reason, focus).await?;
         self.log(EventKind::CompactionStart(CompactionStart {
             reason,
             tokens_before,
@@ -341,7 +361,9 @@ impl crate::Agent {
         let limits = self
             .limits(ctx)
             .unwrap_or_else(|| assumed_limits(context_tokens(session, system, tools.definitions())));
-        let mut compactor = Compactor { model: &**model, system, tools, session, sink, cancel, limits };
+        let hooks = &*self.hooks;
+        let mut compactor =
+            Compactor { hooks, ctx, model: &**model, system, tools, session, sink, cancel, limits };
         Ok(compactor.compact(CompactionReason::Manual, focus).await?)
     }
 }

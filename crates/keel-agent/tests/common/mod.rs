@@ -221,3 +221,107 @@ impl keel_agent::Hooks for OnceMore {
         Box::pin(async move { first.then(|| keel_agent::Nudge::new(text, "test: once more")) })
     }
 }
+
+/// A `hook/run` record of `event`, decided `decision`.
+pub fn hook_run(event: &str, decision: Option<keel_agent::HookVerdict>) -> keel_agent::HookRun {
+    keel_agent::HookRun {
+        event: event.into(),
+        command: format!("{event}.sh"),
+        tool: None,
+        call_id: None,
+        outcome: keel_agent::HookOutcome::Ok,
+        exit_code: Some(0),
+        duration_ms: 1,
+        decision,
+        reason: None,
+        error: None,
+    }
+}
+
+/// Hooks as a user's hook commands act, each run reported: a prompt naming "secret" is
+/// blocked, any other gets context; reading `b.txt` gets context after it, reading
+/// `secret.txt` is denied, reading `stop.txt` stops the turn; the first stop continues
+/// once; a compaction is seen.
+#[derive(Default)]
+pub struct UserLikeHooks {
+    stopped: std::sync::atomic::AtomicBool,
+    /// Compactions seen: reason and focus.
+    pub compactions: Mutex<Vec<(keel_session::CompactionReason, Option<String>)>>,
+}
+
+impl keel_agent::Hooks for UserLikeHooks {
+    fn prompt_submitted<'a>(
+        &'a self,
+        prompt: keel_agent::PromptSubmitted<'a>,
+    ) -> futures::future::BoxFuture<'a, keel_agent::PromptDecision> {
+        use keel_agent::{HookVerdict, Nudge, PromptDecision};
+        Box::pin(async move {
+            if prompt.prompt.contains("secret") {
+                prompt.ctx.report_hook_run(hook_run("UserPromptSubmit", Some(HookVerdict::Block)));
+                return PromptDecision::Block { reason: "prompts with secrets are refused".into() };
+            }
+            prompt.ctx.report_hook_run(hook_run("UserPromptSubmit", Some(HookVerdict::Context)));
+            PromptDecision::Accept(vec![Nudge::new(
+                "The build is at v2.",
+                "hook/UserPromptSubmit: version.sh",
+            )])
+        })
+    }
+
+    fn before_tool_call<'a>(
+        &'a self,
+        request: keel_agent::ToolCallRequest<'a>,
+    ) -> futures::future::BoxFuture<'a, keel_agent::HookDecision> {
+        use keel_agent::{HookDecision, HookVerdict};
+        Box::pin(async move {
+            if request.call.arguments.contains("secret.txt") {
+                request.ctx.report_hook_run(hook_run("PreToolUse", Some(HookVerdict::Deny)));
+                return HookDecision::Deny { reason: "secret.txt is off limits".into() };
+            }
+            request.ctx.report_hook_run(hook_run("PreToolUse", None));
+            HookDecision::Allow
+        })
+    }
+
+    fn after_tool_call<'a>(
+        &'a self,
+        done: keel_agent::ToolCallDone<'a>,
+    ) -> futures::future::BoxFuture<'a, keel_agent::AfterToolCall> {
+        use keel_agent::{AfterToolCall, HookVerdict, Nudge};
+        Box::pin(async move {
+            let mut after = AfterToolCall::default();
+            if done.call.arguments.contains("b.txt") {
+                done.ctx.report_hook_run(hook_run("PostToolUse", Some(HookVerdict::Context)));
+                after = after.with_context(Nudge::new("b.txt is generated.", "hook/PostToolUse: gen.sh"));
+            } else if done.call.arguments.contains("stop.txt") {
+                done.ctx.report_hook_run(hook_run("PostToolUse", Some(HookVerdict::Stop)));
+                after = after.with_stop("the hook stopped the turn");
+            }
+            after
+        })
+    }
+
+    fn turn_stopping<'a>(
+        &'a self,
+        state: keel_agent::TurnStopping<'a>,
+    ) -> futures::future::BoxFuture<'a, Option<keel_agent::Nudge>> {
+        let first = !self.stopped.swap(true, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move {
+            let verdict = first.then_some(keel_agent::HookVerdict::Continue);
+            state.ctx.report_hook_run(hook_run("Stop", verdict));
+            first.then(|| {
+                keel_agent::Nudge::new("Stop hook feedback: check b.txt again", "hook/Stop: again.sh")
+            })
+        })
+    }
+
+    fn before_compaction<'a>(
+        &'a self,
+        compaction: keel_agent::CompactionStarting<'a>,
+    ) -> futures::future::BoxFuture<'a, ()> {
+        let mut seen = self.compactions.lock().unwrap();
+        seen.push((compaction.reason, compaction.focus.map(str::to_owned)));
+        compaction.ctx.report_hook_run(hook_run("PreCompact", None));
+        Box::pin(async {})
+    }
+}
