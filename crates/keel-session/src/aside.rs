@@ -113,6 +113,17 @@ pub enum Effect {
     Runs,
     /// Delivers the turn's answer.
     Concludes,
+    /// Sets the plan the agent keeps; changes nothing in the project.
+    Plans {
+        /// The whole plan as it now stands.
+        steps: Vec<crate::plan::PlanStep>,
+    },
+    /// Reads a resource over the network (a GET of `url`): changes nothing here, but
+    /// reaches outside the machine.
+    Fetches {
+        /// The URL, as the call named it.
+        url: String,
+    },
     /// Changes something else, or says nothing of what it does.
     Other,
 }
@@ -120,6 +131,6 @@ pub enum Effect {
 impl Effect {
     /// Whether the call changes nothing.
     pub fn read_only(&self) -> bool {
-        matches!(self, Effect::Reads { .. } | Effect::Concludes)
+        matches!(self, Effect::Reads { .. } | Effect::Concludes | Effect::Plans { .. } | Effect::Fetches { .. })
     }
 }

@@ -16,6 +16,7 @@ mod file_change;
 mod history;
 mod hook;
 mod jsonl;
+mod plan;
 mod projection;
 mod repair;
 mod session;
@@ -35,6 +36,7 @@ pub use event::{
 pub use file_change::FileChange;
 pub use hook::{HookOutcome, HookRun, HookVerdict};
 pub use jsonl::{JsonlStore, JsonlWriter};
+pub use plan::{PlanStatus, PlanStep, plan_text};
 pub use projection::{OpenTurn, PendingCall, Projection, derive_messages};
 pub use repair::{INTERRUPTED_CODE, NOT_STARTED, OUTCOME_UNKNOWN, RepairReport};
 pub use session::{

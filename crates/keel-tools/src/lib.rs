@@ -1,12 +1,12 @@
 //! keel's built-in coding tools: `shell`, `read_file`, `write_file`, `edit_file`,
-//! `list_files`, `grep`, `glob`. Every path is confined to the workspace (see
+//! `list_files`, `grep`, `glob`, and `update_plan` (the agent's plan). Every path is confined to the workspace (see
 //! [`workspace::Roots`]); [`PermissionPolicy`] decides which calls may run.
 //!
 //! ```
 //! use std::sync::Arc;
 //! let tools = keel_tools::builtin(Arc::new(keel_tools::ToolsConfig::default()));
 //! assert_eq!(tools.names().collect::<Vec<_>>(),
-//!            ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "glob"]);
+//!            ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "glob", "update_plan"]);
 //! ```
 
 pub mod aids;
@@ -28,6 +28,7 @@ pub mod output;
 pub mod overwrite;
 mod pasted;
 mod plain;
+pub mod plan;
 mod policy;
 pub mod profile;
 pub mod question;
@@ -134,7 +135,8 @@ pub fn builtin(config: Arc<ToolsConfig>) -> ToolRegistry {
         .register(edit::EditFile::new(Arc::clone(&config)))
         .register(list::ListFiles::new(Arc::clone(&config)))
         .register(grep::Grep::new(Arc::clone(&config)))
-        .register(glob::Glob::new(config));
+        .register(glob::Glob::new(config))
+        .register(plan::UpdatePlan);
     registry
 }
 

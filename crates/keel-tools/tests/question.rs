@@ -63,14 +63,14 @@ async fn a_question_cannot_change_files_but_the_next_change_request_can() {
     // The question's requests offer only reading tools and shell; a change tool the model
     // names anyway is not one of them.
     let offered = |n: usize| model.requests()[n].tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
-    assert_eq!(offered(2), ["shell", "read_file", "list_files", "grep", "glob"]);
+    assert_eq!(offered(2), ["shell", "read_file", "list_files", "grep", "glob", "update_plan"]);
     let refusal = session.messages().iter().find_map(|m| match m {
         Message::ToolResult(r) if r.is_error => Some(r.content.clone()),
         _ => None,
     });
     assert_eq!(
         refusal.as_deref(),
-        Some("Unknown tool `write_file`. Available tools: shell, read_file, list_files, grep, glob.")
+        Some("Unknown tool `write_file`. Available tools: shell, read_file, list_files, grep, glob, update_plan.")
     );
 
     let outcome = agent
@@ -79,7 +79,10 @@ async fn a_question_cannot_change_files_but_the_next_change_request_can() {
         .unwrap();
     assert_eq!(outcome.final_text, "Written.");
     assert_eq!(std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(), "codec.py");
-    assert_eq!(offered(8), ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "glob"]);
+    assert_eq!(
+        offered(8),
+        ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "glob", "update_plan"]
+    );
 }
 
 #[tokio::test]

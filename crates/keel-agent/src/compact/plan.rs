@@ -297,9 +297,68 @@ Check the current state of files before relying on what you remember.",
             ));
         }
     }
+    if let Some(plan) = latest_plan(older, tools) {
+        text.push_str(&plan_block(&plan));
+    }
     text.push('\n');
     text.push_str(SUMMARY_END);
     text
+}
+
+// The plan the agent keeps (`Effect::Plans`), carried over a compaction: the summary
+// that replaces the older messages ends with the plan as last set there, so a plan made
+// early in a long session outlives the calls that made it.
+
+/// Opens the plan in a summary.
+const PLAN_OPEN: &str = "<plan>";
+/// Closes it.
+const PLAN_CLOSE: &str = "</plan>";
+
+/// The plan as last set in `messages`, as text: by the latest call whose tool declares
+/// a plan and that did not fail, or, before any, by an earlier summary that carried one.
+pub(crate) fn latest_plan(messages: &[Message], tools: &crate::ToolRegistry) -> Option<String> {
+    let mut plan = None;
+    for message in messages {
+        match message {
+            Message::User(user) if user.content.starts_with(SUMMARY_MARKER) => {
+                if let Some(carried) = carried_plan(&user.content) {
+                    plan = Some(carried.to_owned());
+                }
+            }
+            Message::Assistant(reply) => {
+                for call in reply.tool_calls() {
+                    if let keel_session::Effect::Plans { steps } = tools.effect_of(call)
+                        && !failed_call(messages, &call.id)
+                    {
+                        plan = Some(keel_session::plan_text(&steps));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    plan
+}
+
+/// The lines a summary ends with for `plan`.
+pub(crate) fn plan_block(plan: &str) -> String {
+    format!(
+        "\n\nThe plan as last set (keep it current with the plan tool):\n{PLAN_OPEN}\n{plan}\n{PLAN_CLOSE}"
+    )
+}
+
+/// The plan a summary carried.
+fn carried_plan(summary: &str) -> Option<&str> {
+    let (_, rest) = summary.rsplit_once(PLAN_OPEN)?;
+    let (plan, _) = rest.split_once(PLAN_CLOSE)?;
+    Some(plan.trim()).filter(|plan| !plan.is_empty())
+}
+
+/// Whether the call `id` has an error result in `messages`.
+fn failed_call(messages: &[Message], id: &str) -> bool {
+    messages
+        .iter()
+        .any(|m| matches!(m, Message::ToolResult(result) if result.call_id == id && result.is_error))
 }
 
 #[cfg(test)]

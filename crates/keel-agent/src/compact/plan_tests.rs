@@ -190,3 +190,86 @@ fn a_stub_cuts_only_arguments_longer_than_eighty_characters() {
         format!("[output of shell `{}…` pruned: 2000 characters; rerun to see it]", "y".repeat(80))
     );
 }
+
+// The plan carried over a compaction.
+
+fn plan_call(id: &str, step: &str, status: &str) -> Message {
+    let arguments = serde_json::json!({"plan": [{"step": step, "status": status}]}).to_string();
+    Message::Assistant(AssistantMessage {
+        content: vec![ContentBlock::ToolCall(ToolCall::new(id, "update_plan", &arguments))],
+        ..AssistantMessage::default()
+    })
+}
+
+fn plan_result(id: &str, is_error: bool) -> Message {
+    Message::ToolResult(ToolResultMessage {
+        call_id: id.into(),
+        name: "update_plan".into(),
+        content: "ok".into(),
+        is_error,
+    })
+}
+
+fn plan_tools() -> crate::ToolRegistry {
+    let mut tools = crate::ToolRegistry::new();
+    tools.register(PlanTool);
+    tools
+}
+
+/// A stand-in for keel-tools' update_plan (keel-agent cannot depend on it): it
+/// declares the plan its arguments give.
+struct PlanTool;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct PlanArgs {
+    #[allow(dead_code)] // read through `effect`, from the raw arguments
+    plan: Vec<serde_json::Value>,
+}
+
+impl crate::Tool for PlanTool {
+    type Args = PlanArgs;
+    fn name(&self) -> &str {
+        "update_plan"
+    }
+    fn description(&self) -> &str {
+        "Plan."
+    }
+    fn effect(&self, arguments: &serde_json::Value) -> keel_session::Effect {
+        let steps = arguments["plan"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| serde_json::from_value(item.clone()).ok())
+            .collect();
+        keel_session::Effect::Plans { steps }
+    }
+    async fn call(&self, _: PlanArgs, _: crate::ToolContext) -> Result<crate::ToolOutput, crate::ToolError> {
+        Ok(crate::ToolOutput::text("ok"))
+    }
+}
+
+#[test]
+fn the_latest_plan_that_was_kept_is_carried() {
+    let messages = [
+        plan_call("a", "Read", "in_progress"),
+        plan_result("a", false),
+        plan_call("b", "Fix", "in_progress"),
+        plan_result("b", false),
+        plan_call("c", "Refused", "in_progress"),
+        plan_result("c", true),
+    ];
+    assert_eq!(latest_plan(&messages, &plan_tools()).as_deref(), Some("[>] Fix"));
+    assert_eq!(latest_plan(&messages[..0], &plan_tools()), None);
+    let text = summary_message(&messages, 1000, Ok("## Task\nfix it"), &plan_tools());
+    assert!(text.ends_with("<plan>\n[>] Fix\n</plan>\n[End of the summary.]"), "{text}");
+}
+
+#[test]
+fn a_plan_carried_by_an_earlier_summary_is_carried_again() {
+    let summary =
+        format!("{SUMMARY_MARKER}\n\nSummary.{}\n[End of the summary.]", plan_block("[x] Read\n[>] Fix"));
+    let messages = [Message::User(UserMessage { content: summary })];
+    assert_eq!(latest_plan(&messages, &plan_tools()).as_deref(), Some("[x] Read\n[>] Fix"));
+    let later = [messages[0].clone(), plan_call("d", "Test", "in_progress"), plan_result("d", false)];
+    assert_eq!(latest_plan(&later, &plan_tools()).as_deref(), Some("[>] Test"), "a newer plan wins");
+}
