@@ -73,12 +73,20 @@ pub struct AskRequest {
     pub suggested: Vec<String>,
     /// The `ask` rule that made this call ask, if one did.
     pub rule: Option<String>,
+    /// Why keel asks when no rule made it: a user's hook asked, with this reason.
+    pub reason: Option<String>,
 }
 
 impl AskRequest {
     /// A request for a call of `tool` with raw `arguments`, suggesting no rule.
     pub fn new(tool: impl Into<String>, arguments: impl Into<String>) -> Self {
-        AskRequest { tool: tool.into(), arguments: arguments.into(), suggested: Vec::new(), rule: None }
+        AskRequest {
+            tool: tool.into(),
+            arguments: arguments.into(),
+            suggested: Vec::new(),
+            rule: None,
+            reason: None,
+        }
     }
 }
 
@@ -230,6 +238,12 @@ impl PermissionPolicy {
         self
     }
 
+    /// The question callback, if there is a way to ask (a user's hook that asks about a
+    /// call asks through it).
+    pub fn asker(&self) -> Option<AskFn> {
+        self.ask.clone()
+    }
+
     /// Sets the permission rules (see [`crate::rules`]).
     pub fn with_rules(mut self, rules: PermissionRules) -> Self {
         self.rules = Mutex::new(rules);
@@ -326,8 +340,13 @@ impl PermissionPolicy {
                 .deny(format!("`{}` needs the user's permission and there is no way to ask.", call.name));
         };
         let suggested = self.rules.lock().map(|r| r.suggest(&call.name, &call.arguments)).unwrap_or_default();
-        let question =
-            AskRequest { tool: call.name.clone(), arguments: call.arguments.clone(), suggested, rule };
+        let question = AskRequest {
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            suggested,
+            rule,
+            reason: None,
+        };
         let suggested = question.suggested.clone();
         match ask(question).await {
             AskAnswer::Allow => HookDecision::Allow,

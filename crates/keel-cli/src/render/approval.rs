@@ -128,9 +128,10 @@ fn preview(
 pub fn question(q: &Question<'_>) -> Vec<String> {
     let (tool, arguments) = (q.request.tool.as_str(), q.request.arguments.as_str());
     let parsed: Option<serde_json::Map<String, Value>> = serde_json::from_str(arguments).ok();
-    let mut lines = vec![match &q.request.rule {
-        Some(rule) => format!("  allow {tool}? (your rule `ask: {}` asks)", visible(rule)),
-        None => format!("  allow {tool}?"),
+    let mut lines = vec![match (&q.request.rule, &q.request.reason) {
+        (Some(rule), _) => format!("  allow {tool}? (your rule `ask: {}` asks)", visible(rule)),
+        (None, Some(reason)) => format!("  allow {tool}? (your hook asks: {})", visible(reason)),
+        (None, None) => format!("  allow {tool}?"),
     }];
     let indent = "    ";
     match (tool, &parsed) {
