@@ -6,6 +6,7 @@ pub mod diff;
 pub mod format;
 pub mod json;
 pub mod markdown;
+pub mod plan;
 pub mod safe;
 
 use std::io::{IsTerminal, Write};
@@ -419,6 +420,13 @@ impl Sink for Terminal {
                             state.text_open = false;
                         }
                     });
+                }
+                EventKind::ToolCall(call) => {
+                    if let Some(keel_session::Effect::Plans { steps }) = &call.effect {
+                        for line in plan::checklist(steps, self.color) {
+                            self.line(&line);
+                        }
+                    }
                 }
                 EventKind::ContextPruned(pruned) => {
                     self.line(&self.paint(
