@@ -97,6 +97,15 @@ fn invalid(error: impl std::error::Error + Send + Sync + 'static) -> PrepareErro
     PrepareError::invalid(error.to_string()).caused_by(error)
 }
 
+/// A model that could not be set up: the client's to fix when its settings are wrong
+/// (400), the server's when the model cannot be reached or loaded now (503).
+fn model_failure(error: config::ConfigError) -> PrepareError {
+    match error.kind {
+        config::ConfigErrorKind::Model(_) => PrepareError::unavailable(error.to_string()).caused_by(error),
+        _ => invalid(error),
+    }
+}
+
 impl Factory {
     /// The flags of `keel` for this spec: the server's own, with the client's choices.
     fn cli_for(&self, spec: &SessionSpec) -> Cli {
@@ -127,8 +136,8 @@ impl AgentFactory for Factory {
         new_session: bool,
         ask: AskFn,
     ) -> BoxFuture<'a, Result<Prepared, PrepareError>> {
-        // Every failure is answered 400, as the client's to fix, even a model that cannot
-        // be reached (ConfigErrorKind::Model).
+        // The client's choices that do not work are 400; a model that cannot be reached
+        // or loaded now is 503 (ConfigErrorKind::Model).
         Box::pin(async move {
             let cli = self.cli_for(spec);
             let mut settings = config::resolve_in(&cli, self.file.clone(), false).map_err(invalid)?;
@@ -140,12 +149,14 @@ impl AgentFactory for Factory {
                         .local
                         .get_or_try_init(|| crate::local::load(local, false))
                         .await
-                        .map_err(invalid)?
+                        .map_err(model_failure)?
                         .clone();
                     settings.fit_profile(&keel_llm::facts::ModelFacts::from_name(&model.info().model), true);
                     model
                 }
-                ModelSettings::Remote(_) => setup::model(&mut settings, false).await.map_err(invalid)?,
+                ModelSettings::Remote(_) => {
+                    setup::model(&mut settings, false).await.map_err(model_failure)?
+                }
             };
             let (agent, _notes) = setup::agent(&settings, &spec.folder, Arc::new(policy), model);
             let mut ctx = keel_agent::SessionContext::new(&spec.folder)
@@ -262,4 +273,25 @@ pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
     };
     server.serve(listener, shutdown).await.context("serving")?;
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_server::PrepareErrorKind;
+
+    /// A model the server cannot load or reach now is the server's trouble (503, try
+    /// again), settings that do not work are the client's (400).
+    #[test]
+    fn a_model_failure_is_answered_by_its_kind() {
+        let unreachable = config::ConfigError {
+            kind: config::ConfigErrorKind::Model(keel_llm::ModelErrorKind::Network),
+            message: "the model could not be downloaded".into(),
+        };
+        let prepared = model_failure(unreachable);
+        assert_eq!(prepared.kind, PrepareErrorKind::Unavailable);
+        assert_eq!(prepared.to_string(), "the model could not be downloaded");
+        let wrong = model_failure(config::ConfigError::new("no model name is set"));
+        assert_eq!(wrong.kind, PrepareErrorKind::Invalid);
+    }
 }

@@ -21,7 +21,7 @@ use file::with_mcp_files;
 pub use file::{load_file, mcp_servers};
 pub(crate) use layer::env;
 use layer::layers;
-pub use layer::{ConfigError, Layer, Price};
+pub use layer::{ConfigError, ConfigErrorKind, Layer, Price};
 
 /// The embedded model's settings (`--local`).
 #[derive(Debug, Clone, PartialEq)]
