@@ -1,0 +1,79 @@
+//! What runs the agent from the prompt: a turn (with typing read as steering or answers,
+//! and Ctrl-C), and `/compact`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use keel_llm::CancellationToken;
+
+use crate::input::{LineReader, terminal_source};
+use crate::print_mode::ticker;
+
+use super::Repl;
+
+impl Repl {
+    /// Waits for MCP servers before the first turn and adds late joiners' tools to the
+    /// session's between turns (a turn's tools are fixed).
+    pub(super) async fn mcp_tools(&mut self) -> Result<(), keel_mcp::McpError> {
+        let Some(mcp) = &mut self.mcp else { return Ok(()) };
+        for line in mcp.before_turn(self.agent.tools(), &mut self.ctx).await? {
+            self.terminal.line(&line);
+        }
+        Ok(())
+    }
+
+    pub(super) async fn turn(&mut self, text: String) -> anyhow::Result<()> {
+        self.mcp_tools().await?;
+        let cancel = CancellationToken::new();
+        let interrupts = crate::signals::during_turn(&cancel);
+        let ticker = ticker(Arc::clone(&self.terminal));
+        let reader = terminal_source().map(|source| {
+            LineReader::start(
+                source,
+                Arc::clone(&self.input),
+                self.ctx.inbox.clone(),
+                Arc::clone(&self.terminal),
+            )
+        });
+        let started = Instant::now();
+        let outcome = self.agent.run_turn(&mut self.session, &self.ctx, text, &*self.terminal, &cancel).await;
+        // A line typed but not sent carries over to the prompt.
+        self.unfinished = reader.map(LineReader::finish).unwrap_or_default();
+        drop(interrupts);
+        ticker.abort();
+        let outcome = outcome?;
+        let context = self.agent.context_usage(&self.session, &self.ctx);
+        self.terminal.summary(
+            &outcome,
+            started.elapsed(),
+            &self.settings.model_name(),
+            &self.settings,
+            Some(context),
+        );
+        Ok(())
+    }
+
+    /// `/compact [focus]`: summarizes the older part of the session now (Ctrl-C stops it
+    /// and leaves the session unchanged).
+    pub(super) async fn compact(&mut self, focus: Option<&str>) -> anyhow::Result<()> {
+        let before = self.agent.context_usage(&self.session, &self.ctx);
+        let cancel = CancellationToken::new();
+        let interrupts = crate::signals::during_turn(&cancel);
+        let ticker = ticker(Arc::clone(&self.terminal));
+        let end = self.agent.compact(&mut self.session, &self.ctx, focus, &*self.terminal, &cancel).await;
+        drop(interrupts);
+        ticker.abort();
+        self.session.sync()?;
+        match end? {
+            None => {
+                self.say(&format!("nothing to compact yet (context {})", crate::render::context_text(before)))
+            }
+            // The terminal sink has said how it ended.
+            Some(_) => self.say(&format!(
+                "context now {}",
+                crate::render::context_text(self.agent.context_usage(&self.session, &self.ctx))
+            )),
+        }
+        Ok(())
+    }
+}
