@@ -6,7 +6,7 @@ use std::io::Read;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use keel_agent::Inbox;
 use keel_tools::{AskAnswer, AskFn, AskRequest};
@@ -241,7 +241,7 @@ impl Drop for LineReader {
 
 /// Reads keys until `stop`, sending finished lines; with `shown`, the line being typed is
 /// drawn there after each key; with `keys`, a question's one-key answers (`y`, `a`, `s`,
-/// `n`) typed first are sent at once.
+/// `n`) typed first are sent once no next key follows them (see [`Keys`]).
 fn read_lines(
     mut source: File,
     stop: &AtomicBool,
@@ -250,51 +250,127 @@ fn read_lines(
     keys: Option<&TurnInput>,
 ) -> String {
     let mut editor = crate::typing::LineEditor::default();
+    let mut gate = Keys::default();
     let mut buf = [0u8; 4096];
+    let unfinished = |editor: &crate::typing::LineEditor, gate: &Keys| {
+        gate.typed().map(String::from).unwrap_or_default() + &editor.current()
+    };
     while !stop.load(Ordering::Relaxed) {
         let fd = source.as_fd();
         let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
         let timeout = rustix::event::Timespec { tv_sec: 0, tv_nsec: 50_000_000 };
         match rustix::event::poll(&mut fds, Some(&timeout)) {
-            Ok(0) => continue,
+            Ok(0) => {
+                if let Some((key, raw)) = gate.due(Instant::now()) {
+                    // Still a question to answer: the key is the answer; else it was typing.
+                    let typed = if keys.is_some_and(TurnInput::asking) {
+                        Typed::Key(key)
+                    } else {
+                        editor.feed(&[raw]);
+                        continue;
+                    };
+                    if sender.send(typed).is_err() {
+                        return editor.current();
+                    }
+                    if let Some(terminal) = shown {
+                        terminal.typing("");
+                    }
+                }
+                continue;
+            }
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => return editor.current(),
+            Err(_) => return unfinished(&editor, &gate),
         }
         let readable = fds[0].revents();
         if !readable.intersects(rustix::event::PollFlags::IN) {
             if readable.intersects(rustix::event::PollFlags::HUP | rustix::event::PollFlags::ERR) {
-                return editor.current();
+                return unfinished(&editor, &gate);
             }
             std::thread::sleep(Duration::from_millis(50));
             continue;
         }
         let n = match source.read(&mut buf) {
-            Ok(0) | Err(_) => return editor.current(),
+            Ok(0) | Err(_) => return unfinished(&editor, &gate),
             Ok(n) => n,
         };
-        let mut bytes = &buf[..n];
-        if let Some(input) = keys
-            && let Some(key) = one_key(bytes[0])
-            && editor.is_idle()
-            && input.asking()
-            && !input.instead.load(Ordering::Relaxed)
+        let may_take = keys.is_some_and(|input| input.asking() && !input.instead.load(Ordering::Relaxed))
+            && editor.is_idle();
+        let (key, typed) = gate.read(&buf[..n], may_take, Instant::now());
+        if let Some(key) = key
+            && sender.send(Typed::Key(key)).is_err()
         {
-            if sender.send(Typed::Key(key)).is_err() {
-                return editor.current();
-            }
-            bytes = &bytes[1..];
+            return editor.current();
         }
-        for line in editor.feed(bytes) {
+        for line in editor.feed(&typed) {
             if sender.send(Typed::Line(line)).is_err() {
                 return editor.current();
             }
         }
         if let Some(terminal) = shown {
-            terminal.typing(&editor.current().replace('\n', " ⏎ "));
+            let line = unfinished(&editor, &gate);
+            terminal.typing(&line.replace('\n', " ⏎ "));
         }
     }
-    editor.current()
+    unfinished(&editor, &gate)
+}
+
+/// How long a one-key answer waits for a next key. A person typing words at a question
+/// ("also summarize the log") presses the next letter well within it; one answering
+/// with a key waits for something to happen.
+const KEY_GRACE: Duration = Duration::from_millis(500);
+
+/// One-key answers at a permission question. Issue 32: a key answered at once, so the
+/// `a` of "also summarize the log" allowed the command always, and the rest of the words
+/// became a turn. A key typed first now counts only if nothing follows it: within
+/// [`KEY_GRACE`] another key makes it the first letter of words (a no with what to do
+/// instead), Enter answers at once, Backspace takes it back; words that arrive together
+/// (typed fast, pasted) are words.
+#[derive(Debug, Default)]
+struct Keys {
+    /// The key waiting for its grace to end: its answer, the byte typed, when.
+    pending: Option<(u8, u8, Instant)>,
+}
+
+impl Keys {
+    /// One read of `bytes` (`may_take`: a question waits and nothing is typed yet): the
+    /// key it answers with now, if any, and the bytes that are typing.
+    fn read(&mut self, bytes: &[u8], may_take: bool, now: Instant) -> (Option<u8>, Vec<u8>) {
+        let Some(&first) = bytes.first() else { return (None, Vec::new()) };
+        if let Some((key, raw, _)) = self.pending.take() {
+            return match first {
+                // Enter: the key, then the Enter (an empty line, or `n`'s plain no).
+                b'\r' | b'\n' => (Some(key), bytes.to_vec()),
+                // Backspace, Ctrl-U: taken back.
+                0x7f | 0x08 | 0x15 => (None, bytes[1..].to_vec()),
+                _ => (None, [&[raw], bytes].concat()),
+            };
+        }
+        let Some(key) = one_key(first).filter(|_| may_take) else { return (None, bytes.to_vec()) };
+        match bytes.get(1) {
+            None => {
+                self.pending = Some((key, first, now));
+                (None, Vec::new())
+            }
+            Some(b'\r' | b'\n') => (Some(key), bytes[1..].to_vec()),
+            Some(_) => (None, bytes.to_vec()),
+        }
+    }
+
+    /// The pending key (its answer and its byte) once its grace is over.
+    fn due(&mut self, now: Instant) -> Option<(u8, u8)> {
+        let (key, raw, at) = self.pending?;
+        if now.duration_since(at) < KEY_GRACE {
+            return None;
+        }
+        self.pending = None;
+        Some((key, raw))
+    }
+
+    /// The pending key as typed, for the line shown.
+    fn typed(&self) -> Option<char> {
+        self.pending.map(|(_, raw, _)| char::from(raw))
+    }
 }
 
 /// The one-key answer a key gives at a permission question.
@@ -337,5 +413,39 @@ mod tests {
             answer(Reply::Line("also summarize the log".into())),
             AskAnswer::DenyWithWords("also summarize the log".into())
         );
+    }
+
+    /// Issue 32: the `a` of "also summarize the log" allowed the command always. A key
+    /// counts once nothing follows it; typed on, it is the first letter of words.
+    #[test]
+    fn a_key_counts_only_when_nothing_follows_it() {
+        let start = Instant::now();
+        let later = |ms: u64| start + Duration::from_millis(ms);
+        // Alone: the answer once the grace is over, not before.
+        let mut keys = Keys::default();
+        assert_eq!(keys.read(b"a", true, start), (None, vec![]));
+        assert_eq!(keys.typed(), Some('a'));
+        assert_eq!(keys.due(later(100)), None);
+        assert_eq!(keys.due(later(500)), Some((b'a', b'a')));
+        assert_eq!(keys.due(later(900)), None, "once");
+        // Typed on at a person's pace: words, the key their first letter.
+        let mut keys = Keys::default();
+        assert_eq!(keys.read(b"a", true, start), (None, vec![]));
+        assert_eq!(keys.read(b"l", true, later(150)), (None, b"al".to_vec()));
+        assert_eq!(keys.due(later(1000)), None);
+        // Arriving together (typed fast, pasted, sent by a program): words.
+        let mut keys = Keys::default();
+        assert_eq!(keys.read(b"yes but in /tmp", true, start), (None, b"yes but in /tmp".to_vec()));
+        // The key and Enter: the key at once; Enter after it is an empty line.
+        assert_eq!(keys.read(b"y\r", true, start), (Some(b'y'), b"\r".to_vec()));
+        assert_eq!(keys.read(b"Y", true, start), (None, vec![]));
+        assert_eq!(keys.read(b"\r", true, later(100)), (Some(b'y'), b"\r".to_vec()));
+        // Backspace takes it back.
+        assert_eq!(keys.read(b"s", true, start), (None, vec![]));
+        assert_eq!(keys.read(b"\x7f", true, later(100)), (None, vec![]));
+        assert_eq!(keys.due(later(1000)), None);
+        // No question waiting (or text already typed): typing as always.
+        assert_eq!(keys.read(b"y", false, start), (None, b"y".to_vec()));
+        assert_eq!(keys.read(b"p", true, start), (None, b"p".to_vec()), "p is a line, not a key");
     }
 }

@@ -1,0 +1,80 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Issue 32's last check: a newcomer's first ten minutes, walked through in a real
+//! terminal (tmux, against mock servers and the embedded model), and what surprised on
+//! the way, each fixed and kept fixed here under a pseudo-terminal.
+
+mod common;
+#[path = "common/pty.rs"]
+mod pty;
+
+use std::time::Duration;
+
+use common::*;
+use keel_testkit::{ChatStream, MockResponse, MockServer};
+
+fn answer(text: &str) -> MockResponse {
+    ChatStream::new().text(text, 3).finish("stop").usage(500, 20).response()
+}
+
+fn shell(id: &str, command: &str) -> MockResponse {
+    let args = serde_json::json!({ "command": command }).to_string();
+    ChatStream::new().tool_call(id, "shell", &args, 2).finish("tool_calls").usage(400, 30).response()
+}
+
+fn tool_results(server: &MockServer, request: usize) -> Vec<String> {
+    server.requests()[request].json()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Typing "also summarize the log" at a shell question, as a person types it (one key
+/// at a time), allowed the command *always*: its `a` was the one-key answer, and the
+/// rest of the words became the next turn. Now a key counts only when nothing follows
+/// it: words typed on, or arriving together, are a no with those words for the model;
+/// `y` alone still answers with no Enter.
+#[tokio::test(flavor = "multi_thread")]
+async fn words_typed_at_a_question_are_words_even_when_they_start_with_a_key() {
+    if !pty::available() {
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(shell("c1", "touch typed-slowly"));
+    server.push(shell("c2", "touch typed-at-once"));
+    server.push(shell("c3", "touch allowed"));
+    server.push(answer("Done."));
+    let script = pty::under_script(&env.keel(&server.base_url()), "--permission ask --no-session");
+    let screen = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("Look at the log");
+        terminal.wait_for("Enter: no ·", 1);
+        for key in "also summarize the log".chars() {
+            terminal.keys(&key.to_string());
+            std::thread::sleep(Duration::from_millis(120));
+        }
+        terminal.keys("\r");
+        terminal.wait_for("Enter: no ·", 2);
+        terminal.keys("sum it up first\r");
+        terminal.wait_for("Enter: no ·", 3);
+        terminal.keys("y");
+        terminal.wait_for("Done.", 1);
+        terminal.wait_for("completed", 1);
+        terminal.type_line("/quit");
+        pty::plain(&terminal.text())
+    })
+    .await
+    .unwrap();
+    let refusals = tool_results(&server, 2);
+    assert!(refusals[0].contains("said instead:\nalso summarize the log"), "{refusals:?}\n{screen}");
+    assert!(refusals[1].contains("said instead:\nsum it up first"), "{refusals:?}\n{screen}");
+    assert!(!env.workspace().join("typed-slowly").exists(), "{screen}");
+    assert!(!env.workspace().join("typed-at-once").exists(), "{screen}");
+    assert!(env.workspace().join("allowed").exists(), "y alone still allows: {screen}");
+    assert!(!screen.contains("› always"), "{screen}");
+    assert_eq!(server.requests().len(), 4, "the words were no turn of their own: {screen}");
+}
