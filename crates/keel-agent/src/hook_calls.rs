@@ -45,7 +45,7 @@ impl TurnRun<'_> {
             turn: self.turn,
             prompt,
             session_id: &session_id,
-            new_session: self.session.messages().is_empty(),
+            new_session: self.turn == 1,
             ctx: self.ctx,
         };
         let hooks = &self.agent.hooks;

@@ -17,7 +17,7 @@ pub struct PromptSubmitted<'a> {
     pub prompt: &'a str,
     /// The session's id.
     pub session_id: &'a str,
-    /// The session has no messages yet: this is its first prompt.
+    /// This is the session's first turn (a session resumed has had turns).
     pub new_session: bool,
     /// The session's context (workspace, tool state).
     pub ctx: &'a SessionContext,

@@ -33,6 +33,7 @@ mod signals;
 mod store;
 mod typing;
 mod undo;
+mod user_hooks;
 
 use std::io::{IsTerminal, Read};
 use std::process::ExitCode;

@@ -141,7 +141,7 @@ pub fn agent(
         extra_roots: settings.allowed_roots.clone(),
         allow_hardlinks: settings.allow_hardlinks,
         env_passthrough: settings.env_passthrough.clone(),
-        launcher,
+        launcher: launcher.clone(),
         sandbox: settings.sandbox.clone(),
         numbered_lines: settings.line_numbers,
         keep_parsing: settings.keep_parsing,
@@ -172,7 +172,19 @@ pub fn agent(
         profile: Some(format!("{}: {}", settings.tool_profile.as_str(), settings.profile_why)),
         ..AgentConfig::default()
     };
-    let hooks = aids.hooks(policy);
+    // The user's hooks stand where the policy stands, weighing their decisions with it.
+    let gate: Arc<dyn keel_agent::Hooks> = if settings.hooks.is_empty() {
+        policy
+    } else {
+        let launch = crate::user_hooks::Launch {
+            launcher: launcher.clone(),
+            sandbox: settings.sandbox.clone(),
+            allowed_roots: settings.allowed_roots.clone(),
+            env_passthrough: settings.env_passthrough.clone(),
+        };
+        Arc::new(crate::user_hooks::UserHooks::new(Arc::clone(&settings.hooks), launch, policy))
+    };
+    let hooks = aids.hooks(gate);
     let tools = aids.tools(Arc::new(tools_config), &model);
     (Agent::builder_shared(model).config(config).tools(tools).hooks(hooks).build(), notes)
 }

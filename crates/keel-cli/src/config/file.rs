@@ -24,12 +24,12 @@ impl FileConfig {
         let own = crate::config::keys::fields::<FileTables>();
         let (tables, settings): (DeTable<'_>, DeTable<'_>) =
             doc.into_inner().into_iter().partition(|(key, _)| own.contains(&key.get_ref().as_ref()));
-        let FileTables { profile, profiles, pricing, mcp_servers } =
+        let FileTables { profile, profiles, pricing, mcp_servers, hooks } =
             FileTables::deserialize(toml::Deserializer::from(Spanned::new(span.clone(), tables)))
                 .map_err(at)?;
         let defaults =
             Layer::deserialize(toml::Deserializer::from(Spanned::new(span, settings))).map_err(at)?;
-        Ok(FileConfig { profile, defaults, profiles, pricing, mcp_servers })
+        Ok(FileConfig { profile, defaults, profiles, pricing, mcp_servers, hooks })
     }
 }
 

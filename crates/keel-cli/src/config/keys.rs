@@ -89,6 +89,8 @@ enum Table {
     Permissions,
     /// A `[mcp_servers.NAME]` table.
     Server,
+    /// The `[hooks]` table: its keys are the events.
+    Hooks,
     /// An `--mcp-config` file's top level.
     McpFile,
 }
@@ -109,6 +111,7 @@ impl Table {
             Table::Price => fields::<Price>().to_vec(),
             Table::Permissions => fields::<PermissionsTable>().to_vec(),
             Table::Server => fields::<keel_mcp::ServerConfig>().to_vec(),
+            Table::Hooks => crate::user_hooks::Event::names(),
             Table::McpFile => fields::<McpFile>().to_vec(),
         }
     }
@@ -121,6 +124,7 @@ impl Table {
                 Some(Inner::Named(Table::Server))
             }
             (Table::File | Table::Profile, "permissions") => Some(Inner::One(Table::Permissions)),
+            (Table::File, "hooks") => Some(Inner::One(Table::Hooks)),
             _ => None,
         }
     }
@@ -214,7 +218,7 @@ mod tests {
     fn field_names_come_from_the_types() {
         assert_eq!(fields::<PermissionsTable>(), ["allow", "ask", "deny"]);
         assert_eq!(fields::<Price>(), ["input", "cached", "output"]);
-        assert_eq!(fields::<FileTables>(), ["profile", "profiles", "pricing", "mcp_servers"]);
+        assert_eq!(fields::<FileTables>(), ["profile", "profiles", "pricing", "mcp_servers", "hooks"]);
         let layer = fields::<Layer>();
         assert!(layer.contains(&"model") && layer.contains(&"compact_keep"), "{layer:?}");
         assert!(fields::<keel_mcp::ServerConfig>().contains(&"type"), "the renamed field");
@@ -294,6 +298,10 @@ mod tests {
         assert_eq!(
             problems("[mcp_servers.github]\ncommand = \"npx\"\nargz = []\n"),
             "config.toml:3: unknown key `argz` in [mcp_servers.github] (did you mean `args`?)"
+        );
+        assert_eq!(
+            problems("[[hooks.PreToolUs]]\nhooks = []\n"),
+            "config.toml:1: unknown key `PreToolUs` in [hooks] (did you mean `PreToolUse`?)"
         );
         assert_eq!(
             problems("modle = 1\n[profiles.a]\nmodle = 2\n"),

@@ -165,6 +165,8 @@ pub struct FileConfig {
     pub pricing: BTreeMap<String, Price>,
     /// MCP servers by name (Codex's `[mcp_servers.NAME]`).
     pub mcp_servers: BTreeMap<String, keel_mcp::ServerConfig>,
+    /// User hooks by event (Claude Code's `hooks`, as `[[hooks.EVENT]]`).
+    pub hooks: crate::user_hooks::HooksTable,
 }
 
 /// The config file's keys that are not settings of a [`Layer`]: [`FileConfig`] but its
@@ -183,6 +185,9 @@ pub(crate) struct FileTables {
     /// MCP servers by name (Codex's `[mcp_servers.NAME]`).
     #[serde(default)]
     pub(crate) mcp_servers: BTreeMap<String, keel_mcp::ServerConfig>,
+    /// User hooks by event (Claude Code's `hooks`, as `[[hooks.EVENT]]`).
+    #[serde(default)]
+    pub(crate) hooks: crate::user_hooks::HooksTable,
 }
 
 /// A file given with `--mcp-config`: `[mcp_servers.NAME]` tables (TOML) or

@@ -114,6 +114,8 @@ pub struct Settings {
     pub profiles: BTreeMap<String, Layer>,
     /// Permission rules from the config file, with their sources.
     pub rules: Vec<crate::permissions::ConfiguredRule>,
+    /// The user's hooks (`[hooks]`).
+    pub hooks: std::sync::Arc<crate::user_hooks::HookSet>,
 }
 
 impl Settings {
@@ -208,6 +210,7 @@ pub fn resolve(cli: &Cli, interactive: bool) -> Result<Settings, ConfigError> {
 pub fn resolve_in(cli: &Cli, file: layer::FileConfig, interactive: bool) -> Result<Settings, ConfigError> {
     let (layer, profile_name) = layers(cli, &file)?;
     let rules = crate::permissions::configured(&file, profile_name.as_deref());
+    let hooks = std::sync::Arc::new(crate::user_hooks::HookSet::compile(&file.hooks)?);
     if cli.local || cli.local_model.is_some() {
         let local = LocalSettings {
             model: cli.local_model.clone().or_else(|| env("KEEL_LOCAL_MODEL")),
@@ -233,6 +236,7 @@ pub fn resolve_in(cli: &Cli, file: layer::FileConfig, interactive: bool) -> Resu
         )?;
         settings.model = ModelSettings::Local(local);
         settings.rules = rules;
+        settings.hooks = hooks;
         // The embedded engine constrains every required call.
         settings.follow_route(true);
         settings.mcp_servers = mcp;
@@ -243,6 +247,7 @@ pub fn resolve_in(cli: &Cli, file: layer::FileConfig, interactive: bool) -> Resu
     let mut settings = settings_from(layer, file.pricing, profile_name, interactive)?;
     settings.mcp_servers = mcp;
     settings.rules = rules;
+    settings.hooks = hooks;
     settings.profiles = file.profiles;
     Ok(settings)
 }
@@ -320,6 +325,7 @@ pub(crate) fn settings_from(
         layer,
         profiles: BTreeMap::new(),
         rules: Vec::new(),
+        hooks: std::sync::Arc::default(),
     };
     settings.follow_route(templated);
     settings.fit_profile(&named, local);

@@ -450,6 +450,12 @@ impl Sink for Terminal {
                     self.spin(None);
                     self.line(&self.paint("33", &compaction_text(end)));
                 }
+                // A user's hook that failed (yellow) or decided something (dim).
+                EventKind::HookRun(run) => {
+                    if let Some(line) = crate::user_hooks::describe(run) {
+                        self.line(&self.paint(if run.failed() { "33" } else { "2" }, &line));
+                    }
+                }
                 EventKind::TurnEnd(_) | EventKind::StepEnd(_) => {
                     self.spin(None);
                     self.with(|state| {
