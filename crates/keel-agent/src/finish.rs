@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use futures::future::BoxFuture;
 use keel_llm::Message;
 
-use crate::hooks::{Hooks, Nudge, TurnStopping};
+use crate::hook_points::Nudge;
+use crate::hooks::{Hooks, TurnStopping};
 
 /// How the request begins when the final answer shows code but nothing was changed; the
 /// task follows, quoted.

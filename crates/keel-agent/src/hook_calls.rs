@@ -5,8 +5,7 @@
 use keel_llm::ToolCall;
 use keel_session::{EventKind, InputSource, SessionError, UserInput};
 
-use crate::hook_points::{AfterToolCall, PromptDecision, PromptSubmitted, ToolCallDone};
-use crate::hooks::Nudge;
+use crate::hook_points::{AfterToolCall, Nudge, PromptDecision, PromptSubmitted, ToolCallDone};
 use crate::run::TurnRun;
 
 /// A call of the current batch that ran, and its result as the model gets it.

@@ -1,11 +1,27 @@
-//! What the hooks added for user hooks see and answer: a prompt before it is logged, a
-//! call after it ran, a compaction before it starts.
+//! What hooks see and answer beside a call about to run: a request to go on with a turn
+//! ([`Nudge`]), a prompt before it is logged, a call after it ran, a compaction before it
+//! starts.
 
 use keel_llm::ToolCall;
 use keel_session::CompactionReason;
 
 use crate::context::SessionContext;
-use crate::hooks::Nudge;
+
+/// A request to go on with a turn that would end, and the evidence it acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nudge {
+    /// The user message the turn goes on with.
+    pub text: String,
+    /// Why it was sent, logged with it (`user/message` `reason`).
+    pub reason: String,
+}
+
+impl Nudge {
+    /// A request with the reason for it.
+    pub fn new(text: impl Into<String>, reason: impl Into<String>) -> Self {
+        Nudge { text: text.into(), reason: reason.into() }
+    }
+}
 
 /// A turn's prompt before it is logged, as a hook sees it.
 #[derive(Debug, Clone, Copy)]

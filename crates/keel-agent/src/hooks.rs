@@ -8,7 +8,9 @@ use keel_llm::{Message, ToolCall};
 use keel_session::TaskIntent;
 
 use crate::context::SessionContext;
-use crate::hook_points::{AfterToolCall, CompactionStarting, PromptDecision, PromptSubmitted, ToolCallDone};
+use crate::hook_points::{
+    AfterToolCall, CompactionStarting, Nudge, PromptDecision, PromptSubmitted, ToolCallDone,
+};
 use crate::registry::ToolRegistry;
 
 /// What a `before_tool_call` hook decided.
@@ -61,22 +63,6 @@ pub struct TurnStarted<'a> {
     pub task: &'a str,
     /// What the task asks for, as read at the turn's start (unknown when not read).
     pub intent: TaskIntent,
-}
-
-/// A request to go on with a turn that would end, and the evidence it acts on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Nudge {
-    /// The user message the turn goes on with.
-    pub text: String,
-    /// Why it was sent, logged with it (`user/message` `reason`).
-    pub reason: String,
-}
-
-impl Nudge {
-    /// A request with the reason for it.
-    pub fn new(text: impl Into<String>, reason: impl Into<String>) -> Self {
-        Nudge { text: text.into(), reason: reason.into() }
-    }
 }
 
 /// The state of a turn that is about to end.

@@ -64,8 +64,10 @@ pub use compact::ContextUsage;
 pub use context::SessionContext;
 pub use execute::ABORTED;
 pub use finish::FinishCheck;
-pub use hook_points::{AfterToolCall, CompactionStarting, PromptDecision, PromptSubmitted, ToolCallDone};
-pub use hooks::{HookChain, HookDecision, Hooks, NoHooks, Nudge, ToolCallRequest, TurnStarted, TurnStopping};
+pub use hook_points::{
+    AfterToolCall, CompactionStarting, Nudge, PromptDecision, PromptSubmitted, ToolCallDone,
+};
+pub use hooks::{HookChain, HookDecision, Hooks, NoHooks, ToolCallRequest, TurnStarted, TurnStopping};
 pub use inbox::Inbox;
 pub use loops::LOOP_SUMMARY_REQUEST;
 pub use narrow::narrow;

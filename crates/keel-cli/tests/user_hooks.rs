@@ -330,3 +330,33 @@ hooks = [{{ type = "command", command = "env > env.txt; pwd > pwd.txt; echo x > 
         eprintln!("skipped the write check: this kernel enforces no Landlock rules");
     }
 }
+
+/// `--json` (and `keel serve`'s stream, the same objects) passes every run through.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_mode_shows_each_hook_run() {
+    let env = Env::new();
+    configure(
+        &env,
+        r#"
+[[hooks.PreToolUse]]
+hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"deny\", \"permissionDecisionReason\": \"read-only day\"}}'" }]
+"#,
+    );
+    let server = MockServer::start().await;
+    server.push(shell("touch x"));
+    server.push(answer("Not today."));
+    let mut keel = env.keel(&server.base_url());
+    keel.args(["--json", "touch x"]);
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let runs: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|event| event["type"] == "hook/run")
+        .collect();
+    assert_eq!(runs.len(), 1, "{}", text(&out.stdout));
+    assert_eq!(runs[0]["data"]["event"], "PreToolUse");
+    assert_eq!(runs[0]["data"]["decision"], "deny");
+    assert_eq!(runs[0]["data"]["reason"], "read-only day");
+    assert_eq!(runs[0]["data"]["tool"], "shell");
+}
