@@ -360,3 +360,44 @@ hooks = [{ type = "command", command = "echo '{\"hookSpecificOutput\": {\"permis
     assert_eq!(runs[0]["data"]["reason"], "read-only day");
     assert_eq!(runs[0]["data"]["tool"], "shell");
 }
+
+/// A compaction past the threshold tells PreCompact hooks first (trigger `auto`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pre_compact_hook_is_told_before_a_compaction() {
+    let env = Env::new();
+    configure(
+        &env,
+        r#"
+context_window = 2048
+
+[[hooks.PreCompact]]
+matcher = "auto"
+hooks = [{ type = "command", command = "cat > \"$CLAUDE_PROJECT_DIR/compact.json\"" }]
+"#,
+    );
+    let big = "word ".repeat(700);
+    let server = MockServer::start().await;
+    server.push(call("c1", "shell", &serde_json::json!({ "command": format!("echo {big}") }).to_string()));
+    server.push(call(
+        "c2",
+        "shell",
+        &serde_json::json!({ "command": format!("echo {big} again") }).to_string(),
+    ));
+    server.push(answer("The older steps echoed words."));
+    server.push(answer("Done."));
+    let mut keel = env.keel(&server.base_url());
+    keel.arg("echo things");
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let events = env.session_events();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.type_name()).collect();
+    let at = kinds.iter().position(|k| *k == "compaction/start").expect("a compaction ran");
+    assert_eq!(kinds[at - 1], "hook/run");
+    let told: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.workspace().join("compact.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        (told["hook_event_name"].as_str(), told["trigger"].as_str()),
+        (Some("PreCompact"), Some("auto"))
+    );
+}
