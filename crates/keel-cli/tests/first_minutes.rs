@@ -78,3 +78,107 @@ async fn words_typed_at_a_question_are_words_even_when_they_start_with_a_key() {
     assert!(!screen.contains("› always"), "{screen}");
     assert_eq!(server.requests().len(), 4, "the words were no turn of their own: {screen}");
 }
+
+/// `keel --local` on two cores showed nothing at all for a minute: a small model's turn
+/// first asks the model what the request wants, before its first step, and the spinner
+/// only started with the step. It now runs from the turn's start.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_spinner_runs_from_the_turns_start() {
+    if !pty::available() {
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.set_handler(|request| {
+        if String::from_utf8_lossy(&request.body).contains("Classify it.") {
+            answer("{}").delay(Duration::from_millis(1500))
+        } else {
+            answer("Done.")
+        }
+    });
+    let mut keel = env.keel(&server.base_url());
+    keel.env("KEEL_MODEL", "qwen2.5-coder:1.5b");
+    let script = pty::under_script(&keel, "--no-session");
+    let seen = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("What does hello.py do?");
+        terminal.wait_for("waiting for the model", 1);
+        let seen = std::time::Instant::now() - Duration::from_millis(300);
+        terminal.wait_for("Done.", 1);
+        terminal.type_line("/quit");
+        seen
+    })
+    .await
+    .unwrap();
+    let requests = server.requests();
+    let first_step = requests
+        .iter()
+        .find(|r| !String::from_utf8_lossy(&r.body).contains("Classify it."))
+        .expect("the turn's step");
+    assert!(requests.len() >= 2, "the model was asked what the request wants first");
+    assert!(seen < first_step.received_at, "the spinner ran while the model was asked");
+}
+
+/// A tool's line longer than the terminal wrapped, leaving its time alone on the next
+/// line (`…  15.4s`); the closing summary did the same. Both fit now, the summary going
+/// on at a separator.
+#[tokio::test(flavor = "multi_thread")]
+async fn tool_lines_and_the_summary_fit_the_terminal() {
+    if !pty::available() {
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    let long = "the-quick-brown-fox-jumps-over-the-lazy-dog-and-keeps-on-running-far-away";
+    server.push(shell("c1", &format!("echo {long} && echo {long}")));
+    server.push(answer("Done."));
+    let script = pty::under_script(&env.keel(&server.base_url()), "--no-session --permission auto");
+    let screen = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("Run it");
+        terminal.wait_for("completed", 1);
+        terminal.type_line("/quit");
+        pty::plain(&terminal.text())
+    })
+    .await
+    .unwrap();
+    let call = screen.lines().find(|l| l.contains("✓ shell")).expect(&screen);
+    assert!(call.chars().count() < 100, "{call}");
+    assert!(call.trim_end().ends_with("ms") || call.trim_end().ends_with('s'), "the time stays: {call}");
+    assert!(call.contains('…'), "the summary gave way: {call}");
+}
+
+/// A reasoning model's thoughts stream beside the spinner and go with it; nothing said
+/// there had been any. A line now says how long it reasoned, before the answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn reasoning_leaves_a_line_saying_how_long() {
+    if !pty::available() {
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(
+        ChatStream::new()
+            .reasoning("First I look at the files.\nThen I answer.", 6)
+            .text("It greets.", 2)
+            .finish("stop")
+            .response()
+            .delay_each(Duration::from_millis(150)),
+    );
+    let script = pty::under_script(&env.keel(&server.base_url()), "--no-session");
+    let screen = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("What does hello.py do?");
+        terminal.wait_for("completed", 1);
+        terminal.type_line("/quit");
+        pty::plain(&terminal.text())
+    })
+    .await
+    .unwrap();
+    let reasoned = screen.find("  reasoned for ").expect(&screen);
+    let answer = screen.find("It greets.").expect(&screen);
+    assert!(reasoned < answer, "{screen}");
+}

@@ -80,6 +80,43 @@ pub fn short_result(tool: &str, content: &str, is_error: bool) -> String {
     if lines.len() > 1 && !is_error { format!("{first} … ({} lines)", lines.len()) } else { first }
 }
 
+/// Visible columns of `text` (plain, no escapes).
+pub fn columns(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
+}
+
+/// `summary` cut so that a line of `used` columns before it and `after` columns after it
+/// fits `width` (a tool's line: the call, the summary, the time); left whole when there
+/// would be no room worth the name.
+pub fn fit_summary(summary: &str, used: usize, after: usize, width: usize) -> String {
+    let room = width.saturating_sub(used + after);
+    if columns(summary) <= room || room < 12 { summary.to_owned() } else { clip(summary, room) }
+}
+
+/// `parts` joined by ` · ` in lines that fit `width` columns: the first after `lead`
+/// columns already used on its line, the next ones after an indent of two (which the
+/// caller adds). A part wider than a line gets a line of its own.
+pub fn fit_parts(lead: usize, parts: &[String], width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    let mut used = lead;
+    for part in parts {
+        let needed = columns(part) + if line.is_empty() { 0 } else { 3 };
+        if !line.is_empty() && used + needed > width {
+            lines.push(std::mem::take(&mut line));
+            used = 2;
+        }
+        if !line.is_empty() {
+            line.push_str(" · ");
+            used += 3;
+        }
+        line.push_str(part);
+        used += columns(part);
+    }
+    lines.push(line);
+    lines
+}
+
 /// `12ms`, `1.4s`, `2m05s`.
 pub fn duration(d: Duration) -> String {
     let ms = d.as_millis();
@@ -131,5 +168,28 @@ mod tests {
         assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(clip("a  b\nc", 10), "a b c");
         assert_eq!(clip("abcdefghijkl", 5), "abcd…");
+    }
+
+    /// The walkthrough of issue 32: a tool's line longer than the terminal wrapped its
+    /// time onto a line of its own (`…  15.4s`), and so did the summary's last parts.
+    #[test]
+    fn lines_fit_the_terminal() {
+        let summary = "`README.md` was not changed: its new content came back the same as the old";
+        let fitted = fit_summary(summary, 40, 7, 100);
+        assert_eq!(columns(&fitted), 53, "{fitted}");
+        assert!(fitted.ends_with('…'), "{fitted}");
+        assert_eq!(fit_summary("exit 0: hello", 40, 7, 100), "exit 0: hello");
+        assert_eq!(fit_summary(summary, 95, 7, 100), summary, "no room worth cutting to");
+        let parts: Vec<String> =
+            ["21 steps", "20 tool calls", "42,319 in (34,615 cached) · 651 out", "7m25s"]
+                .map(String::from)
+                .into();
+        assert_eq!(
+            fit_parts(0, &parts, 200),
+            vec!["21 steps · 20 tool calls · 42,319 in (34,615 cached) · 651 out · 7m25s"]
+        );
+        let lines = fit_parts(36, &parts, 80);
+        assert_eq!(lines, vec!["21 steps · 20 tool calls", "42,319 in (34,615 cached) · 651 out · 7m25s"]);
+        assert!(lines.iter().all(|l| columns(l) + 36 <= 80));
     }
 }

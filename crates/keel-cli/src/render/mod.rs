@@ -45,6 +45,8 @@ struct State {
     live: Option<String>,
     /// The model's reasoning in this reply so far (its last line is `live`), bounded.
     reasoning: String,
+    /// When this reply's reasoning began, until the reply shows what it is.
+    reasoned: Option<Instant>,
     /// Streamed answer text waiting for its block to end (Markdown rendering).
     markdown: markdown::MarkdownStream,
 }
@@ -284,6 +286,15 @@ impl Terminal {
         state.text_open = !text.ends_with('\n');
     }
 
+    /// The reply shows what it is: its reasoning, streamed beside the spinner and gone
+    /// with it, leaves a line saying how long it took (the walkthrough of issue 32: the
+    /// thoughts vanished and nothing said there had been any).
+    fn reasoned(&self) {
+        if let Some(since) = self.with(|state| state.reasoned.take()) {
+            self.line(&self.paint("2", &format!("  reasoned for {}", duration(since.elapsed()))));
+        }
+    }
+
     /// The reply is complete: held text is shown unless it became tool calls.
     fn reply_done(&self, message: &keel_llm::AssistantMessage) {
         self.with(|state| {
@@ -342,7 +353,13 @@ impl Terminal {
         if let Some(context) = context.filter(|c| c.window.is_some()) {
             parts.push(format!("context {}", context_text(context)));
         }
-        self.line(&format!("{mark} {what} · {}", self.paint("2", &parts.join(" · "))));
+        // Wider than the terminal, it goes on at a separator (not mid-word).
+        let lead = format::columns(&format!("✓ {what} · "));
+        let mut lines = format::fit_parts(lead, &parts, width().saturating_sub(1)).into_iter();
+        self.line(&format!("{mark} {what} · {}", self.paint("2", &lines.next().unwrap_or_default())));
+        for line in lines {
+            self.line(&format!("  {}", self.paint("2", &line)));
+        }
         if let Some(message) = &outcome.message
             && outcome.reason != TurnEndReason::Completed
         {
@@ -400,10 +417,15 @@ impl Sink for Terminal {
     fn emit(&self, event: &AgentEvent<'_>) {
         match event {
             AgentEvent::Logged(event) => match &event.kind {
+                // Before the first step a turn may already ask the model (a small model's
+                // intent, a compaction): on a slow local model that was a minute of
+                // nothing on the screen.
+                EventKind::TurnStart(_) => self.spin(Some(WAITING.into())),
                 EventKind::StepStart(_) => {
                     self.with(|s| {
                         s.streamed_chars = 0;
                         s.reasoning.clear();
+                        s.reasoned = None;
                         s.live = None;
                     });
                     // Nothing is known of the reply yet: a model that reasons says so
@@ -411,6 +433,7 @@ impl Sink for Terminal {
                     self.spin(Some(WAITING.into()));
                 }
                 EventKind::AssistantMessage(message) => {
+                    self.reasoned();
                     self.with(|state| state.live = None);
                     self.reply_done(message);
                     self.spin(None);
@@ -468,6 +491,7 @@ impl Sink for Terminal {
                 _ => {}
             },
             AgentEvent::Model(ModelEvent::TextDelta(text)) => {
+                self.reasoned();
                 // The spinner stays until text is actually printed (it may be held).
                 self.with(|state| state.live = None);
                 self.spin(Some("writing".into()));
@@ -486,10 +510,12 @@ impl Sink for Terminal {
                     }
                     let last = state.reasoning.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
                     state.live = Some(last.trim().to_owned());
+                    state.reasoned.get_or_insert_with(Instant::now);
                 });
                 self.spin(Some("reasoning".into()));
             }
             AgentEvent::Model(ModelEvent::ToolCallDelta { name: Some(name), .. }) => {
+                self.reasoned();
                 self.spin(Some(format!("preparing {name}")));
             }
             AgentEvent::Model(ModelEvent::Retrying { attempt, max_retries, delay, reason }) => {
@@ -513,11 +539,12 @@ impl Sink for Terminal {
                 let mark = if result.is_error { self.paint("31", "✗") } else { self.paint("32", "✓") };
                 let args = short_args(&call.name, &call.arguments);
                 let summary = short_result(&call.name, &result.content, result.is_error);
-                let timing = if took.is_zero() {
-                    String::new()
-                } else {
-                    format!("  {}", self.paint("2", &duration(*took)))
-                };
+                let took = if took.is_zero() { String::new() } else { duration(*took) };
+                // One line on the terminal: the summary gives way, never the time.
+                let used = format::columns(&format!("{step:>3} ✓ {} {args}  → ", call.name));
+                let after = if took.is_empty() { 0 } else { took.len() + 2 };
+                let summary = format::fit_summary(&summary, used, after + 1, width());
+                let timing = if took.is_empty() { took } else { format!("  {}", self.paint("2", &took)) };
                 self.line(&format!(
                     "{step:>3} {mark} {} {args}  → {summary}{timing}",
                     self.paint("1", &call.name)

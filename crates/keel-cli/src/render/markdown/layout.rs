@@ -293,7 +293,12 @@ impl Layout<'_> {
         let pieces = std::mem::take(&mut self.inline);
         let underline = self.heading == Some(HeadingLevel::H1);
         for line in wrap(&pieces, self.inner_width()) {
-            let line = if underline { format!("\x1b[4m{line}\x1b[0m") } else { line };
+            // Each styled word ends in a reset: the underline starts again after each.
+            let line = if underline {
+                format!("\x1b[4m{}\x1b[0m", line.replace("\x1b[0m", "\x1b[0m\x1b[4m"))
+            } else {
+                line
+            };
             self.line(&line);
         }
     }

@@ -148,6 +148,25 @@ mod tests {
         assert_eq!(plain(&stream.finish(60).unwrap()), "\nThen run it.\n");
     }
 
+    /// The walkthrough of issue 32: a title's first word was underlined, the others not
+    /// (each word's style ended in a reset that ended the underline too).
+    #[test]
+    fn a_title_is_underlined_whole() {
+        let rendered = render("# Where the config is read\n", 60);
+        let title = rendered.lines().next().unwrap();
+        let mut underlined = true;
+        for (i, part) in title.split("\x1b[").enumerate().skip(1) {
+            let (codes, text) = part.split_once('m').unwrap();
+            if codes == "0" {
+                underlined = false;
+            } else if codes.split(';').any(|c| c == "4") {
+                underlined = true;
+            }
+            assert!(text.is_empty() || underlined, "part {i} {text:?} is not underlined: {title:?}");
+        }
+        assert_eq!(plain(title), "Where the config is read");
+    }
+
     #[test]
     fn long_lines_wrap_at_word_boundaries() {
         let text = "word ".repeat(30);
