@@ -137,7 +137,7 @@ pub fn missing_model_help() -> String {
         "no model is configured. Pick one and run keel again:
 
   No account   keel --local \"your task\"
-               (the model runs inside keel; fetched on first use{})
+               (the model runs inside keel; fetched on first use){}
 
   Anthropic    export ANTHROPIC_API_KEY=sk-ant-...
                keel --provider anthropic \"your task\"
@@ -175,7 +175,7 @@ fn local_note() -> &'static str {
     if cfg!(feature = "local") {
         ""
     } else {
-        "; this keel was built without it: cargo install --locked --path crates/keel-cli --features local"
+        "\n               this keel was built without it; install one that has it:\n               cargo install --locked --path crates/keel-cli --features local"
     }
 }
 

@@ -44,11 +44,23 @@ async fn no_model_names_local_and_offers_to_run_it_when_built_in() {
         assert_eq!(code, Some(2), "keel {args}: {screen}");
         assert!(screen.contains("keel --local \"your task\""), "{screen}");
         assert!(screen.contains("export ANTHROPIC_API_KEY="), "{screen}");
+        // The walkthrough of issue 32: the install command wrapped mid-word at 100
+        // columns; the size of the download was said only after the yes.
+        assert!(screen.lines().all(|l| l.chars().count() < 100), "{screen}");
         if cfg!(feature = "local") {
-            assert!(screen.contains("Run the local model now? [y/N]"), "{screen}");
+            assert!(screen.contains("It runs qwen2.5-coder-"), "{screen}");
+            assert!(
+                screen.contains(" MB into ") && screen.contains("Run the local model now? [y/N]"),
+                "{screen}"
+            );
         } else {
             assert!(!screen.contains("[y/N]"), "no offer this build cannot keep: {screen}");
-            assert!(screen.contains("--features local"), "how to get it: {screen}");
+            assert!(
+                screen
+                    .lines()
+                    .any(|l| l.trim() == "cargo install --locked --path crates/keel-cli --features local"),
+                "how to get it, on a line of its own: {screen}"
+            );
         }
     }
     if cfg!(feature = "local") {
