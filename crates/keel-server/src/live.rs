@@ -26,7 +26,25 @@ pub struct Question {
     pub tool: String,
     /// The raw arguments.
     pub arguments: String,
+    /// The `ask` rule that made the call ask, if one did.
+    pub rule: Option<String>,
+    /// Why keel asks when no rule made it (a user's hook asked, with this reason).
+    pub reason: Option<String>,
     answer: oneshot::Sender<AskAnswer>,
+}
+
+impl Question {
+    /// The `permission/ask` event clients are sent: `rule` and `reason` only when set.
+    pub fn event(&self) -> serde_json::Value {
+        let mut data = serde_json::json!({"id": self.id, "tool": self.tool, "arguments": self.arguments});
+        if let Some(rule) = &self.rule {
+            data["rule"] = serde_json::json!(rule);
+        }
+        if let Some(reason) = &self.reason {
+            data["reason"] = serde_json::json!(reason);
+        }
+        serde_json::json!({"type": "permission/ask", "data": data})
+    }
 }
 
 /// A session this server has ready.
@@ -109,9 +127,9 @@ impl Live {
         locked(&self.turn, |turn| *turn = None);
     }
 
-    /// The pending permission question: (id, tool, arguments).
-    pub fn question(&self) -> Option<(u64, String, String)> {
-        locked(&self.question, |q| q.as_ref().map(|q| (q.id, q.tool.clone(), q.arguments.clone())))
+    /// The pending permission question's `permission/ask` event.
+    pub fn question(&self) -> Option<serde_json::Value> {
+        locked(&self.question, |q| q.as_ref().map(Question::event))
     }
 
     /// Answers the pending question `id` (any, when `None`).
@@ -168,13 +186,17 @@ pub(crate) fn ask_fn(hub: Arc<Hub>, slot: Arc<Mutex<Option<Question>>>, timeout:
         Box::pin(async move {
             let id = NEXT.fetch_add(1, Ordering::Relaxed);
             let (answer, answered) = oneshot::channel();
-            let question =
-                Question { id, tool: request.tool.clone(), arguments: request.arguments.clone(), answer };
+            let question = Question {
+                id,
+                tool: request.tool,
+                arguments: request.arguments,
+                rule: request.rule,
+                reason: request.reason,
+                answer,
+            };
+            let event = question.event();
             locked(&slot, |q| *q = Some(question));
-            hub.publish_value(&serde_json::json!({
-                "type": "permission/ask",
-                "data": {"id": id, "tool": request.tool, "arguments": request.arguments}
-            }));
+            hub.publish_value(&event);
             let answer = tokio::time::timeout(timeout, answered).await;
             locked(&slot, |q| {
                 if q.as_ref().is_some_and(|q| q.id == id) {
@@ -210,4 +232,32 @@ pub(crate) async fn run_turn(
         live.hub.publish_value(&serde_json::json!({"type": "keel/error", "data": {"message": message}}));
     }
     (session, outcome.is_ok())
+}
+
+#[cfg(test)]
+mod question_tests {
+    use super::*;
+
+    /// A question asked because of a rule or a user's hook says so to the client; one
+    /// asked by the mode alone carries only what it always did.
+    #[test]
+    fn a_question_tells_its_rule_and_reason_only_when_it_has_them() {
+        let question = |rule: Option<&str>, reason: Option<&str>| Question {
+            id: 7,
+            tool: "shell".into(),
+            arguments: r#"{"command":"rm -r build"}"#.into(),
+            rule: rule.map(str::to_owned),
+            reason: reason.map(str::to_owned),
+            answer: oneshot::channel().0,
+        };
+        let args = r#"{"command":"rm -r build"}"#;
+        assert_eq!(
+            question(None, None).event(),
+            serde_json::json!({"type": "permission/ask", "data": {"id": 7, "tool": "shell", "arguments": args}})
+        );
+        assert_eq!(
+            question(Some("shell(rm *)"), Some("deletes files")).event()["data"],
+            serde_json::json!({"id": 7, "tool": "shell", "arguments": args, "rule": "shell(rm *)", "reason": "deletes files"})
+        );
+    }
 }

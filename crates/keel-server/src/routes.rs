@@ -60,7 +60,7 @@ fn summary_json(summary: &SessionSummary, live: Option<&Live>) -> Value {
         "events": summary.events,
         "open": live.is_some(),
         "running": live.is_some_and(Live::running) || summary.turn_open,
-        "question": live.and_then(Live::question).map(|(id, tool, arguments)| json!({"id": id, "tool": tool, "arguments": arguments})),
+        "question": live.and_then(Live::question).map(|event| event["data"].clone()),
     })
 }
 

@@ -126,11 +126,7 @@ pub async fn events(
     // asked before this client came (asked from now on, it arrives on the channel; one
     // asked in between may come twice, with the same id).
     replay.read_store().await?;
-    if let Some((id, tool, arguments)) = replay.live.question() {
-        let question = serde_json::json!({
-            "type": "permission/ask",
-            "data": {"id": id, "tool": tool, "arguments": arguments}
-        });
+    if let Some(question) = replay.live.question() {
         replay.queue.push_back(Frame { seq: None, data: Arc::from(question.to_string()) });
     }
     let stream = futures::stream::unfold(replay, |mut st| async move {
