@@ -74,6 +74,17 @@ pub enum ToolErrorKind {
     McpError,
     /// The file is not UTF-8 text.
     NotUtf8,
+    /// The tool needs the network and the network is off for this session.
+    NetworkOff,
+    /// The URL's host is, or resolves to, an address the tool does not reach (loopback,
+    /// private, link-local, …).
+    BlockedAddress,
+    /// The connection failed: name resolution, connect, TLS, a cut or malformed reply.
+    NetworkError,
+    /// The server answered with an error status.
+    HttpStatus,
+    /// The response is of a type the tool does not read (not text).
+    UnsupportedContent,
     /// Any other failure of the tool.
     ToolError,
     /// A code of the tool's own (a library user's tool), shown and logged as written.
@@ -117,6 +128,11 @@ impl ToolErrorKind {
         ToolErrorKind::ServerCrashed,
         ToolErrorKind::McpError,
         ToolErrorKind::NotUtf8,
+        ToolErrorKind::NetworkOff,
+        ToolErrorKind::BlockedAddress,
+        ToolErrorKind::NetworkError,
+        ToolErrorKind::HttpStatus,
+        ToolErrorKind::UnsupportedContent,
         ToolErrorKind::ToolError,
     ];
 
@@ -157,6 +173,11 @@ impl ToolErrorKind {
             ToolErrorKind::ServerCrashed => "server_crashed",
             ToolErrorKind::McpError => "mcp_error",
             ToolErrorKind::NotUtf8 => "not_utf8",
+            ToolErrorKind::NetworkOff => "network_off",
+            ToolErrorKind::BlockedAddress => "blocked_address",
+            ToolErrorKind::NetworkError => "network_error",
+            ToolErrorKind::HttpStatus => "http_status",
+            ToolErrorKind::UnsupportedContent => "unsupported_content",
             ToolErrorKind::ToolError => "tool_error",
             ToolErrorKind::Other(code) => code,
         }
@@ -201,6 +222,11 @@ impl ToolErrorKind {
             "server_crashed" => ToolErrorKind::ServerCrashed,
             "mcp_error" => ToolErrorKind::McpError,
             "not_utf8" => ToolErrorKind::NotUtf8,
+            "network_off" => ToolErrorKind::NetworkOff,
+            "blocked_address" => ToolErrorKind::BlockedAddress,
+            "network_error" => ToolErrorKind::NetworkError,
+            "http_status" => ToolErrorKind::HttpStatus,
+            "unsupported_content" => ToolErrorKind::UnsupportedContent,
             "tool_error" => ToolErrorKind::ToolError,
             _ => ToolErrorKind::ToolError,
         }

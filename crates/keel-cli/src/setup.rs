@@ -145,6 +145,7 @@ pub fn agent(
         sandbox: settings.sandbox.clone(),
         numbered_lines: settings.line_numbers,
         keep_parsing: settings.keep_parsing,
+        web_fetch: settings.layer.web_fetch.clone().unwrap_or_default().config(),
         // As the environment block, which names the folder `.` for the small profile.
         relative_output_paths: aids.small(),
         ..ToolsConfig::default()

@@ -131,6 +131,9 @@ pub enum Effect {
 impl Effect {
     /// Whether the call changes nothing.
     pub fn read_only(&self) -> bool {
-        matches!(self, Effect::Reads { .. } | Effect::Concludes | Effect::Plans { .. } | Effect::Fetches { .. })
+        matches!(
+            self,
+            Effect::Reads { .. } | Effect::Concludes | Effect::Plans { .. } | Effect::Fetches { .. }
+        )
     }
 }

@@ -42,6 +42,7 @@ pub mod shell;
 mod suggest;
 pub mod syntax;
 pub mod undo;
+pub mod web_fetch;
 pub mod workspace;
 pub mod write;
 
@@ -99,8 +100,11 @@ pub struct ToolsConfig {
     /// a PID namespace where possible (see [`launch`]); `None` runs `bash -c` directly.
     /// The `keel` binary sets itself here.
     pub launcher: Option<keel_sandbox::launch::Launcher>,
-    /// The sandbox shell commands run in (default off; needs `launcher`).
+    /// The sandbox shell commands run in (default off; needs `launcher`). Its network
+    /// setting also decides whether `web_fetch` is offered.
     pub sandbox: keel_sandbox::SandboxSettings,
+    /// `web_fetch`'s addresses, time and size bounds.
+    pub web_fetch: web_fetch::WebFetchConfig,
 }
 
 impl Default for ToolsConfig {
@@ -121,6 +125,7 @@ impl Default for ToolsConfig {
             env_passthrough: Vec::new(),
             launcher: None,
             sandbox: keel_sandbox::SandboxSettings::default(),
+            web_fetch: web_fetch::WebFetchConfig::default(),
         }
     }
 }
@@ -141,12 +146,12 @@ pub fn builtin(config: Arc<ToolsConfig>) -> ToolRegistry {
 }
 
 /// The name of every tool this crate provides, whichever profile offers it: the
-/// built-in tools ([`builtin`]), then `answer` and `change_file`. Permission rules are
-/// checked against these (and MCP servers' tools).
+/// built-in tools ([`builtin`]), then `answer`, `change_file` and `web_fetch`. Permission
+/// rules are checked against these (and MCP servers' tools).
 pub fn tool_names() -> Vec<String> {
     let mut registry = builtin(Arc::new(ToolsConfig::default()));
     registry.register(answer::Answer);
-    registry.names().chain([change::ChangeFile::NAME]).map(str::to_owned).collect()
+    registry.names().chain([change::ChangeFile::NAME, web_fetch::NAME]).map(str::to_owned).collect()
 }
 
 /// Runs a file tool's work on the blocking pool with the call's confinement roots, and

@@ -11,7 +11,7 @@ use keel_agent::{ToolRegistry, narrow, typed};
 
 use keel_llm::ModelClient;
 
-use crate::{ToolsConfig, builtin, change, edit, grep, list, read, shell, write};
+use crate::{ToolsConfig, builtin, change, edit, grep, list, read, shell, web_fetch, write};
 
 /// Which tools a model is offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,12 @@ impl ToolProfile {
 /// The tools of `profile`.
 pub fn tools(profile: ToolProfile, config: Arc<ToolsConfig>) -> ToolRegistry {
     match profile {
-        ToolProfile::Full => builtin(config),
+        ToolProfile::Full => {
+            let mut registry = builtin(Arc::clone(&config));
+            // Not in the small profile: small models were not measured with it.
+            web_fetch::offer(&mut registry, &config);
+            registry
+        }
         ToolProfile::Small => small(config),
     }
 }

@@ -4,7 +4,8 @@
 //! [`keel_agent::intent`]), no file should change; small models asked a question sometimes create or
 //! edit files instead (a stub `parse_header.py`, a "TODO" written into notes.md). While
 //! the turn's task is a question, [`QuestionGuard`] refuses calls of tools that are not
-//! read-only, except those that run a command (their declared effect; the shell may run
+//! read-only (by the tool or by its calls' declared effect: fetching a web page changes
+//! nothing here), except those that run a command (their declared effect; the shell may run
 //! the program the question is about), with a reason that says what to do instead. It also
 //! offers only those tools for the turn ([`Hooks::turn_tools`]): a model constrained to
 //! the tools on offer (the embedded engine's grammar) then cannot even try a change, and
@@ -66,8 +67,11 @@ impl Hooks for QuestionGuard {
         if !intent.is_question() {
             return None;
         }
-        let offered =
-            tools.filtered(|tool| tool.is_read_only() || tool.effect("{}") == keel_agent::Effect::Runs);
+        let offered = tools.filtered(|tool| {
+            tool.is_read_only()
+                || tool.effect("{}").read_only()
+                || tool.effect("{}") == keel_agent::Effect::Runs
+        });
         (offered.len() < tools.len()).then_some(offered)
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use toml::de::{DeTable, DeValue};
 
-use super::layer::{ConfigError, FileTables, Layer, McpFile, PermissionsTable, Price};
+use super::layer::{ConfigError, FileTables, Layer, McpFile, PermissionsTable, Price, WebFetchTable};
 
 /// The field names serde's derive gives `T` (aliases and renames included, skipped fields
 /// not); empty for a type that is not read as a struct.
@@ -87,6 +87,8 @@ enum Table {
     Price,
     /// A `[permissions]` table.
     Permissions,
+    /// A `[web_fetch]` table.
+    WebFetch,
     /// A `[mcp_servers.NAME]` table.
     Server,
     /// The `[hooks]` table: its keys are the events.
@@ -110,6 +112,7 @@ impl Table {
             Table::Profile => fields::<Layer>().to_vec(),
             Table::Price => fields::<Price>().to_vec(),
             Table::Permissions => fields::<PermissionsTable>().to_vec(),
+            Table::WebFetch => fields::<WebFetchTable>().to_vec(),
             Table::Server => fields::<keel_mcp::ServerConfig>().to_vec(),
             Table::Hooks => crate::user_hooks::Event::names(),
             Table::McpFile => fields::<McpFile>().to_vec(),
@@ -124,6 +127,7 @@ impl Table {
                 Some(Inner::Named(Table::Server))
             }
             (Table::File | Table::Profile, "permissions") => Some(Inner::One(Table::Permissions)),
+            (Table::File | Table::Profile, "web_fetch") => Some(Inner::One(Table::WebFetch)),
             (Table::File, "hooks") => Some(Inner::One(Table::Hooks)),
             _ => None,
         }
@@ -248,6 +252,7 @@ mod tests {
         let mut keys = top_level();
         keys.extend(fields::<Price>());
         keys.extend(fields::<PermissionsTable>());
+        keys.extend(fields::<WebFetchTable>());
         let missing: Vec<&str> = keys.into_iter().filter(|key| !documented(&readme, key)).collect();
         assert!(
             missing.is_empty(),
@@ -307,6 +312,15 @@ mod tests {
             problems("modle = 1\n[profiles.a]\nmodle = 2\n"),
             "config.toml:1: unknown key `modle` (did you mean `model`?)\n\
              config.toml:3: unknown key `modle` in [profiles.a] (did you mean `model`?)"
+        );
+    }
+
+    #[test]
+    fn the_web_fetch_table_is_checked_too() {
+        assert_eq!(fields::<WebFetchTable>(), ["allow_private", "private_hosts"]);
+        assert_eq!(
+            problems("[profiles.docs.web_fetch]\nprivate_host = [\"localhost\"]\n"),
+            "config.toml:2: unknown key `private_host` in [profiles.docs.web_fetch] (did you mean `private_hosts`?)"
         );
     }
 

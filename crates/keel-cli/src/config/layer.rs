@@ -136,6 +136,9 @@ layer! {
         /// Permission rules (`[permissions]`): collected from the top level and the profile,
         /// not overridden by either.
         pub permissions: Option<PermissionsTable>,
+        /// `web_fetch`'s private addresses (`[web_fetch]`): a table of a profile replaces
+        /// the top level's.
+        pub web_fetch: Option<WebFetchTable>,
     }
 }
 
@@ -319,6 +322,30 @@ pub(crate) fn parse_on_off(name: &str, text: &str) -> Result<bool, ConfigError> 
         "on" | "true" | "yes" => Ok(true),
         "off" | "false" | "no" => Ok(false),
         _ => Err(ConfigError::new(format!("{name} must be on or off (got `{text}`)"))),
+    }
+}
+
+/// A `[web_fetch]` table: which hosts `web_fetch` may reach at non-public addresses
+/// (loopback, private, link-local): a docs server on this machine or the local network.
+/// Its unknown keys are answered at their line by the config check (`keys.rs`).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WebFetchTable {
+    /// Every host may.
+    #[serde(default)]
+    pub allow_private: Option<bool>,
+    /// These hosts may (`localhost`, `docs.lan`, `*.internal`, `192.168.1.20`).
+    #[serde(default)]
+    pub private_hosts: Option<Vec<String>>,
+}
+
+impl WebFetchTable {
+    /// The tool's settings: these addresses, the default bounds.
+    pub fn config(&self) -> keel_tools::web_fetch::WebFetchConfig {
+        keel_tools::web_fetch::WebFetchConfig {
+            allow_private: self.allow_private.unwrap_or(false),
+            private_hosts: self.private_hosts.clone().unwrap_or_default(),
+            ..keel_tools::web_fetch::WebFetchConfig::default()
+        }
     }
 }
 

@@ -15,6 +15,8 @@
 //!   without `/` matches the file name at any depth (`read_file(.env*)` matches
 //!   `config/.env.local`); a pattern with `/` (`./x.py` included) is anchored at the
 //!   workspace.
+//! - `web_fetch(https://docs.rs/*)`: the URL the call fetches, matched part by part
+//!   (scheme, host and port, path); see [`web`].
 //! - `tool` alone (or `tool(*)`) matches every call of the tool; tool names may use `*`
 //!   (`mcp__github__*`).
 //!
@@ -26,6 +28,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use serde_json::Value;
 
 mod command;
+mod web;
 
 use command::wildcard;
 
@@ -70,6 +73,8 @@ enum Matcher {
     Command(String),
     /// A path glob, anchored at the workspace or matched against the file name.
     Path { glob: GlobMatcher, anchored: bool },
+    /// A `web_fetch` URL pattern.
+    Url(web::UrlPattern),
 }
 
 /// One rule: a tool name (with `*`) and what of its call it matches.
@@ -101,6 +106,9 @@ impl Rule {
             None | Some("*") | Some("**") => Matcher::Any,
             Some("") => return Err(err("the pattern in parentheses is empty")),
             Some(pattern) if tool == "shell" => Matcher::Command(pattern.to_owned()),
+            Some(pattern) if tool == crate::web_fetch::NAME => {
+                Matcher::Url(web::UrlPattern::parse(pattern).map_err(err)?)
+            }
             Some(pattern) => {
                 let anchored = pattern.contains('/');
                 let pattern = pattern.strip_prefix("./").unwrap_or(pattern);
@@ -140,7 +148,15 @@ impl Rule {
         match &self.matcher {
             Matcher::Any => true,
             Matcher::Command(pattern) => wildcard(pattern, command.trim()),
-            Matcher::Path { .. } => false,
+            Matcher::Path { .. } | Matcher::Url(_) => false,
+        }
+    }
+
+    fn matches_url(&self, form: Option<&web::UrlForm>) -> bool {
+        match (&self.matcher, form) {
+            (Matcher::Any, _) => true,
+            (Matcher::Url(pattern), Some(form)) => pattern.matches(form),
+            _ => false,
         }
     }
 
@@ -240,6 +256,30 @@ impl PermissionRules {
             });
             return if allowed { RuleVerdict::Allow } else { RuleVerdict::None };
         }
+        if tool == crate::web_fetch::NAME {
+            // The URL as fetched and with its path decoded: deny and ask look at both,
+            // allow needs both.
+            let forms = web::forms(get("url").unwrap_or_default());
+            let hit = |r: &&SourcedRule| {
+                if forms.is_empty() {
+                    r.rule.matches_url(None)
+                } else {
+                    forms.iter().any(|form| r.rule.matches_url(Some(form)))
+                }
+            };
+            if let Some(rule) = named(RuleKind::Deny).find(hit) {
+                return RuleVerdict::Deny(rule.rule.text.clone());
+            }
+            if let Some(rule) = named(RuleKind::Ask).find(hit) {
+                return RuleVerdict::Ask(rule.rule.text.clone());
+            }
+            let allowed = if forms.is_empty() {
+                named(RuleKind::Allow).any(|r| r.rule.matches_url(None))
+            } else {
+                forms.iter().all(|form| named(RuleKind::Allow).any(|r| r.rule.matches_url(Some(form))))
+            };
+            return if allowed { RuleVerdict::Allow } else { RuleVerdict::None };
+        }
         // The path as written (normalized) and as the tool will resolve it (symlinks
         // followed, `/proc/self/cwd` and the like included): deny and ask look at both,
         // allow needs both.
@@ -327,12 +367,16 @@ impl PermissionRules {
     /// The rules "always" would add for this call: the narrowest that cover every command
     /// of a shell command line (`shell(git status)` and `shell(git status *)`; none when no
     /// rule could allow it), `edit_file(src/**)` for a path in a folder,
-    /// `edit_file(./x.py)` for a file at the top, the bare tool name otherwise.
+    /// `edit_file(./x.py)` for a file at the top, `web_fetch(https://docs.rs/*)` for a
+    /// site, the bare tool name otherwise.
     pub fn suggest(&self, tool: &str, arguments: &str) -> Vec<String> {
         let args: Option<serde_json::Map<String, Value>> = serde_json::from_str(arguments).ok();
         let get = |key: &str| args.as_ref().and_then(|a| a.get(key)).and_then(Value::as_str);
         if tool == "shell" {
             return command::suggest(&crate::script::parse(get("command").unwrap_or_default()));
+        }
+        if tool == crate::web_fetch::NAME {
+            return web::suggest(tool, get("url").unwrap_or_default());
         }
         match get("path").map(|p| self.relative(p)) {
             Some(path) if !path.as_os_str().is_empty() => {
