@@ -74,12 +74,33 @@ pub struct TurnInput {
     attached: AtomicBool,
     /// Keys are read without the terminal's echo: keel shows typed lines itself.
     typing: AtomicBool,
+    /// A slash command typed during the turn is kept for the prompt (the interactive
+    /// mode), not sent to the model as steering.
+    keeps_commands: AtomicBool,
+    /// The slash command typed during this turn, for the prompt.
+    command: Mutex<Option<String>>,
+}
+
+/// Whether a line typed during a turn is a slash command (`/compact keep the table`, a
+/// custom `/fix-issue 12`), not words for the model (`/tmp/x is the file`).
+fn is_command(line: &str) -> bool {
+    let first = line.split_whitespace().next().unwrap_or_default();
+    first.strip_prefix('/').is_some_and(|name| {
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    })
 }
 
 impl TurnInput {
     /// A new router.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
+    }
+
+    /// From now on, a slash command typed during a turn waits at the next prompt
+    /// ([`LineReader::finish`] gives it back) instead of reaching the model: the walkthrough
+    /// of issue 32 typed `/compact` while a turn ran, and the model got it as words.
+    pub fn keep_commands(&self) {
+        self.keeps_commands.store(true, Ordering::Relaxed);
     }
 
     /// Whether a permission question waits for its answer.
@@ -116,6 +137,15 @@ impl TurnInput {
                 let _ = sender.send(if instead { Reply::Instead(line) } else { Reply::Line(line) });
             }
             (None, Typed::Line(line)) if line.trim().is_empty() => {}
+            (None, Typed::Line(line)) if self.keeps_commands.load(Ordering::Relaxed) && is_command(&line) => {
+                terminal.line(&format!(
+                    "  ↳ {}: a command, it waits at the prompt for this turn to end",
+                    clip(&line, 60)
+                ));
+                if let Ok(mut command) = self.command.lock() {
+                    *command = Some(line.trim().to_owned());
+                }
+            }
             (None, Typed::Line(line)) => {
                 terminal
                     .line(&format!("  ↳ queued for the next step: {}", clip(&line.replace('\n', " ⏎ "), 80)));
@@ -214,10 +244,12 @@ impl LineReader {
         LineReader { stop, thread, task, input, terminal: kept }
     }
 
-    /// Stops reading; returns the line typed but not finished (to carry over to the
-    /// prompt).
+    /// Stops reading; returns what carries over to the prompt: a slash command typed
+    /// during the turn, else the line typed but not finished.
     pub fn finish(mut self) -> String {
-        self.stop()
+        let unfinished = self.stop();
+        let command = self.input.command.lock().ok().and_then(|mut c| c.take());
+        command.unwrap_or(unfinished)
     }
 
     fn stop(&mut self) -> String {
@@ -413,6 +445,16 @@ mod tests {
             answer(Reply::Line("also summarize the log".into())),
             AskAnswer::DenyWithWords("also summarize the log".into())
         );
+    }
+
+    #[test]
+    fn slash_commands_are_told_from_words() {
+        for command in ["/compact", "/compact keep the table", " /model qwen", "/fix-issue 12"] {
+            assert!(is_command(command), "{command}");
+        }
+        for words in ["/tmp/x is the file", "use /usr/bin/env", "/", "/ look", "/a.out crashes", "fix it"] {
+            assert!(!is_command(words), "{words}");
+        }
     }
 
     /// Issue 32: the `a` of "also summarize the log" allowed the command always. A key

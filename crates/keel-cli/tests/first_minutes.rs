@@ -77,6 +77,11 @@ async fn words_typed_at_a_question_are_words_even_when_they_start_with_a_key() {
     assert!(env.workspace().join("allowed").exists(), "y alone still allows: {screen}");
     assert!(!screen.contains("› always"), "{screen}");
     assert_eq!(server.requests().len(), 4, "the words were no turn of their own: {screen}");
+    // A declined call's line says so; the refusal's words for the model are not shown as
+    // if the command had printed them.
+    let declined = screen.lines().find(|l| l.contains("✗ shell touch typed-slowly")).expect(&screen);
+    assert!(declined.contains("→ The user declined `shell`"), "{declined}");
+    assert!(!screen.contains("Do what they said."), "{screen}");
 }
 
 /// `keel --local` on two cores showed nothing at all for a minute: a small model's turn
@@ -181,4 +186,42 @@ async fn reasoning_leaves_a_line_saying_how_long() {
     let reasoned = screen.find("  reasoned for ").expect(&screen);
     let answer = screen.find("It greets.").expect(&screen);
     assert!(reasoned < answer, "{screen}");
+}
+
+/// `/compact` typed while a turn ran went to the model as steering words. A slash
+/// command typed during a turn now waits at the prompt for the turn to end (one Enter
+/// runs it); other lines still steer, a path among them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_typed_during_a_turn_waits_at_the_prompt() {
+    if !pty::available() {
+        return;
+    }
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(shell("c1", "sleep 2"));
+    server.push(answer("Done."));
+    let script = pty::under_script(&env.keel(&server.base_url()), "--no-session --permission auto");
+    let screen = tokio::task::spawn_blocking(move || {
+        let terminal = pty::Terminal::start(script);
+        terminal.wait_for("/help for commands", 1);
+        terminal.type_line("Wait a bit");
+        terminal.wait_for("shell sleep 2", 1);
+        terminal.keys("/usage\r");
+        terminal.wait_for("waits at the prompt", 1);
+        terminal.keys("/tmp/notes.txt has the details\r");
+        terminal.wait_for("queued for the next step", 1);
+        terminal.wait_for("completed", 1);
+        // The command is back at the prompt: Enter runs it.
+        terminal.keys("\r");
+        terminal.wait_for("1 turn ·", 1);
+        terminal.type_line("/quit");
+        pty::plain(&terminal.text())
+    })
+    .await
+    .unwrap();
+    let sent: String =
+        server.requests().iter().map(|r| String::from_utf8_lossy(&r.body).into_owned()).collect();
+    assert!(!sent.contains("/usage"), "the command never reached the model: {screen}");
+    assert!(sent.contains("/tmp/notes.txt has the details"), "words still steer: {screen}");
+    assert!(screen.contains("session ") && screen.contains(" 1 turn · "), "not '1 turns': {screen}");
 }

@@ -122,10 +122,11 @@ impl Repl {
                     .map(|c| format!(" · ${c:.4}"))
                     .unwrap_or_default();
                 let context = self.agent.context_usage(&self.session, &self.ctx);
+                let turns = self.session.projection().turns();
                 self.say(&format!(
-                    "session {} · {} turns · {}{cost} · context {}",
+                    "session {} · {turns} {} · {}{cost} · context {}",
                     self.session.id(),
-                    self.session.projection().turns(),
+                    if turns == 1 { "turn" } else { "turns" },
                     usage_text(&usage),
                     crate::render::context_text(context)
                 ));

@@ -157,8 +157,8 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     if let Some(note) = note {
         let turns = repl.session.projection().turns();
         repl.say(&format!(
-            "{note} · {} turns · {} tokens",
-            turns,
+            "{note} · {turns} {} · {} tokens",
+            if turns == 1 { "turn" } else { "turns" },
             thousands(repl.session.projection().usage().input_tokens)
         ));
         repl.show_last_exchange();

@@ -27,6 +27,7 @@ impl Repl {
         let cancel = CancellationToken::new();
         let interrupts = crate::signals::during_turn(&cancel);
         let ticker = ticker(Arc::clone(&self.terminal));
+        self.input.keep_commands();
         let reader = terminal_source().map(|source| {
             LineReader::start(
                 source,
@@ -37,7 +38,7 @@ impl Repl {
         });
         let started = Instant::now();
         let outcome = self.agent.run_turn(&mut self.session, &self.ctx, text, &*self.terminal, &cancel).await;
-        // A line typed but not sent carries over to the prompt.
+        // A line typed but not sent, or a slash command typed, carries over to the prompt.
         self.unfinished = reader.map(LineReader::finish).unwrap_or_default();
         drop(interrupts);
         ticker.abort();

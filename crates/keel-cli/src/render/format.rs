@@ -60,7 +60,7 @@ pub fn short_result(tool: &str, content: &str, is_error: bool) -> String {
             .filter(|l| l.trim_start().split('\t').next().is_some_and(|n| n.trim().parse::<u64>().is_ok()))
             .count();
         if numbered > 0 {
-            return format!("{numbered} lines");
+            return format!("{numbered} {}", if numbered == 1 { "line" } else { "lines" });
         }
     }
     if !is_error && tool == "list_files" {
@@ -162,6 +162,7 @@ mod tests {
         assert_eq!(short_result("grep", "a.py:1: x\nb.py:2: x\n", false), "a.py:1: x … (2 lines)");
         assert_eq!(short_result("shell", "(no output; exit code 1)", true), "exit 1");
         assert_eq!(short_result("read_file", "1\ta\n2\tb\n", false), "2 lines");
+        assert_eq!(short_result("read_file", "1\t# demo\n", false), "1 line", "not '1 lines'");
         assert_eq!(short_result("edit_file", "`x` does not exist.\nmore", true), "`x` does not exist.");
         assert_eq!(duration(Duration::from_millis(1500)), "1.5s");
         assert_eq!(duration(Duration::from_secs(125)), "2m05s");

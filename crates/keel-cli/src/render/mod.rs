@@ -538,7 +538,15 @@ impl Sink for Terminal {
                 self.with(|state| state.live = None);
                 let mark = if result.is_error { self.paint("31", "✗") } else { self.paint("32", "✓") };
                 let args = short_args(&call.name, &call.arguments);
-                let summary = short_result(&call.name, &result.content, result.is_error);
+                // A call refused before it ran (by the user or a rule): the reason's first
+                // line, and no output under it. A declined shell call showed the refusal's
+                // words for the model as if they were the command's output.
+                let refused = result.error_code.as_deref() == Some("denied");
+                let summary = if refused {
+                    clip(result.content.lines().find(|l| !l.trim().is_empty()).unwrap_or("denied"), 200)
+                } else {
+                    short_result(&call.name, &result.content, result.is_error)
+                };
                 let took = if took.is_zero() { String::new() } else { duration(*took) };
                 // One line on the terminal: the summary gives way, never the time.
                 let used = format::columns(&format!("{step:>3} ✓ {} {args}  → ", call.name));
@@ -551,7 +559,7 @@ impl Sink for Terminal {
                 ));
                 let shown = match &result.change {
                     Some(change) => changes::diff(change, self.color),
-                    None if call.name == "shell" => changes::tail(&result.content),
+                    None if call.name == "shell" && !refused => changes::tail(&result.content),
                     None => Vec::new(),
                 };
                 for line in shown {
