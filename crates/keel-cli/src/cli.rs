@@ -162,6 +162,7 @@ pub fn misspelled_command(task: &str) -> Option<&'static str> {
             "sandbox" => Some("sandbox"),
             "mcp" => Some("mcp"),
             "permissions" => Some("permissions"),
+            "skills" => Some("skills"),
             "help" => Some("help"),
             _ => None,
         })
@@ -184,6 +185,9 @@ pub enum Command {
     Sandbox,
     /// The permission mode and rules in force, and where each rule came from.
     Permissions,
+    /// The skills found (.keel/skills/NAME/SKILL.md, and yours in keel's config folder):
+    /// name, folder, description.
+    Skills,
     /// MCP servers: `keel mcp list` starts each configured one and shows its state and tools.
     Mcp {
         #[command(subcommand)]

@@ -5,6 +5,7 @@ mod out;
 mod cli;
 mod completion;
 mod config;
+mod custom_commands;
 mod doctor;
 mod first_contact;
 mod fold;
@@ -30,6 +31,7 @@ mod serve;
 mod sessions;
 mod setup;
 mod signals;
+mod skills;
 mod store;
 mod typing;
 mod undo;
@@ -99,6 +101,7 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
             return mcp::list_command(&cli).await;
         }
         Some(cli::Command::Serve(args)) => return serve::run(&cli, args).await,
+        Some(cli::Command::Skills) => return skills::command(&cli),
         None => {}
     }
     if let Some(word) = cli.task.as_deref()

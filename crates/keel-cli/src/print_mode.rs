@@ -65,6 +65,11 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Ok(dir) => dir,
         Err(e) => return fail(e),
     };
+    // A task that starts with a custom command (`/review src/lib.rs`) is sent as its text.
+    let (task, command_notes) = crate::custom_commands::for_task(&workspace, &settings.allowed_roots, task);
+    if json.is_none() {
+        command_notes.iter().for_each(|note| errln!("keel: {note}"));
+    }
     // MCP servers start now, while the model loads.
     let mut mcp = match crate::mcp::start(&settings).await {
         Ok(mcp) => mcp.map(|m| SessionTools::new(m, settings.permission == PermissionMode::ReadOnly)),

@@ -150,13 +150,13 @@ pub fn agent(
         relative_output_paths: aids.small(),
         ..ToolsConfig::default()
     };
-    let (system_prompt, notes) = crate::prompt::system_prompt(
+    let (system_prompt, mut notes) = crate::prompt::system_prompt(
         workspace,
         &settings.allowed_roots,
         settings.tool_profile,
         settings.always_call,
     );
-    let config = AgentConfig {
+    let mut config = AgentConfig {
         system_prompt,
         max_steps: settings.max_steps,
         summary_on_step_limit: true,
@@ -186,7 +186,9 @@ pub fn agent(
         Arc::new(crate::user_hooks::UserHooks::new(Arc::clone(&settings.hooks), launch, policy))
     };
     let hooks = aids.hooks(gate);
-    let tools = aids.tools(Arc::new(tools_config), &model);
+    let mut tools = aids.tools(Arc::new(tools_config), &model);
+    // Skills: their names and descriptions in the prompt, the rest through the `skill` tool.
+    crate::skills::offer(settings, workspace, &mut config.system_prompt, &mut tools, &mut notes);
     (Agent::builder_shared(model).config(config).tools(tools).hooks(hooks).build(), notes)
 }
 

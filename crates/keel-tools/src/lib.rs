@@ -39,6 +39,7 @@ mod sandboxed;
 pub mod script;
 mod seen;
 pub mod shell;
+pub mod skills;
 mod suggest;
 pub mod syntax;
 pub mod undo;
@@ -146,12 +147,16 @@ pub fn builtin(config: Arc<ToolsConfig>) -> ToolRegistry {
 }
 
 /// The name of every tool this crate provides, whichever profile offers it: the
-/// built-in tools ([`builtin`]), then `answer`, `change_file` and `web_fetch`. Permission
-/// rules are checked against these (and MCP servers' tools).
+/// built-in tools ([`builtin`]), then `answer`, `change_file`, `web_fetch` and `skill`.
+/// Permission rules are checked against these (and MCP servers' tools).
 pub fn tool_names() -> Vec<String> {
     let mut registry = builtin(Arc::new(ToolsConfig::default()));
     registry.register(answer::Answer);
-    registry.names().chain([change::ChangeFile::NAME, web_fetch::NAME]).map(str::to_owned).collect()
+    registry
+        .names()
+        .chain([change::ChangeFile::NAME, web_fetch::NAME, skills::NAME])
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Runs a file tool's work on the blocking pool with the call's confinement roots, and
@@ -191,7 +196,8 @@ mod tests {
         for profile in [profile::ToolProfile::Full, profile::ToolProfile::Small] {
             offered.extend(profile::tools(profile, Arc::clone(&config)).names().map(str::to_owned));
         }
-        offered.extend(["answer".to_owned(), "change_file".to_owned()]);
+        // skill: offered where skills are found (keel-cli's setup).
+        offered.extend(["answer".to_owned(), "change_file".to_owned(), "skill".to_owned()]);
         for name in &offered {
             assert!(names.contains(name), "{name} is missing from {names:?}");
         }

@@ -164,7 +164,15 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         repl.show_last_exchange();
     }
 
-    let commands = command_names().into_iter().chain(["/exit"]).map(str::to_owned).collect();
+    // Custom commands (`.keel/commands/*.md`): read once; keel's own are never replaced.
+    let builtins: Vec<&str> = command_names().into_iter().chain(["/exit"]).collect();
+    let (custom, custom_notes) = crate::custom_commands::CustomCommands::load(
+        &repl.workspace,
+        &repl.settings.allowed_roots,
+        &builtins,
+    );
+    custom_notes.iter().for_each(|note| repl.say(&format!("keel: {note}")));
+    let commands = builtins.into_iter().map(str::to_owned).chain(custom.names()).collect();
     let pastes = crate::fold::Pastes::default();
     let completions = crate::line_editor::Completions {
         commands,
@@ -195,6 +203,23 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
                 };
                 if line.is_empty() {
                     continue;
+                }
+                match custom.route(&line, commands::HELP) {
+                    Some(crate::custom_commands::Route::Say(text)) => {
+                        repl.say(&text);
+                        continue;
+                    }
+                    Some(crate::custom_commands::Route::Prompt(expanded)) => {
+                        repl.say(&repl.terminal.dim(&expanded.note));
+                        if let Err(e) = repl.turn(expanded.text).await {
+                            repl.say(&format!("error: {e:#}"));
+                        }
+                        if crate::signals::Interrupts::get().leaving() {
+                            break;
+                        }
+                        continue;
+                    }
+                    None => {}
                 }
                 if line == "/model" {
                     repl.show_models().await;
