@@ -124,7 +124,9 @@ pub enum Effect {
         /// The URL, as the call named it.
         url: String,
     },
-    /// Changes something else, or says nothing of what it does.
+    /// Changes something else, or says nothing of what it does. A kind this keel does
+    /// not know (written by a newer one) reads as this.
+    #[serde(other)]
     Other,
 }
 
@@ -135,5 +137,20 @@ impl Effect {
             self,
             Effect::Reads { .. } | Effect::Concludes | Effect::Plans { .. } | Effect::Fetches { .. }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Effect;
+
+    /// A log written by a newer keel, whose tools declare effects this one does not
+    /// know, still loads: the unknown kind reads as `Other`.
+    #[test]
+    fn an_unknown_effect_kind_reads_as_other() {
+        let read = |json: &str| serde_json::from_str::<Effect>(json).unwrap();
+        assert_eq!(read(r#"{"kind": "teleports", "to": "mars"}"#), Effect::Other);
+        assert_eq!(read(r#"{"kind": "writes", "path": "a.txt"}"#), Effect::Writes { path: "a.txt".into() });
+        assert_eq!(read(r#"{"kind": "other"}"#), Effect::Other);
     }
 }
