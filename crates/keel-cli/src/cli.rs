@@ -171,7 +171,7 @@ pub fn misspelled_command(task: &str) -> Option<&'static str> {
 /// Subcommands.
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
-    /// List, show or fork sessions.
+    /// List, show, export or fork sessions.
     Sessions {
         #[command(subcommand)]
         action: Option<SessionsAction>,
@@ -195,6 +195,41 @@ pub enum Command {
     },
     /// Serve many sessions over HTTP (REST + server-sent events under /v1).
     Serve(ServeArgs),
+    /// Run a recorded session again against this keel, the model's replies taken from
+    /// the log, and report where the requests or the tools' results now differ.
+    Replay(ReplayArgs),
+}
+
+/// `keel replay …`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayArgs {
+    /// Session id or unique prefix.
+    pub session: String,
+    /// live: run the tools in a copy of the session's workspace (the default when the
+    /// folder is still there); recorded: give each call its recorded result and compare
+    /// only the requests.
+    #[arg(long, value_enum, value_name = "live|recorded")]
+    pub tools: Option<ReplayTools>,
+}
+
+/// The formats of `keel sessions export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Markdown: messages as written, reasoning folded, tool output in code blocks.
+    Md,
+    /// One HTML page: inline CSS, no script, nothing fetched; opens offline.
+    Html,
+    /// JSON: the events as stored, with the session, per-turn and total usage and cost.
+    Json,
+}
+
+/// Where `keel replay`'s tool results come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReplayTools {
+    /// Run the tools, in a copy of the workspace.
+    Live,
+    /// The recorded results.
+    Recorded,
 }
 
 /// `keel serve …`.
@@ -265,6 +300,18 @@ pub enum SessionsAction {
         /// Print the raw JSONL events instead.
         #[arg(long)]
         raw: bool,
+    },
+    /// Write a session's transcript as Markdown, one self-contained HTML page, or JSON
+    /// (the events as stored, with usage and cost per turn).
+    Export {
+        /// Session id or unique prefix.
+        id: String,
+        /// md, html or json.
+        #[arg(long, value_enum, default_value = "md")]
+        format: ExportFormat,
+        /// Write to this file instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
     },
     /// Branch a session into a new one.
     Fork {

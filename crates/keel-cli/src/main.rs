@@ -7,6 +7,7 @@ mod completion;
 mod config;
 mod custom_commands;
 mod doctor;
+mod export;
 mod first_contact;
 mod fold;
 mod input;
@@ -27,6 +28,7 @@ mod prompt;
 mod provider;
 mod remote;
 mod render;
+mod replay;
 mod serve;
 mod sessions;
 mod setup;
@@ -101,6 +103,7 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
             return mcp::list_command(&cli).await;
         }
         Some(cli::Command::Serve(args)) => return serve::run(&cli, args).await,
+        Some(cli::Command::Replay(args)) => return replay::run(&cli, args).await,
         Some(cli::Command::Skills) => return skills::command(&cli),
         None => {}
     }

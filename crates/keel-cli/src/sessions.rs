@@ -1,4 +1,4 @@
-//! `keel sessions`: list, show, fork.
+//! `keel sessions`: list, show, export, fork.
 
 use keel_llm::ContentBlock;
 use keel_session::{Event, EventKind, SessionStore};
@@ -170,6 +170,17 @@ pub fn run(action: Option<SessionsAction>, store: Option<&str>) -> anyhow::Resul
                     outln!("{text}");
                 }
             }
+        }
+        SessionsAction::Export { id, format, output } => {
+            let events = match store.read(&id) {
+                Ok(events) => events,
+                Err(e) => {
+                    errln!("keel: {e}");
+                    return Ok(exit::USAGE);
+                }
+            };
+            let text = crate::export::render(&events, format, &crate::export::prices());
+            crate::export::write(&text, output.as_deref())?;
         }
         SessionsAction::Fork { id, at, at_event } => {
             let at = match (at, at_event) {

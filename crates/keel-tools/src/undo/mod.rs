@@ -242,6 +242,42 @@ pub fn undo(artifacts: &Path, roots: &Roots, call_ids: &[String]) -> Vec<Undone>
     done
 }
 
+/// A file as it was before a call changed it, read from the call's undo record
+/// ([`kept_before`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptFile {
+    /// The file's canonical path.
+    pub path: PathBuf,
+    /// Its bytes before the call; `None` when there was no file (the call created it).
+    pub content: Option<Vec<u8>>,
+}
+
+/// What call `call_id` found before it changed its file, from the records in `artifacts`
+/// (undone or not): `Ok(None)` when the call kept none (it failed, or ran without an
+/// artifacts folder); an error when the record cannot be read or its content was too
+/// large to keep. Read by `keel replay`, which puts a copy of the workspace back as it
+/// was before a session.
+pub fn kept_before(artifacts: &Path, call_id: &str) -> Result<Option<KeptFile>, UndoError> {
+    let dir = artifacts.join("undo");
+    let hexed = hex(call_id);
+    let (meta, before) = Keeper::paths(&dir, &hexed);
+    let text = match std::fs::read(&meta).or_else(|_| std::fs::read(dir.join(format!("{hexed}.undone")))) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(UndoError::io(e)),
+    };
+    let record: Record = serde_json::from_slice(&text)
+        .map_err(|e| UndoError::new(UndoErrorKind::Io, format!("its undo record cannot be read: {e}")))?;
+    if record.too_large {
+        return Err(UndoError::new(
+            UndoErrorKind::NotKept,
+            format!("it was larger than {} MB; its earlier content was not kept", MAX_KEPT_BYTES >> 20),
+        ));
+    }
+    let content = if record.existed { Some(std::fs::read(&before).map_err(UndoError::io)?) } else { None };
+    Ok(Some(KeptFile { path: record.path, content }))
+}
+
 /// The hash of the file at `path` as it is now (`None` when it cannot be read; a
 /// missing file hashes as nothing, so it never equals what was written).
 fn current_hash(path: &Path) -> Option<String> {
@@ -406,6 +442,23 @@ mod tests {
         assert_eq!(done, [Undone::Restored("a.txt".into()), Undone::Removed("new.txt".into())]);
         assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "one\n");
         assert!(!ws.path().join("new.txt").exists());
+    }
+
+    #[test]
+    fn what_a_call_found_is_read_back_undone_or_not() {
+        let ws = tempfile::tempdir().unwrap();
+        let artifacts = tempfile::tempdir().unwrap();
+        let roots = Roots::new(ws.path(), &[], &[]).unwrap();
+        std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+        write_kept(&roots, "a.txt", "two\n", Some(&Keeper::new(artifacts.path(), "1"))).unwrap();
+        write_kept(&roots, "new.txt", "x", Some(&Keeper::new(artifacts.path(), "2"))).unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        let kept = |id: &str| kept_before(artifacts.path(), id).unwrap();
+        assert_eq!(kept("1"), Some(KeptFile { path: root.join("a.txt"), content: Some(b"one\n".to_vec()) }));
+        assert_eq!(kept("2"), Some(KeptFile { path: root.join("new.txt"), content: None }));
+        assert_eq!(kept("3"), None);
+        undo(artifacts.path(), &roots, &["1".into()]);
+        assert_eq!(kept("1").and_then(|k| k.content), Some(b"one\n".to_vec()));
     }
 
     /// Issue 28, item 1: a turn creates `d/victim.txt`, a command turns `d` into a link
