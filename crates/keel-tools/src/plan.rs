@@ -96,9 +96,7 @@ fn checked(args: &UpdatePlanArgs) -> Result<Vec<PlanStep>, ToolError> {
     }
     let active = steps.iter().filter(|s| s.status == PlanStatus::InProgress).count();
     if active > 1 {
-        return Err(invalid(format!(
-            "{active} steps are in_progress; mark only the one you are working on"
-        )));
+        return Err(invalid(format!("{active} steps are in_progress; mark only the one you are working on")));
     }
     Ok(steps)
 }
@@ -131,11 +129,7 @@ simple tasks."
     async fn call(&self, args: UpdatePlanArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let steps = checked(&args)?;
         let done = steps.iter().filter(|s| s.status == PlanStatus::Completed).count();
-        Ok(ToolOutput::text(format!(
-            "Plan updated ({done} of {} done):\n{}",
-            steps.len(),
-            plan_text(&steps)
-        )))
+        Ok(ToolOutput::text(format!("Plan updated ({done} of {} done):\n{}", steps.len(), plan_text(&steps))))
     }
 }
 

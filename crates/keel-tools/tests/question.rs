@@ -70,7 +70,9 @@ async fn a_question_cannot_change_files_but_the_next_change_request_can() {
     });
     assert_eq!(
         refusal.as_deref(),
-        Some("Unknown tool `write_file`. Available tools: shell, read_file, list_files, grep, glob, update_plan.")
+        Some(
+            "Unknown tool `write_file`. Available tools: shell, read_file, list_files, grep, glob, update_plan."
+        )
     );
 
     let outcome = agent
