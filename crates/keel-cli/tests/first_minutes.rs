@@ -80,7 +80,7 @@ async fn words_typed_at_a_question_are_words_even_when_they_start_with_a_key() {
     // A declined call's line says so; the refusal's words for the model are not shown as
     // if the command had printed them.
     let declined = screen.lines().find(|l| l.contains("✗ shell touch typed-slowly")).expect(&screen);
-    assert!(declined.contains("→ The user declined `shell`"), "{declined}");
+    assert!(declined.contains("→ The user declined `shell` and said instead: also summarize"), "{declined}");
     assert!(!screen.contains("Do what they said."), "{screen}");
 }
 

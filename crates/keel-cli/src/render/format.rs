@@ -44,7 +44,10 @@ pub fn short_result(tool: &str, content: &str, is_error: bool) -> String {
         if let Some(code) = content.strip_prefix("(no output; exit code ").and_then(|c| c.strip_suffix(')')) {
             return format!("exit {code}");
         }
-        let code = lines.last().and_then(|l| l.strip_prefix("[exit code: ")).map(|c| c.trim_end_matches(']'));
+        // keel's own notes may follow the exit code (`[keel: you have now made this same
+        // call …]`): the line showed `→ demo` instead of `→ exit 0: demo`.
+        let code =
+            lines.iter().rev().find_map(|l| l.strip_prefix("[exit code: ")).map(|c| c.trim_end_matches(']'));
         let output: Vec<&&str> = lines.iter().filter(|l| !l.starts_with('[')).collect();
         let first = output.first().map(|l| clip(l, 50)).unwrap_or_default();
         let more = if output.len() > 1 { format!(" … ({} lines)", output.len()) } else { String::new() };
@@ -117,6 +120,17 @@ pub fn fit_parts(lead: usize, parts: &[String], width: usize) -> Vec<String> {
     lines
 }
 
+/// The first line of `text` on one line, with the next when it ends in a colon (what it
+/// introduces): `The user declined `shell` and said instead: also summarize the log`.
+pub fn first_statement(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let Some(first) = lines.next() else { return "denied".to_owned() };
+    match lines.next() {
+        Some(next) if first.ends_with(':') => clip(&format!("{first} {next}"), 200),
+        _ => clip(first, 200),
+    }
+}
+
 /// `12ms`, `1.4s`, `2m05s`.
 pub fn duration(d: Duration) -> String {
     let ms = d.as_millis();
@@ -161,6 +175,8 @@ mod tests {
         assert_eq!(short_result("list_files", "src is empty (or holds only ignored files).", false), "empty");
         assert_eq!(short_result("grep", "a.py:1: x\nb.py:2: x\n", false), "a.py:1: x … (2 lines)");
         assert_eq!(short_result("shell", "(no output; exit code 1)", true), "exit 1");
+        let nudged = "demo\n[exit code: 0]\n[keel: you have now made this same call 3 times in a row]";
+        assert_eq!(short_result("shell", nudged, false), "exit 0: demo");
         assert_eq!(short_result("read_file", "1\ta\n2\tb\n", false), "2 lines");
         assert_eq!(short_result("read_file", "1\t# demo\n", false), "1 line", "not '1 lines'");
         assert_eq!(short_result("edit_file", "`x` does not exist.\nmore", true), "`x` does not exist.");
@@ -169,6 +185,19 @@ mod tests {
         assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(clip("a  b\nc", 10), "a b c");
         assert_eq!(clip("abcdefghijkl", 5), "abcd…");
+    }
+
+    #[test]
+    fn a_refusal_is_said_in_its_first_statement() {
+        let declined =
+            "The user declined `shell` and said instead:\nalso summarize the log\nDo what they said.";
+        assert_eq!(
+            first_statement(declined),
+            "The user declined `shell` and said instead: also summarize the log"
+        );
+        let rule = "`rm -rf build` is denied by the rule shell(rm *) (config.toml).\nDo not retry it.";
+        assert_eq!(first_statement(rule), "`rm -rf build` is denied by the rule shell(rm *) (config.toml).");
+        assert_eq!(first_statement(""), "denied");
     }
 
     /// The walkthrough of issue 32: a tool's line longer than the terminal wrapped its

@@ -543,7 +543,7 @@ impl Sink for Terminal {
                 // words for the model as if they were the command's output.
                 let refused = result.error_code.as_deref() == Some("denied");
                 let summary = if refused {
-                    clip(result.content.lines().find(|l| !l.trim().is_empty()).unwrap_or("denied"), 200)
+                    format::first_statement(&result.content)
                 } else {
                     short_result(&call.name, &result.content, result.is_error)
                 };
