@@ -135,9 +135,14 @@ impl Settings {
         match &self.model {
             ModelSettings::Remote(client) => client.model.clone(),
             ModelSettings::Local(local) => match &local.model {
-                Some(spec) => std::path::Path::new(spec)
-                    .file_stem()
-                    .map_or_else(|| spec.clone(), |s| s.to_string_lossy().into_owned()),
+                // A known name as it is (`qwen2.5-coder-0.5b` has a dot, not an
+                // extension); a file by its name without `.gguf`.
+                Some(spec) if keel_local::models::find(spec).is_some() => spec.clone(),
+                Some(spec) => {
+                    let file = std::path::Path::new(spec).file_name().map(|f| f.to_string_lossy());
+                    let file = file.as_deref().unwrap_or(spec);
+                    file.strip_suffix(".gguf").unwrap_or(file).to_owned()
+                }
                 None => keel_local::models::default_model().name.to_owned(),
             },
         }
@@ -425,6 +430,31 @@ impl Settings {
 mod tests {
     use super::*;
     use crate::config::layer::FileConfig;
+
+    /// A known model's name keeps its dot (`qwen2.5-coder-0.5b` was shown as
+    /// `qwen2.5-coder-0`); a file is named without its folder and `.gguf`.
+    #[test]
+    fn a_local_models_name_is_shown_whole() {
+        let named = |model: &str| {
+            let layer = Layer { provider: Some("llamacpp".into()), ..Layer::default() };
+            let mut settings = settings_from(layer, BTreeMap::new(), None, false).unwrap();
+            settings.model = ModelSettings::Local(LocalSettings {
+                model: Some(model.into()),
+                n_ctx: None,
+                threads: None,
+                max_tokens: None,
+                temperature: None,
+                seed: None,
+                grammar: true,
+                kernels: keel_local::engine::kernels::Kernels::default(),
+                variant: None,
+            });
+            settings.model_name()
+        };
+        assert_eq!(named("qwen2.5-coder-0.5b"), "qwen2.5-coder-0.5b");
+        assert_eq!(named("/models/my.model-q4.gguf"), "my.model-q4");
+        assert_eq!(named("plain"), "plain");
+    }
 
     /// Issue 28, item 7: `--network off` was dropped where Landlock is missing (the
     /// default sandbox is not applied there), and the command reached the network.
