@@ -158,13 +158,7 @@ pub fn cut_index(messages: &[Message], keep: u64) -> Option<usize> {
 /// Files the calls in `messages` read and changed, by what each call's tool declares
 /// ([`crate::Tool::effect`]); a call whose result is an error touched nothing.
 pub fn files_touched(messages: &[Message], tools: &crate::ToolRegistry) -> (Vec<String>, Vec<String>) {
-    let failed: std::collections::HashSet<&str> = messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::ToolResult(result) if result.is_error => Some(result.call_id.as_str()),
-            _ => None,
-        })
-        .collect();
+    let failed = failed_calls(messages);
     let mut read = BTreeSet::new();
     let mut changed = BTreeSet::new();
     for call in calls_by_id(messages).values().filter(|call| !failed.contains(call.id.as_str())) {
@@ -317,6 +311,7 @@ const PLAN_CLOSE: &str = "</plan>";
 /// The plan as last set in `messages`, as text: by the latest call whose tool declares
 /// a plan and that did not fail, or, before any, by an earlier summary that carried one.
 pub(crate) fn latest_plan(messages: &[Message], tools: &crate::ToolRegistry) -> Option<String> {
+    let failed = failed_calls(messages);
     let mut plan = None;
     for message in messages {
         match message {
@@ -328,7 +323,7 @@ pub(crate) fn latest_plan(messages: &[Message], tools: &crate::ToolRegistry) -> 
             Message::Assistant(reply) => {
                 for call in reply.tool_calls() {
                     if let keel_session::Effect::Plans { steps } = tools.effect_of(call)
-                        && !failed_call(messages, &call.id)
+                        && !failed.contains(call.id.as_str())
                     {
                         plan = Some(keel_session::plan_text(&steps));
                     }
@@ -355,10 +350,16 @@ fn carried_plan(summary: &str) -> Option<&str> {
 }
 
 /// Whether the call `id` has an error result in `messages`.
-fn failed_call(messages: &[Message], id: &str) -> bool {
+/// The ids of the calls in `messages` whose result is an error (they touched nothing
+/// and set nothing).
+fn failed_calls(messages: &[Message]) -> std::collections::HashSet<&str> {
     messages
         .iter()
-        .any(|m| matches!(m, Message::ToolResult(result) if result.call_id == id && result.is_error))
+        .filter_map(|m| match m {
+            Message::ToolResult(result) if result.is_error => Some(result.call_id.as_str()),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -446,7 +446,7 @@ impl Sink for Terminal {
                 }
                 EventKind::ToolCall(call) => {
                     if let Some(keel_session::Effect::Plans { steps }) = &call.effect {
-                        for line in plan::checklist(steps, self.color) {
+                        for line in plan::checklist(steps, |code, text| self.paint(code, text)) {
                             self.line(&line);
                         }
                     }

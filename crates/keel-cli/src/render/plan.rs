@@ -3,8 +3,9 @@
 
 use keel_session::{PlanStatus, PlanStep};
 
-/// The checklist for `steps`, one line each, with colors when `color`.
-pub fn checklist(steps: &[PlanStep], color: bool) -> Vec<String> {
+/// The checklist for `steps`, one line each, styled by `paint` (an SGR code and the
+/// text; the terminal's own painter, which leaves text plain without colors).
+pub fn checklist(steps: &[PlanStep], paint: impl Fn(&str, &str) -> String) -> Vec<String> {
     let done = steps.iter().filter(|s| s.status == PlanStatus::Completed).count();
     let mut lines = vec![format!("  plan ({done} of {} done)", steps.len())];
     for step in steps {
@@ -14,10 +15,8 @@ pub fn checklist(steps: &[PlanStep], color: bool) -> Vec<String> {
             PlanStatus::InProgress => ("▸", "1"),
             PlanStatus::Pending => ("·", ""),
         };
-        lines.push(match (color, style) {
-            (true, style) if !style.is_empty() => format!("    {mark} \x1b[{style}m{text}\x1b[0m"),
-            _ => format!("    {mark} {text}"),
-        });
+        let text = if style.is_empty() { text } else { paint(style, &text) };
+        lines.push(format!("    {mark} {text}"));
     }
     lines
 }
@@ -37,10 +36,12 @@ mod tests {
             step("Fix it", PlanStatus::InProgress),
             step("Run\x1b[2J the tests", PlanStatus::Pending),
         ];
+        let plain = |_: &str, text: &str| text.to_owned();
+        let colored = |code: &str, text: &str| format!("\x1b[{code}m{text}\x1b[0m");
         assert_eq!(
-            checklist(&steps, false),
+            checklist(&steps, plain),
             ["  plan (1 of 3 done)", "    ✓ Read the parser", "    ▸ Fix it", "    · Run\\e[2J the tests"]
         );
-        assert_eq!(checklist(&steps, true)[2], "    ▸ \x1b[1mFix it\x1b[0m");
+        assert_eq!(checklist(&steps, colored)[2], "    ▸ \x1b[1mFix it\x1b[0m");
     }
 }
