@@ -195,6 +195,9 @@ pub enum Command {
     },
     /// Serve many sessions over HTTP (REST + server-sent events under /v1).
     Serve(ServeArgs),
+    /// Be an Agent Client Protocol agent on stdin and stdout, for editors (Zed, JetBrains,
+    /// Neovim, Emacs): `"agent_servers": {"keel": {"command": "keel", "args": ["acp"]}}`.
+    Acp,
     /// Run a recorded session again against this keel, the model's replies taken from
     /// the log, and report where the requests or the tools' results now differ.
     Replay(ReplayArgs),

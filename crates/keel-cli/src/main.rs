@@ -2,6 +2,7 @@
 
 #[macro_use]
 mod out;
+mod acp;
 mod cli;
 mod completion;
 mod config;
@@ -103,6 +104,7 @@ async fn run(mut cli: cli::Cli) -> anyhow::Result<u8> {
             return mcp::list_command(&cli).await;
         }
         Some(cli::Command::Serve(args)) => return serve::run(&cli, args).await,
+        Some(cli::Command::Acp) => return acp::run(&cli).await,
         Some(cli::Command::Replay(args)) => return replay::run(&cli, args).await,
         Some(cli::Command::Skills) => return skills::command(&cli),
         None => {}

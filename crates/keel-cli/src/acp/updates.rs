@@ -1,0 +1,275 @@
+//! keel's loop events and session log as ACP `session/update`s. One translation serves a
+//! live turn (deltas as they stream, the logged events after them) and `session/load`
+//! (the logged events alone, replayed from the store).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use agent_client_protocol::v1::schema::{
+    Content, ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind, UsageUpdate,
+};
+use keel_llm::ModelEvent;
+use keel_session::{Event, EventKind, FileChange, InputSource, ToolResultData};
+use serde_json::Value;
+
+/// Most characters of a tool's result shown in the client (the model got all of it).
+const MAX_RESULT_CHARS: usize = 8_000;
+
+/// Turns keel's events of one session into ACP updates, remembering the calls it has
+/// announced (their names and arguments, which a result or a permission question needs).
+#[derive(Debug)]
+pub struct Translator {
+    /// The session's workspace: ACP wants absolute paths.
+    workspace: PathBuf,
+    /// The model's context window in tokens, for usage updates (none when unknown).
+    window: Option<u64>,
+    /// Every announced call: id → (tool name, raw arguments).
+    calls: HashMap<String, (String, String)>,
+    /// Calls announced and not yet started, in order (a permission question is about one).
+    waiting: Vec<String>,
+    /// The user's own input is shown (a replay); in a live turn the client sent it.
+    echo_user: bool,
+    /// Text and reasoning of the current step already streamed as deltas.
+    streamed_text: bool,
+    streamed_thinking: bool,
+    /// The last reply's finish reason and the provider's own word for it.
+    last_finish: Option<(keel_llm::FinishReason, Option<String>)>,
+}
+
+impl Translator {
+    /// A translator for a session in `workspace`; `echo_user` replays the user's input.
+    pub fn new(workspace: &Path, window: Option<u64>, echo_user: bool) -> Self {
+        Translator {
+            workspace: workspace.to_path_buf(),
+            window,
+            calls: HashMap::new(),
+            waiting: Vec::new(),
+            echo_user,
+            streamed_text: false,
+            streamed_thinking: false,
+            last_finish: None,
+        }
+    }
+
+    /// A live delta of the model's reply: text or reasoning chunks.
+    pub fn delta(&mut self, event: &ModelEvent) -> Option<SessionUpdate> {
+        match event {
+            ModelEvent::TextDelta(text) if !text.is_empty() => {
+                self.streamed_text = true;
+                Some(SessionUpdate::AgentMessageChunk(chunk(text)))
+            }
+            ModelEvent::ThinkingDelta(text) if !text.is_empty() => {
+                self.streamed_thinking = true;
+                Some(SessionUpdate::AgentThoughtChunk(chunk(text)))
+            }
+            _ => None,
+        }
+    }
+
+    /// A call is starting (its permission, if asked, was given).
+    pub fn started(&mut self, call_id: &str) -> SessionUpdate {
+        self.waiting.retain(|id| id != call_id);
+        let fields = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
+        SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id.to_owned(), fields))
+    }
+
+    /// The id of the first announced, not yet started call of `tool` with `arguments`:
+    /// the one a permission question is about.
+    pub fn waiting_call(&self, tool: &str, arguments: &str) -> Option<String> {
+        self.waiting
+            .iter()
+            .find(|id| self.calls.get(*id).is_some_and(|(name, args)| name == tool && args == arguments))
+            .cloned()
+    }
+
+    /// The last reply's finish reason and the provider's word for it, if a reply came.
+    pub fn last_finish(&self) -> Option<(keel_llm::FinishReason, Option<String>)> {
+        self.last_finish.clone()
+    }
+
+    /// The updates one logged event makes.
+    pub fn logged(&mut self, event: &Event) -> Vec<SessionUpdate> {
+        match &event.kind {
+            EventKind::StepStart(_) => {
+                self.streamed_text = false;
+                self.streamed_thinking = false;
+                Vec::new()
+            }
+            EventKind::UserMessage(input) if self.echo_user && is_users(input.source) => {
+                vec![SessionUpdate::UserMessageChunk(chunk(&input.text))]
+            }
+            EventKind::AssistantMessage(message) => self.reply(message),
+            EventKind::ToolResult(result) => self.result(result),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A reply: what was not streamed of its text and reasoning, its calls, its usage.
+    fn reply(&mut self, message: &keel_llm::AssistantMessage) -> Vec<SessionUpdate> {
+        self.last_finish = Some((message.finish_reason, message.raw_finish_reason.clone()));
+        let mut updates = Vec::new();
+        for block in &message.content {
+            match block {
+                keel_llm::ContentBlock::Text { text } if !self.streamed_text && !text.is_empty() => {
+                    updates.push(SessionUpdate::AgentMessageChunk(chunk(text)));
+                }
+                keel_llm::ContentBlock::Thinking { text, .. }
+                    if !self.streamed_thinking && !text.is_empty() =>
+                {
+                    updates.push(SessionUpdate::AgentThoughtChunk(chunk(text)));
+                }
+                keel_llm::ContentBlock::ToolCall(call) => {
+                    self.calls.insert(call.id.clone(), (call.name.clone(), call.arguments.clone()));
+                    self.waiting.push(call.id.clone());
+                    updates.push(SessionUpdate::ToolCall(tool_call(
+                        &call.id,
+                        &call.name,
+                        &call.arguments,
+                        &self.workspace,
+                    )));
+                }
+                _ => {}
+            }
+        }
+        let usage = &message.usage;
+        if let Some(window) = self.window
+            && usage.input_tokens + usage.output_tokens > 0
+        {
+            let used = usage.input_tokens + usage.output_tokens;
+            updates.push(SessionUpdate::UsageUpdate(UsageUpdate::new(used, window)));
+        }
+        updates
+    }
+
+    /// A call's result: its status and content, and the plan when it was `update_plan`.
+    fn result(&mut self, result: &ToolResultData) -> Vec<SessionUpdate> {
+        self.waiting.retain(|id| *id != result.call_id);
+        let mut updates = vec![SessionUpdate::ToolCallUpdate(tool_result(result, &self.workspace))];
+        if result.name == keel_tools::plan::UpdatePlan::NAME
+            && !result.is_error
+            && let Some((_, arguments)) = self.calls.get(&result.call_id)
+            && let Some(plan) = plan(arguments)
+        {
+            updates.push(SessionUpdate::Plan(plan));
+        }
+        updates
+    }
+}
+
+/// Whether input of this source is the user's own (not keel's or a hook's).
+fn is_users(source: InputSource) -> bool {
+    matches!(source, InputSource::Prompt | InputSource::Steer | InputSource::FollowUp)
+}
+
+/// A text chunk.
+fn chunk(text: &str) -> ContentChunk {
+    ContentChunk::new(ContentBlock::Text(TextContent::new(text.to_owned())))
+}
+
+/// What kind of work a keel tool does, for the client's icons and grouping.
+fn kind(tool: &str) -> ToolKind {
+    match tool {
+        "read_file" => ToolKind::Read,
+        "write_file" | "edit_file" | "change_file" => ToolKind::Edit,
+        "shell" => ToolKind::Execute,
+        "grep" | "glob" | "list_files" => ToolKind::Search,
+        "web_fetch" => ToolKind::Fetch,
+        "update_plan" => ToolKind::Think,
+        _ => ToolKind::Other,
+    }
+}
+
+/// The argument that says most about a call: its command, path, pattern or address.
+fn main_argument(arguments: &Value) -> Option<&str> {
+    ["command", "path", "pattern", "url", "query"].iter().find_map(|key| arguments.get(*key)?.as_str())
+}
+
+/// An announced call: pending until it starts.
+fn tool_call(id: &str, tool: &str, arguments: &str, workspace: &Path) -> ToolCall {
+    let parsed: Value =
+        serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_owned()));
+    let title = match main_argument(&parsed) {
+        Some(what) => format!("{tool}: {}", clip(what, 120)),
+        None => tool.to_owned(),
+    };
+    let locations: Vec<ToolCallLocation> = match (kind(tool), parsed.get("path").and_then(Value::as_str)) {
+        (ToolKind::Read | ToolKind::Edit, Some(path)) => vec![ToolCallLocation::new(workspace.join(path))],
+        _ => Vec::new(),
+    };
+    ToolCall::new(id.to_owned(), title)
+        .kind(kind(tool))
+        .status(ToolCallStatus::Pending)
+        .locations(locations)
+        .raw_input(parsed)
+}
+
+/// A call's end: completed or failed, with its text and its file change as a diff.
+fn tool_result(result: &ToolResultData, workspace: &Path) -> ToolCallUpdate {
+    let status = if result.is_error { ToolCallStatus::Failed } else { ToolCallStatus::Completed };
+    let mut content = Vec::new();
+    if let Some(change) = &result.change {
+        content.push(ToolCallContent::Diff(diff(change, workspace)));
+    }
+    if !result.content.is_empty() {
+        let text = clip(&result.content, MAX_RESULT_CHARS);
+        content.push(ToolCallContent::Content(Content::new(ContentBlock::Text(TextContent::new(text)))));
+    }
+    let fields = ToolCallUpdateFields::new().status(status).content(content);
+    ToolCallUpdate::new(result.call_id.clone(), fields)
+}
+
+/// keel's change (unified hunks, possibly cut) as ACP's diff: the old and new text of the
+/// hunks' lines, since keel keeps the hunks rather than the whole files.
+pub fn diff(change: &FileChange, workspace: &Path) -> Diff {
+    let (mut old, mut new) = (String::new(), String::new());
+    for line in change.diff.lines() {
+        if line.starts_with("@@") || line.starts_with("---") || line.starts_with("+++") {
+            continue;
+        }
+        let (mark, text) = line.split_at(line.len().min(1));
+        match mark {
+            "-" => push_line(&mut old, text),
+            "+" => push_line(&mut new, text),
+            _ => {
+                push_line(&mut old, text);
+                push_line(&mut new, text);
+            }
+        }
+    }
+    let diff = Diff::new(workspace.join(&change.path), new);
+    if change.created { diff } else { diff.old_text(old) }
+}
+
+fn push_line(out: &mut String, line: &str) {
+    out.push_str(line);
+    out.push('\n');
+}
+
+/// `update_plan`'s arguments as ACP's plan.
+pub fn plan(arguments: &str) -> Option<Plan> {
+    let parsed: Value = serde_json::from_str(arguments).ok()?;
+    let entries = parsed.get("plan")?.as_array()?.iter().filter_map(|item| {
+        let step = item.get("step")?.as_str()?;
+        let status = match item.get("status")?.as_str()? {
+            "completed" => PlanEntryStatus::Completed,
+            "in_progress" => PlanEntryStatus::InProgress,
+            _ => PlanEntryStatus::Pending,
+        };
+        Some(PlanEntry::new(step.to_owned(), PlanEntryPriority::Medium, status))
+    });
+    Some(Plan::new(entries.collect()))
+}
+
+/// `text` cut to at most `max` characters, with a note of what was left out.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}… ({} more characters)", &text[..end], text[end..].chars().count()),
+    }
+}
+
+#[cfg(test)]
+#[path = "updates_tests.rs"]
+mod tests;

@@ -1,0 +1,183 @@
+use super::*;
+use keel_llm::{AssistantMessage, FinishReason, Usage};
+use keel_session::{StepStart, UserInput};
+use pretty_assertions::assert_eq;
+
+fn event(seq: u64, kind: EventKind) -> Event {
+    Event { seq, time: "2026-12-01T00:00:00.000Z".into(), kind }
+}
+
+fn reply(content: Vec<keel_llm::ContentBlock>, usage: Usage) -> EventKind {
+    EventKind::AssistantMessage(AssistantMessage {
+        content,
+        finish_reason: FinishReason::ToolUse,
+        usage,
+        ..AssistantMessage::default()
+    })
+}
+
+fn user(text: &str, source: InputSource) -> EventKind {
+    let mut input: UserInput = serde_json::from_value(serde_json::json!({"text": text})).unwrap();
+    input.source = source;
+    EventKind::UserMessage(input)
+}
+
+fn result(call_id: &str, name: &str, content: &str, change: Option<FileChange>) -> EventKind {
+    EventKind::ToolResult(ToolResultData {
+        call_id: call_id.into(),
+        name: name.into(),
+        source_seq: 3,
+        content: content.into(),
+        is_error: false,
+        error_code: None,
+        concludes_turn: false,
+        duration_ms: Some(1),
+        change,
+    })
+}
+
+fn text_chunk(text: &str) -> ContentChunk {
+    ContentChunk::new(ContentBlock::Text(TextContent::new(text)))
+}
+
+/// A replayed log: the user's prompt (not keel's environment block), the reasoning and
+/// text of a reply, its calls as pending tool calls with usage, a write's result with its
+/// diff, and a plan from `update_plan`.
+#[test]
+fn a_replayed_log_gives_every_step_as_updates() {
+    let workspace = Path::new("/w");
+    let write = r#"{"path":"notes.txt","content":"one\ntwo\n"}"#;
+    let plan_args =
+        r#"{"plan":[{"step":"write notes","status":"completed"},{"step":"check","status":"in_progress"}]}"#;
+    let change = FileChange {
+        path: "notes.txt".into(),
+        created: false,
+        added: 1,
+        removed: 1,
+        diff: "@@ -1,2 +1,2 @@\n one\n-old\n+two\n".into(),
+        cut_lines: 0,
+    };
+    let events = [
+        event(1, user("<environment>", InputSource::Context)),
+        event(2, user("write notes", InputSource::Prompt)),
+        event(3, EventKind::StepStart(StepStart { step: 1 })),
+        event(
+            4,
+            reply(
+                vec![
+                    keel_llm::ContentBlock::Thinking { text: "hmm".into(), signature: None },
+                    keel_llm::ContentBlock::Text { text: "Writing.".into() },
+                    keel_llm::ContentBlock::ToolCall(keel_llm::ToolCall::new("c1", "write_file", write)),
+                    keel_llm::ContentBlock::ToolCall(keel_llm::ToolCall::new("c2", "update_plan", plan_args)),
+                ],
+                Usage { input_tokens: 100, output_tokens: 20, ..Usage::default() },
+            ),
+        ),
+        event(5, result("c1", "write_file", "Wrote notes.txt", Some(change))),
+        event(6, result("c2", "update_plan", "Plan updated", None)),
+    ];
+    let mut translator = Translator::new(workspace, Some(1000), true);
+    let updates: Vec<SessionUpdate> = events.iter().flat_map(|e| translator.logged(e)).collect();
+    let write_call = ToolCall::new("c1", "write_file: notes.txt")
+        .kind(ToolKind::Edit)
+        .status(ToolCallStatus::Pending)
+        .locations(vec![ToolCallLocation::new("/w/notes.txt")])
+        .raw_input(serde_json::from_str::<Value>(write).unwrap());
+    let plan_call = ToolCall::new("c2", "update_plan")
+        .kind(ToolKind::Think)
+        .status(ToolCallStatus::Pending)
+        .raw_input(serde_json::from_str::<Value>(plan_args).unwrap());
+    let write_done = ToolCallUpdateFields::new().status(ToolCallStatus::Completed).content(vec![
+        ToolCallContent::Diff(Diff::new("/w/notes.txt", "one\ntwo\n").old_text("one\nold\n".to_owned())),
+        ToolCallContent::Content(Content::new(ContentBlock::Text(TextContent::new("Wrote notes.txt")))),
+    ]);
+    let plan_done = ToolCallUpdateFields::new().status(ToolCallStatus::Completed).content(vec![
+        ToolCallContent::Content(Content::new(ContentBlock::Text(TextContent::new("Plan updated")))),
+    ]);
+    assert_eq!(
+        updates,
+        vec![
+            SessionUpdate::UserMessageChunk(text_chunk("write notes")),
+            SessionUpdate::AgentThoughtChunk(text_chunk("hmm")),
+            SessionUpdate::AgentMessageChunk(text_chunk("Writing.")),
+            SessionUpdate::ToolCall(write_call),
+            SessionUpdate::ToolCall(plan_call),
+            SessionUpdate::UsageUpdate(UsageUpdate::new(120, 1000)),
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new("c1", write_done)),
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new("c2", plan_done)),
+            SessionUpdate::Plan(Plan::new(vec![
+                PlanEntry::new("write notes", PlanEntryPriority::Medium, PlanEntryStatus::Completed),
+                PlanEntry::new("check", PlanEntryPriority::Medium, PlanEntryStatus::InProgress),
+            ])),
+        ]
+    );
+}
+
+/// Live, the text and reasoning stream as deltas and are not sent again with the logged
+/// reply; a call waits for its permission until it starts, then is in progress; a failed
+/// call is `failed`.
+#[test]
+fn live_deltas_are_sent_once_and_calls_go_pending_in_progress_failed() {
+    let mut translator = Translator::new(Path::new("/w"), None, false);
+    assert_eq!(translator.logged(&event(1, user("hi", InputSource::Prompt))), vec![]);
+    assert_eq!(translator.logged(&event(2, EventKind::StepStart(StepStart { step: 1 }))), vec![]);
+    assert_eq!(
+        translator.delta(&ModelEvent::TextDelta("Run".into())),
+        Some(SessionUpdate::AgentMessageChunk(text_chunk("Run")))
+    );
+    let shell = r#"{"command":"ls"}"#;
+    let logged = translator.logged(&event(
+        3,
+        reply(
+            vec![
+                keel_llm::ContentBlock::Text { text: "Run".into() },
+                keel_llm::ContentBlock::ToolCall(keel_llm::ToolCall::new("c1", "shell", shell)),
+            ],
+            Usage::default(),
+        ),
+    ));
+    let call = ToolCall::new("c1", "shell: ls")
+        .kind(ToolKind::Execute)
+        .status(ToolCallStatus::Pending)
+        .raw_input(serde_json::json!({"command": "ls"}));
+    assert_eq!(logged, vec![SessionUpdate::ToolCall(call)]);
+    assert_eq!(translator.waiting_call("shell", shell), Some("c1".to_owned()));
+    assert_eq!(translator.waiting_call("shell", r#"{"command":"pwd"}"#), None);
+    let started = translator.started("c1");
+    let in_progress = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
+    assert_eq!(started, SessionUpdate::ToolCallUpdate(ToolCallUpdate::new("c1", in_progress)));
+    assert_eq!(translator.waiting_call("shell", shell), None);
+    let mut failed = ToolResultData {
+        call_id: "c1".into(),
+        name: "shell".into(),
+        source_seq: 3,
+        content: String::new(),
+        is_error: true,
+        error_code: Some("denied".into()),
+        concludes_turn: false,
+        duration_ms: None,
+        change: None,
+    };
+    failed.content = "x".repeat(MAX_RESULT_CHARS + 5);
+    let updates = translator.logged(&event(4, EventKind::ToolResult(failed)));
+    let shown = format!("{}… (5 more characters)", "x".repeat(MAX_RESULT_CHARS));
+    let fields = ToolCallUpdateFields::new()
+        .status(ToolCallStatus::Failed)
+        .content(vec![ToolCallContent::Content(Content::new(ContentBlock::Text(TextContent::new(shown))))]);
+    assert_eq!(updates, vec![SessionUpdate::ToolCallUpdate(ToolCallUpdate::new("c1", fields))]);
+}
+
+#[test]
+fn a_created_file_has_no_old_text_and_a_bad_plan_is_none() {
+    let change = FileChange {
+        path: "src/new.rs".into(),
+        created: true,
+        added: 2,
+        removed: 0,
+        diff: "@@ -0,0 +1,2 @@\n+fn a() {}\n+fn b() {}\n".into(),
+        cut_lines: 0,
+    };
+    assert_eq!(diff(&change, Path::new("/w")), Diff::new("/w/src/new.rs", "fn a() {}\nfn b() {}\n"));
+    assert_eq!(plan("not json"), None);
+    assert_eq!(plan(r#"{"plan": 3}"#), None);
+}
