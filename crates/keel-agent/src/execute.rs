@@ -19,7 +19,7 @@ use crate::hook_calls::Ran;
 use crate::hooks::{HookDecision, ToolCallRequest};
 use crate::run::TurnRun;
 use crate::sink::AgentEvent;
-use crate::tool::{PreparedCall, Progress, ToolContext, ToolOutput};
+use crate::tool::{PreparedCall, Progress, Report, ToolContext, ToolOutput};
 use crate::tool_error::ToolError;
 
 /// What the loop does after a step.
@@ -381,7 +381,7 @@ pub(crate) async fn execute_calls(
         let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
         let mut calls = Vec::with_capacity(batch.len());
         let mut work = Vec::with_capacity(batch.len());
-        for item in batch {
+        for (item, &call_seq) in batch.into_iter().zip(&sources) {
             let future: BoxFuture<'static, (Result<ToolOutput, ToolError>, Duration)> = match item.plan {
                 Plan::Fail(error) => Box::pin(std::future::ready((Err(error), Duration::ZERO))),
                 Plan::Run { prepared, reads_history, .. } => {
@@ -400,6 +400,8 @@ pub(crate) async fn execute_calls(
                         task: Some(Arc::clone(&task)),
                         intent: run.intent,
                         history,
+                        session_id: Some(Arc::from(run.session.id())),
+                        call_seq: Some(call_seq),
                         progress: Some(progress_tx.clone()),
                     };
                     guarded(prepared, ctx, run.agent.config.tool_timeout, run.agent.config.abort_grace)
@@ -417,7 +419,7 @@ pub(crate) async fn execute_calls(
         loop {
             tokio::select! {
                 progress = progress_rx.recv(), if progress_open => match progress {
-                    Some(p) => run.sink.emit(&AgentEvent::ToolProgress { call_id: &p.call_id, text: &p.text }),
+                    Some(p) => forward(run.sink, &p),
                     None => progress_open = false,
                 },
                 next = results.next() => {
@@ -448,7 +450,7 @@ pub(crate) async fn execute_calls(
             }
         }
         while let Ok(p) = progress_rx.try_recv() {
-            run.sink.emit(&AgentEvent::ToolProgress { call_id: &p.call_id, text: &p.text });
+            forward(run.sink, &p);
         }
         let after = run.after_calls(&ran, step).await?;
         context.extend(after.context);
@@ -463,6 +465,15 @@ pub(crate) async fn execute_calls(
         None if concluded => StepControl::Concluded,
         None => StepControl::Continue { made_calls: true },
     })
+}
+
+/// Hands what a running tool streamed to the sink.
+fn forward(sink: &dyn crate::sink::Sink, progress: &Progress) {
+    let call_id = &progress.call_id;
+    match &progress.report {
+        Report::Text(text) => sink.emit(&AgentEvent::ToolProgress { call_id, text }),
+        Report::Subagent(update) => sink.emit(&AgentEvent::Subagent { call_id, update }),
+    }
 }
 
 #[cfg(test)]

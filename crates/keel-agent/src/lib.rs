@@ -55,6 +55,7 @@ mod run;
 pub mod schema;
 mod sink;
 mod state;
+pub mod subagent;
 mod tool;
 mod tool_error;
 mod turn;
@@ -74,6 +75,7 @@ pub use narrow::narrow;
 pub use registry::{ToolRegistry, ToolRegistryError, ToolRegistryErrorKind};
 pub use sink::{AgentEvent, NullSink, RecordedEvent, RecordingSink, Sink};
 pub use state::ToolState;
+pub use subagent::{AgentDef, SubagentUpdate, TaskTool};
 pub use tool::{
     DynTool, PreparedCall, Tool, ToolContext, ToolOutput, json_kind, parse_arguments, path_argument, typed,
 };
@@ -81,5 +83,5 @@ pub use tool_error::{ToolError, ToolErrorKind};
 pub use turn::{AgentError, STEP_LIMIT_SUMMARY_REQUEST};
 
 pub use keel_session::{
-    Effect, FileChange, HookOutcome, HookRun, HookVerdict, ModelAside, Session, TaskIntent, Wants,
+    Effect, FileChange, HookOutcome, HookRun, HookVerdict, ModelAside, Session, SpawnRef, TaskIntent, Wants,
 };

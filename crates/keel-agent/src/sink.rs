@@ -6,6 +6,8 @@ use std::time::Duration;
 use keel_llm::{ModelEvent, ToolCall};
 use keel_session::{Event, ToolResultData};
 
+use crate::subagent::SubagentUpdate;
+
 /// Something the loop reports. Borrowed: a sink copies only what it keeps.
 #[derive(Debug, Clone, Copy)]
 pub enum AgentEvent<'a> {
@@ -37,6 +39,14 @@ pub enum AgentEvent<'a> {
         result: &'a ToolResultData,
         /// How long the call took (zero when it never ran).
         duration: Duration,
+    },
+    /// A child session a tool call runs (the `task` tool's subagent) started, called a
+    /// tool, or ended. Its own events go to its own log.
+    Subagent {
+        /// The parent's call that runs the child.
+        call_id: &'a str,
+        /// What happened.
+        update: &'a SubagentUpdate,
     },
 }
 
@@ -92,6 +102,13 @@ pub enum RecordedEvent {
         /// Duration.
         duration: Duration,
     },
+    /// See [`AgentEvent::Subagent`].
+    Subagent {
+        /// The parent's call id.
+        call_id: String,
+        /// What happened.
+        update: SubagentUpdate,
+    },
 }
 
 /// A sink that keeps a copy of everything (for tests and replays).
@@ -136,6 +153,9 @@ impl Sink for RecordingSink {
             }
             AgentEvent::ToolFinished { step, call, result, duration } => {
                 RecordedEvent::ToolFinished { step, call: call.clone(), result: result.clone(), duration }
+            }
+            AgentEvent::Subagent { call_id, update } => {
+                RecordedEvent::Subagent { call_id: call_id.to_owned(), update: update.clone() }
             }
         };
         match self.events.lock() {

@@ -82,11 +82,20 @@ impl ToolOutput {
     }
 }
 
-/// Progress text a tool streams while it runs.
+/// What a running tool streams: a line of progress, or news of a child session it runs.
 #[derive(Debug, Clone)]
 pub(crate) struct Progress {
     pub call_id: Arc<str>,
-    pub text: String,
+    pub report: Report,
+}
+
+/// One piece of [`Progress`].
+#[derive(Debug, Clone)]
+pub(crate) enum Report {
+    /// A line of progress text.
+    Text(String),
+    /// News of a child session (the `task` tool's subagent).
+    Subagent(crate::subagent::SubagentUpdate),
 }
 
 /// What a running tool can use: cancellation, the workspace, a place for files, and a
@@ -112,6 +121,10 @@ pub struct ToolContext {
     /// The session's messages before this step's calls, for a tool that reads them
     /// ([`Tool::reads_history`]); `None` for every other tool.
     pub history: Option<Arc<[keel_llm::Message]>>,
+    /// The id of the session the call runs in, when it runs inside the loop.
+    pub session_id: Option<Arc<str>>,
+    /// The seq of the call's `tool/call` event, when it runs inside the loop.
+    pub call_seq: Option<u64>,
     pub(crate) progress: Option<mpsc::UnboundedSender<Progress>>,
 }
 
@@ -127,6 +140,8 @@ impl ToolContext {
             task: None,
             intent: keel_session::TaskIntent::default(),
             history: None,
+            session_id: None,
+            call_seq: None,
             progress: None,
         }
     }
@@ -140,7 +155,15 @@ impl ToolContext {
     /// Streams a line of progress to whoever watches the loop.
     pub fn progress(&self, text: impl Into<String>) {
         if let Some(sender) = &self.progress {
-            let _ = sender.send(Progress { call_id: self.call_id.clone(), text: text.into() });
+            let _ = sender.send(Progress { call_id: self.call_id.clone(), report: Report::Text(text.into()) });
+        }
+    }
+
+    /// Reports what a child session this call runs is doing (the sink gets it as
+    /// [`AgentEvent::Subagent`](crate::AgentEvent::Subagent)).
+    pub fn subagent(&self, update: crate::subagent::SubagentUpdate) {
+        if let Some(sender) = &self.progress {
+            let _ = sender.send(Progress { call_id: self.call_id.clone(), report: Report::Subagent(update) });
         }
     }
 }

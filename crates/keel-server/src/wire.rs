@@ -1,6 +1,7 @@
 //! The JSON form of what the loop reports: exactly what `keel --json` prints, one object
 //! per event (docs/json-events.md). Logged events are the session's events as stored;
-//! live ones (`delta/*`, `model/retry`, `tool/started`, `tool/progress`) are not stored.
+//! live ones (`delta/*`, `model/retry`, `tool/started`, `tool/progress`, `subagent/*`) are not
+//! stored.
 
 use keel_agent::AgentEvent;
 use keel_llm::ModelEvent;
@@ -32,7 +33,17 @@ pub fn agent_event_value(event: &AgentEvent<'_>) -> Option<Value> {
         AgentEvent::ToolProgress { call_id, text } => {
             json!({"type": "tool/progress", "data": {"call_id": call_id, "text": text}})
         }
+        AgentEvent::Subagent { call_id, update } => return subagent_value(call_id, update),
         _ => return None,
     };
     Some(value)
+}
+
+/// A child session's news (`subagent/started`, `subagent/tool`, `subagent/finished`):
+/// the update's fields and the parent's `call_id`.
+fn subagent_value(call_id: &str, update: &keel_agent::SubagentUpdate) -> Option<Value> {
+    let Value::Object(mut data) = serde_json::to_value(update).ok()? else { return None };
+    let kind = data.remove("event")?;
+    data.insert("call_id".into(), Value::from(call_id));
+    Some(json!({"type": format!("subagent/{}", kind.as_str()?), "data": data}))
 }

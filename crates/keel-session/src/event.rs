@@ -130,6 +130,26 @@ pub struct SessionHeader {
     /// Set when this session was forked from another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentRef>,
+    /// Set when this session is a child started by another session's `task` call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawned_by: Option<SpawnRef>,
+}
+
+/// The call that started a child session (a subagent): the parent session, its
+/// `tool/call` event and call id, and the agent definition the child runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnRef {
+    /// The parent's session id.
+    pub id: String,
+    /// The seq of the parent's `tool/call` event (0 when it is not known).
+    #[serde(default)]
+    pub seq: u64,
+    /// The parent's call id.
+    #[serde(default)]
+    pub call_id: String,
+    /// The agent definition the child runs (`general`, or a file's name).
+    #[serde(default)]
+    pub agent: String,
 }
 
 /// Where a forked session branched off.
@@ -410,6 +430,7 @@ mod tests {
     #[test]
     fn every_kind_round_trips() {
         round_trip(EventKind::SessionHeader(SessionHeader {
+            spawned_by: None,
             version: FORMAT_VERSION,
             id: "s".into(),
             created: "t".into(),

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::error::{SessionError, SessionErrorKind};
-use crate::event::{Event, EventKind, ParentRef};
+use crate::event::{Event, EventKind, ParentRef, SpawnRef};
 use crate::projection::Projection;
 use crate::session::{EventWriter, Session, SyncWork};
 use crate::store::{ChangeNotify, SessionStore, SessionSummary};
@@ -278,7 +278,12 @@ impl JsonlStore {
         }
     }
 
-    fn create_with(&self, cwd: &str, parent: Option<ParentRef>) -> Result<Session, SessionError> {
+    fn create_with(
+        &self,
+        cwd: &str,
+        parent: Option<ParentRef>,
+        spawned_by: Option<SpawnRef>,
+    ) -> Result<Session, SessionError> {
         self.ensure_dir()?;
         let (id, path, file) = loop {
             let id = crate::new_session_id();
@@ -291,7 +296,10 @@ impl JsonlStore {
         };
         Self::lock(&file, &id, &path)?;
         let writer = self.writer(&id, file, path);
-        let session = Session::create(id, cwd, parent, Box::new(writer))?;
+        let session = match spawned_by {
+            Some(spawned_by) => Session::create_spawned(id, cwd, spawned_by, Box::new(writer))?,
+            None => Session::create(id, cwd, parent, Box::new(writer))?,
+        };
         // Make the new directory entry durable too.
         if let Ok(dir) = File::open(&self.dir) {
             let _ = dir.sync_all();
@@ -332,7 +340,11 @@ impl JsonlStore {
 
 impl SessionStore for JsonlStore {
     fn create(&self, cwd: &str) -> Result<Session, SessionError> {
-        self.create_with(cwd, None)
+        self.create_with(cwd, None, None)
+    }
+
+    fn create_spawned(&self, cwd: &str, spawned_by: SpawnRef) -> Result<Session, SessionError> {
+        self.create_with(cwd, None, Some(spawned_by))
     }
 
     fn open(&self, id: &str) -> Result<Session, SessionError> {
@@ -383,7 +395,7 @@ impl SessionStore for JsonlStore {
                 _ => None,
             })
             .unwrap_or_default();
-        let mut session = self.create_with(&cwd, Some(ParentRef { id, seq: at }))?;
+        let mut session = self.create_with(&cwd, Some(ParentRef { id, seq: at }), None)?;
         for event in events {
             if event.seq == 0 || event.seq > at || matches!(event.kind, EventKind::SessionHeader(_)) {
                 continue;

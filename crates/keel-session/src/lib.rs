@@ -30,7 +30,7 @@ pub use context::{
 };
 pub use error::{SessionError, SessionErrorKind};
 pub use event::{
-    Event, EventKind, FORMAT_VERSION, InputSource, ParentRef, RequestHeader, SessionHeader, StepEnd,
+    Event, EventKind, FORMAT_VERSION, InputSource, ParentRef, RequestHeader, SessionHeader, SpawnRef, StepEnd,
     StepStart, ToolCallStarted, ToolResultData, TurnEnd, TurnEndReason, TurnStart, UserInput,
 };
 pub use file_change::FileChange;

@@ -3,7 +3,7 @@
 use keel_llm::Message;
 
 use crate::error::SessionError;
-use crate::event::{Event, EventKind, FORMAT_VERSION, ParentRef, SessionHeader};
+use crate::event::{Event, EventKind, FORMAT_VERSION, ParentRef, SessionHeader, SpawnRef};
 use crate::projection::Projection;
 use crate::repair::{self, RepairReport};
 use crate::time::now_rfc3339;
@@ -157,6 +157,27 @@ impl Session {
         parent: Option<ParentRef>,
         writer: Box<dyn EventWriter>,
     ) -> Result<Session, SessionError> {
+        Self::start(id, cwd, parent, None, writer)
+    }
+
+    /// Starts a child session on `writer`: its header cites the parent's call that
+    /// started it (`spawned_by`).
+    pub fn create_spawned(
+        id: String,
+        cwd: &str,
+        spawned_by: SpawnRef,
+        writer: Box<dyn EventWriter>,
+    ) -> Result<Session, SessionError> {
+        Self::start(id, cwd, None, Some(spawned_by), writer)
+    }
+
+    fn start(
+        id: String,
+        cwd: &str,
+        parent: Option<ParentRef>,
+        spawned_by: Option<SpawnRef>,
+        writer: Box<dyn EventWriter>,
+    ) -> Result<Session, SessionError> {
         let mut session = Session { id: id.clone(), writer, projection: Projection::new(), next_seq: 0 };
         session.append(EventKind::SessionHeader(SessionHeader {
             version: FORMAT_VERSION,
@@ -164,6 +185,7 @@ impl Session {
             created: now_rfc3339(),
             cwd: cwd.to_owned(),
             parent,
+            spawned_by,
         }))?;
         session.sync()?;
         Ok(session)
@@ -183,6 +205,7 @@ impl Session {
             created: now_rfc3339(),
             cwd: cwd.to_owned(),
             parent: None,
+            spawned_by: None,
         });
         session.projection.fold(Event { seq: 0, time: now_rfc3339(), kind: header });
         session.next_seq = 1;

@@ -5,7 +5,7 @@ use std::time::SystemTime;
 use keel_llm::Usage;
 
 use crate::error::SessionError;
-use crate::event::{Event, ParentRef};
+use crate::event::{Event, ParentRef, SpawnRef};
 use crate::projection::Projection;
 use crate::session::Session;
 
@@ -18,6 +18,14 @@ pub trait SessionStore: Send + Sync {
     /// Starts a new session for workspace `cwd`, locked for writing.
     fn create(&self, cwd: &str) -> Result<Session, SessionError>;
 
+    /// Starts a child session for workspace `cwd` whose header cites the parent's call
+    /// that started it (a subagent), locked for writing. The default refuses (`Invalid`):
+    /// a store that cannot record the link keeps no child sessions.
+    fn create_spawned(&self, cwd: &str, spawned_by: SpawnRef) -> Result<Session, SessionError> {
+        let _ = (cwd, spawned_by);
+        Err(SessionError::new(crate::SessionErrorKind::Invalid, "this store keeps no child sessions"))
+    }
+
     /// Opens an existing session (id or unique id prefix) for writing. Does not repair:
     /// call [`Session::repair`] (the agent loop does so before each turn).
     fn open(&self, id: &str) -> Result<Session, SessionError>;
@@ -29,13 +37,13 @@ pub trait SessionStore: Send + Sync {
     /// Every session, most recently changed first. Unreadable logs are skipped.
     fn list(&self) -> Result<Vec<SessionSummary>, SessionError>;
 
-    /// The id of the most recently changed session of workspace `cwd`, if any (what
-    /// `--continue` resumes). The default reads [`Self::list`].
+    /// The id of the most recently changed session of workspace `cwd`, if any, other
+    /// than a child session (what `--continue` resumes). The default reads [`Self::list`].
     fn latest_in(&self, cwd: &str) -> Result<Option<String>, SessionError> {
         Ok(self
             .list()?
             .into_iter()
-            .filter(|s| s.cwd == cwd)
+            .filter(|s| s.cwd == cwd && s.spawned_by.is_none())
             .max_by(|a, b| (a.modified, &a.id).cmp(&(b.modified, &b.id)))
             .map(|s| s.id))
     }
@@ -127,6 +135,8 @@ pub struct SessionSummary {
     pub usage: Usage,
     /// The parent, when forked.
     pub parent: Option<ParentRef>,
+    /// The parent's call that started it, when it is a child session.
+    pub spawned_by: Option<SpawnRef>,
     /// Number of events in the log.
     pub events: u64,
     /// The log ends inside a turn: one runs (here or in another process), or one was
@@ -147,6 +157,7 @@ impl SessionSummary {
             turns: projection.turns(),
             usage: projection.usage(),
             parent: header.and_then(|h| h.parent.clone()),
+            spawned_by: header.and_then(|h| h.spawned_by.clone()),
             events,
             turn_open: projection.open_turn().is_some(),
         }

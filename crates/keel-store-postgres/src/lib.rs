@@ -34,7 +34,7 @@ use std::time::{Duration, SystemTime};
 use futures::{StreamExt, pin_mut};
 use keel_session::{
     ChangeNotify, Event, EventKind, MAX_SIGNAL_BYTES, ParentRef, Projection, Session, SessionError,
-    SessionErrorKind, SessionStore, SessionSummary, SignalNotify,
+    SessionErrorKind, SessionStore, SessionSummary, SignalNotify, SpawnRef,
 };
 use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, Config};
@@ -258,7 +258,7 @@ impl PgStore {
     }
 
     fn create_with(&self, cwd: &str, parent: Option<ParentRef>) -> Result<Session, SessionError> {
-        self.create_drawing(cwd, parent, keel_session::new_session_id)
+        self.create_drawing(cwd, parent, None, keel_session::new_session_id)
     }
 
     /// [`PgStore::create_with`] with ids from `draw` (a test draws a taken one).
@@ -266,6 +266,7 @@ impl PgStore {
         &self,
         cwd: &str,
         parent: Option<ParentRef>,
+        spawned_by: Option<SpawnRef>,
         mut draw: impl FnMut() -> String + Send + 'static,
     ) -> Result<Session, SessionError> {
         let leases = Arc::clone(&self.inner.leases);
@@ -289,7 +290,10 @@ impl PgStore {
             hold,
             &self.inner.handle,
         );
-        Session::create(id, cwd, parent, Box::new(writer))
+        match spawned_by {
+            Some(spawned_by) => Session::create_spawned(id, cwd, spawned_by, Box::new(writer)),
+            None => Session::create(id, cwd, parent, Box::new(writer)),
+        }
     }
 
     /// The full id for an id or a unique prefix of one.
@@ -410,6 +414,10 @@ async fn list_all(inner: &Inner) -> Result<Vec<SessionSummary>, SessionError> {
 impl SessionStore for PgStore {
     fn create(&self, cwd: &str) -> Result<Session, SessionError> {
         self.create_with(cwd, None)
+    }
+
+    fn create_spawned(&self, cwd: &str, spawned_by: SpawnRef) -> Result<Session, SessionError> {
+        self.create_drawing(cwd, None, Some(spawned_by), keel_session::new_session_id)
     }
 
     fn open(&self, id: &str) -> Result<Session, SessionError> {
@@ -581,7 +589,7 @@ mod tests {
         let counted = Arc::clone(&draws);
         let again = taken_id.clone();
         let second = store
-            .create_drawing("/work/second", None, move || {
+            .create_drawing("/work/second", None, None, move || {
                 match counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
                     0 => again.clone(),
                     _ => keel_session::new_session_id(),
