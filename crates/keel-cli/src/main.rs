@@ -36,6 +36,7 @@ mod setup;
 mod signals;
 mod skills;
 mod store;
+mod subagents;
 mod typing;
 mod undo;
 mod user_hooks;

@@ -185,11 +185,14 @@ pub fn agent(
         };
         Arc::new(crate::user_hooks::UserHooks::new(Arc::clone(&settings.hooks), launch, policy))
     };
-    let hooks = aids.hooks(gate);
+    let hooks: Arc<dyn keel_agent::Hooks> = Arc::new(aids.hooks(gate));
     let mut tools = aids.tools(Arc::new(tools_config), &model);
     // Skills: their names and descriptions in the prompt, the rest through the `skill` tool.
     crate::skills::offer(settings, workspace, &mut config.system_prompt, &mut tools, &mut notes);
-    (Agent::builder_shared(model).config(config).tools(tools).hooks(hooks).build(), notes)
+    // Subagents: `task`, whose children get the tools above, the model and the hooks.
+    let parent = (Arc::clone(&model), Arc::clone(&hooks), &config);
+    crate::subagents::offer(settings, workspace, parent, &mut tools, &mut notes);
+    (Agent::builder_shared(model).config(config).tools(tools).hooks_shared(hooks).build(), notes)
 }
 
 /// The per-session context: the workspace, the session's artifacts folder, and (for a
@@ -214,7 +217,10 @@ pub fn store(cli: &Cli) -> anyhow::Result<Option<Arc<dyn SessionStore>>> {
         return Ok(None);
     }
     let spec = crate::store::chosen(cli.store.as_deref());
-    Ok(Some(crate::store::open(spec.as_deref(), false)?.store))
+    let store = crate::store::open(spec.as_deref(), false)?.store;
+    // Subagents' sessions go where the parent's go.
+    crate::subagents::keep_store(Some(&store));
+    Ok(Some(store))
 }
 
 /// Whether `error` is about the session the user named (none by that id, an ambiguous

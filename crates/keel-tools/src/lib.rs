@@ -147,14 +147,15 @@ pub fn builtin(config: Arc<ToolsConfig>) -> ToolRegistry {
 }
 
 /// The name of every tool this crate provides, whichever profile offers it: the
-/// built-in tools ([`builtin`]), then `answer`, `change_file`, `web_fetch` and `skill`.
+/// built-in tools ([`builtin`]), then `answer`, `change_file`, `web_fetch`, `skill` and
+/// `task` (subagents, [`keel_agent::subagent`]).
 /// Permission rules are checked against these (and MCP servers' tools).
 pub fn tool_names() -> Vec<String> {
     let mut registry = builtin(Arc::new(ToolsConfig::default()));
     registry.register(answer::Answer);
     registry
         .names()
-        .chain([change::ChangeFile::NAME, web_fetch::NAME, skills::NAME])
+        .chain([change::ChangeFile::NAME, web_fetch::NAME, skills::NAME, keel_agent::subagent::NAME])
         .map(str::to_owned)
         .collect()
 }
@@ -197,7 +198,13 @@ mod tests {
             offered.extend(profile::tools(profile, Arc::clone(&config)).names().map(str::to_owned));
         }
         // skill: offered where skills are found (keel-cli's setup).
-        offered.extend(["answer".to_owned(), "change_file".to_owned(), "skill".to_owned()]);
+        // task: offered with the full profile by keel-cli's setup.
+        offered.extend([
+            "answer".to_owned(),
+            "change_file".to_owned(),
+            "skill".to_owned(),
+            "task".to_owned(),
+        ]);
         for name in &offered {
             assert!(names.contains(name), "{name} is missing from {names:?}");
         }

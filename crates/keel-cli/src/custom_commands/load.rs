@@ -126,53 +126,81 @@ fn command(name: String, text: &str, shown: String, origin: Origin) -> Result<Co
 
 /// The project's commands (`.keel/commands`), confined to the workspace and `allowed_roots`.
 pub fn project(workspace: &Path, allowed_roots: &[PathBuf], notes: &mut Vec<String>) -> Vec<Command> {
-    let roots = match Roots::new(workspace, allowed_roots, &[]) {
-        Ok(roots) => roots,
-        Err(e) => {
-            notes.push(format!("{PROJECT_DIR} was not read: {}", e.message));
-            return Vec::new();
-        }
-    };
-    let dir = match roots.open_read(PROJECT_DIR) {
-        Ok((_, dir)) => dir,
-        Err(e) => {
-            match confined_error(e) {
-                DocError::Missing => {}
-                e => notes.push(format!("{PROJECT_DIR} was not read: {e}")),
-            }
-            return Vec::new();
-        }
-    };
-    let mut commands = Vec::new();
-    for found in walk(&dir, PROJECT_DIR, false, MAX_COMMANDS, notes) {
-        let shown = format!("{PROJECT_DIR}/{}", found.relative);
-        let read = markdown::read_project_file(&roots, &shown, MAX_COMMAND_BYTES)
-            .map_err(|e| e.to_string())
-            .and_then(|text| command(found.name, &text, shown.clone(), Origin::Project));
-        match read {
-            Ok(command) => commands.push(command),
-            Err(e) => notes.push(format!("{shown} was not read: {e}")),
-        }
-    }
-    commands
+    project_files(PROJECT_DIR, workspace, allowed_roots, notes, |name, text, shown| {
+        command(name, text, shown, Origin::Project)
+    })
 }
 
 /// The user's commands (`commands` in keel's config folder), shown as `shown`; at most
 /// `limit` files.
 pub fn user(dir: &Path, shown: &str, limit: usize, notes: &mut Vec<String>) -> Vec<Command> {
+    user_files(dir, shown, limit, notes, |name, text, path| command(name, text, path, Origin::User))
+}
+
+/// The `*.md` files of the project's folder `folder` (relative to the workspace, read
+/// confined to it and `allowed_roots`), each made into a `T` by `make` (its name, text and
+/// path as shown); a file that cannot be read or made is named in a note. Also used for
+/// agent definitions (`.keel/agents`).
+pub fn project_files<T>(
+    folder: &str,
+    workspace: &Path,
+    allowed_roots: &[PathBuf],
+    notes: &mut Vec<String>,
+    make: impl Fn(String, &str, String) -> Result<T, String>,
+) -> Vec<T> {
+    let roots = match Roots::new(workspace, allowed_roots, &[]) {
+        Ok(roots) => roots,
+        Err(e) => {
+            notes.push(format!("{folder} was not read: {}", e.message));
+            return Vec::new();
+        }
+    };
+    let dir = match roots.open_read(folder) {
+        Ok((_, dir)) => dir,
+        Err(e) => {
+            match confined_error(e) {
+                DocError::Missing => {}
+                e => notes.push(format!("{folder} was not read: {e}")),
+            }
+            return Vec::new();
+        }
+    };
+    let mut made = Vec::new();
+    for found in walk(&dir, folder, false, MAX_COMMANDS, notes) {
+        let shown = format!("{folder}/{}", found.relative);
+        let read = markdown::read_project_file(&roots, &shown, MAX_COMMAND_BYTES)
+            .map_err(|e| e.to_string())
+            .and_then(|text| make(found.name, &text, shown.clone()));
+        match read {
+            Ok(item) => made.push(item),
+            Err(e) => notes.push(format!("{shown} was not read: {e}")),
+        }
+    }
+    made
+}
+
+/// The `*.md` files of the user's folder `dir` (shown as `shown`), at most `limit`, each
+/// made into a `T` by `make`, as [`project_files`] does.
+pub fn user_files<T>(
+    dir: &Path,
+    shown: &str,
+    limit: usize,
+    notes: &mut Vec<String>,
+    make: impl Fn(String, &str, String) -> Result<T, String>,
+) -> Vec<T> {
     if !dir.exists() {
         return Vec::new();
     }
-    let mut commands = Vec::new();
+    let mut made = Vec::new();
     for found in walk(dir, shown, true, limit, notes) {
         let path = format!("{shown}/{}", found.relative);
         let read = markdown::read_user_file(&dir.join(&found.relative), MAX_COMMAND_BYTES)
             .map_err(|e| e.to_string())
-            .and_then(|text| command(found.name, &text, path.clone(), Origin::User));
+            .and_then(|text| make(found.name, &text, path.clone()));
         match read {
-            Ok(command) => commands.push(command),
+            Ok(item) => made.push(item),
             Err(e) => notes.push(format!("{path} was not read: {e}")),
         }
     }
-    commands
+    made
 }

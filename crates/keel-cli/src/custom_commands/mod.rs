@@ -12,6 +12,8 @@
 mod expand;
 mod load;
 
+pub(crate) use load::{project_files, user_files};
+
 use std::path::{Path, PathBuf};
 
 pub use load::MAX_COMMANDS;

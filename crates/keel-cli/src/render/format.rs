@@ -28,6 +28,10 @@ pub fn short_args(tool: &str, arguments: &str) -> String {
         }),
         "glob" => pick("pattern"),
         "list_files" => Some(pick("path").unwrap_or_else(|| ".".into())),
+        "task" => {
+            let agent = pick("agent").unwrap_or_else(|| "general".into());
+            pick("description").or_else(|| pick("prompt")).map(|about| format!("{agent}: {about}"))
+        }
         _ => pick("path"),
     };
     match main {

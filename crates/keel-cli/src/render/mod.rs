@@ -7,6 +7,7 @@ pub mod format;
 pub mod json;
 pub mod markdown;
 pub mod plan;
+mod subagents;
 pub mod safe;
 
 use std::io::{IsTerminal, Write};
@@ -49,6 +50,8 @@ struct State {
     reasoned: Option<Instant>,
     /// Streamed answer text waiting for its block to end (Markdown rendering).
     markdown: markdown::MarkdownStream,
+    /// The subagents running, shown on the status line.
+    children: Vec<subagents::Child>,
 }
 
 /// The spinner's label before the model's reply shows what it is.
@@ -534,8 +537,9 @@ impl Sink for Terminal {
                 self.spin(Some(format!("{} {}", call.name, short_args(&call.name, &call.arguments))));
             }
             AgentEvent::ToolProgress { text, .. } => self.with(|state| state.live = Some((*text).to_owned())),
+            AgentEvent::Subagent { call_id, update } => self.subagent(call_id, update),
             AgentEvent::ToolFinished { step, call, result, duration: took } => {
-                self.with(|state| state.live = None);
+                self.with(|state| state.live = subagents::live(&state.children));
                 let mark = if result.is_error { self.paint("31", "✗") } else { self.paint("32", "✓") };
                 let args = short_args(&call.name, &call.arguments);
                 // A call refused before it ran (by the user or a rule): the reason's first

@@ -54,12 +54,31 @@ pub struct Doc {
     pub fields: BTreeMap<String, String>,
     /// The text after the front matter, trimmed.
     pub body: String,
+    /// The top-level keys holding a block list (`- item` lines), with their items.
+    pub lists: BTreeMap<String, Vec<String>>,
 }
 
 impl Doc {
     /// The value of `key`, trimmed, when it is a non-empty string.
     pub fn field(&self, key: &str) -> Option<&str> {
         self.fields.get(key).map(|v| v.trim()).filter(|v| !v.is_empty())
+    }
+
+    /// The items of `key` as a list: a block list (`- a`), a flow list (`[a, b]`), or a
+    /// string of items split at commas and spaces (`a, b`); quotes around items dropped.
+    pub fn list(&self, key: &str) -> Option<Vec<String>> {
+        if let Some(items) = self.lists.get(key) {
+            return Some(items.clone());
+        }
+        let text = self.field(key)?;
+        let inner = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(text);
+        Some(
+            inner
+                .split([',', ' '])
+                .map(|item| item.trim().trim_matches(|c| c == '"' || c == '\'').to_owned())
+                .filter(|item| !item.is_empty())
+                .collect(),
+        )
     }
 }
 
@@ -116,7 +135,7 @@ pub fn parse(text: &str) -> Result<Doc, DocError> {
     let mut lines = text.split_inclusive('\n');
     let opened = lines.next().is_some_and(|first| first.trim_end() == "---");
     if !opened {
-        return Ok(Doc { fields: BTreeMap::new(), body: text.trim().to_owned() });
+        return Ok(Doc { fields: BTreeMap::new(), body: text.trim().to_owned(), lists: BTreeMap::new() });
     }
     let mut header = Vec::new();
     let mut consumed = text.split_inclusive('\n').next().map_or(0, str::len);
@@ -133,13 +152,30 @@ pub fn parse(text: &str) -> Result<Doc, DocError> {
     if !closed {
         return Err(DocError::FrontMatter("is not closed (a `---` line after it)".into()));
     }
-    let fields = fields(&header)?;
-    Ok(Doc { fields, body: text[consumed..].trim().to_owned() })
+    let (fields, lists) = fields(&header)?;
+    Ok(Doc { fields, body: text[consumed..].trim().to_owned(), lists })
 }
 
-/// The top-level string values of a front matter's lines.
-fn fields(lines: &[&str]) -> Result<BTreeMap<String, String>, DocError> {
+/// A block list's items (`- a` lines), when `block` is one.
+fn block_list(block: &[&str]) -> Option<Vec<String>> {
+    let lines: Vec<&str> = block.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect();
+    let items: Option<Vec<String>> = lines
+        .iter()
+        .map(|l| {
+            l.strip_prefix('-')
+                .map(|item| strip_comment(item).trim_matches(|c| c == '"' || c == '\'').to_owned())
+        })
+        .collect();
+    items.filter(|items| !items.is_empty())
+}
+
+/// The top-level string values of a front matter's lines, and its block lists.
+type Fields = (BTreeMap<String, String>, BTreeMap<String, Vec<String>>);
+
+/// The top-level string values of a front matter's lines, and its block lists.
+fn fields(lines: &[&str]) -> Result<Fields, DocError> {
     let mut fields = BTreeMap::new();
+    let mut lists = BTreeMap::new();
     let mut at = 0;
     while at < lines.len() {
         let line = lines[at];
@@ -162,11 +198,16 @@ fn fields(lines: &[&str]) -> Result<BTreeMap<String, String>, DocError> {
             at += 1;
         }
         let block: Vec<&str> = lines[start..at].to_vec();
+        if value.is_empty()
+            && let Some(items) = block_list(&block)
+        {
+            lists.insert(key.clone(), items);
+        }
         if let Some(text) = value_of(value, &block)? {
             fields.insert(key, text);
         }
     }
-    Ok(fields)
+    Ok((fields, lists))
 }
 
 /// A key's string value from the rest of its line and its indented lines; `None` for a
@@ -291,6 +332,11 @@ mod tests {
         assert_eq!(skill.field("license"), Some("Apache-2.0"));
         assert_eq!(skill.field("metadata"), None, "a map is not a string");
         assert_eq!(skill.field("allowed-tools"), None, "a list is not a string");
+        assert_eq!(skill.list("allowed-tools"), Some(vec!["Read".to_owned(), "Bash".to_owned()]));
+        assert_eq!(skill.list("metadata"), None, "a map is not a list");
+        let flow = doc("---\ntools: [read_file, \"grep\"]\nother: glob, list_files\n---\n");
+        assert_eq!(flow.list("tools"), Some(vec!["read_file".to_owned(), "grep".to_owned()]));
+        assert_eq!(flow.list("other"), Some(vec!["glob".to_owned(), "list_files".to_owned()]));
         assert_eq!(skill.field("compatibility"), Some("Needs \"python3\""));
         assert_eq!(skill.body, "# PDF\nSteps.");
         let literal = doc("---\ndescription: |-\n  one\n  two\n---\nbody");
