@@ -167,12 +167,12 @@ fn result_data(
     outcome: Result<ToolOutput, ToolError>,
     duration: Option<Duration>,
 ) -> ToolResultData {
-    let (content, is_error, error_code, concludes_turn, change) = match outcome {
+    let (content, is_error, error_code, concludes_turn, change, images) = match outcome {
         Ok(output) => {
             let code = output.is_error.then(|| "tool_error".to_owned());
-            (output.content, output.is_error, code, output.concludes_turn, output.change)
+            (output.content, output.is_error, code, output.concludes_turn, output.change, output.images)
         }
-        Err(error) => (error.message, true, Some(error.kind.as_str().to_owned()), false, None),
+        Err(error) => (error.message, true, Some(error.kind.as_str().to_owned()), false, None, Vec::new()),
     };
     ToolResultData {
         call_id: call.id.clone(),
@@ -184,6 +184,7 @@ fn result_data(
         concludes_turn,
         duration_ms: duration.map(|d| d.as_millis() as u64),
         change,
+        images,
     }
 }
 

@@ -249,7 +249,7 @@ mod tests {
     const UNKNOWN: TaskIntent = TaskIntent { wants: None, check: None, layout: None };
 
     fn user(text: &str) -> Message {
-        Message::User(UserMessage { content: text.into() })
+        Message::User(UserMessage::text(text))
     }
 
     fn call(id: &str, name: &str) -> Message {
@@ -265,6 +265,7 @@ mod tests {
             name: "t".into(),
             content: "r".into(),
             is_error,
+            images: Vec::new(),
         })
     }
 

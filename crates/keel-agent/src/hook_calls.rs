@@ -31,6 +31,7 @@ impl TurnRun<'_> {
                 text: nudge.text,
                 source: InputSource::Hook,
                 reason: Some(nudge.reason),
+                images: Vec::new(),
             }))?;
         }
         Ok(())

@@ -142,7 +142,7 @@ async fn read_once(
 ) -> (TaskIntent, ModelAside, Usage) {
     let mut record = request_record(task, order);
     let (system, tools) = (record.system.clone(), record.tools.clone());
-    let messages = [Message::User(UserMessage { content: record.prompt.clone() })];
+    let messages = [Message::User(UserMessage::text(record.prompt.clone()))];
     let request = ModelRequest::new(&system, &messages, &tools)
         .tool_choice(ToolChoice::Required)
         .temperature(0.0)

@@ -49,6 +49,7 @@ mod inbox;
 pub mod intent;
 mod loops;
 mod narrow;
+mod prompt;
 mod registry;
 mod restart;
 mod run;
@@ -72,6 +73,7 @@ pub use hooks::{HookChain, HookDecision, Hooks, NoHooks, ToolCallRequest, TurnSt
 pub use inbox::Inbox;
 pub use loops::LOOP_SUMMARY_REQUEST;
 pub use narrow::narrow;
+pub use prompt::{Prompt, PromptError};
 pub use registry::{ToolRegistry, ToolRegistryError, ToolRegistryErrorKind};
 pub use sink::{AgentEvent, NullSink, RecordedEvent, RecordingSink, Sink};
 pub use state::ToolState;

@@ -146,7 +146,7 @@ mod tests {
     use super::*;
 
     fn user(text: &str) -> Message {
-        Message::User(UserMessage { content: text.into() })
+        Message::User(UserMessage::text(text))
     }
 
     fn call(id: &str, name: &str, arguments: &str) -> Message {
@@ -162,6 +162,7 @@ mod tests {
             name: "tool".into(),
             content: "ok".into(),
             is_error: false,
+            images: Vec::new(),
         })
     }
 

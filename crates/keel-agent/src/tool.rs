@@ -30,6 +30,9 @@ pub struct ToolOutput {
     pub asides: Vec<keel_session::ModelAside>,
     /// What the call changed in a file, for people (logged with the result, not sent).
     pub change: Option<keel_session::FileChange>,
+    /// Images for the model, after the text (an MCP tool's screenshot); at most
+    /// [`keel_llm::MAX_IMAGES_PER_MESSAGE`] are kept.
+    pub images: Vec<keel_llm::Image>,
 }
 
 impl ToolOutput {
@@ -42,6 +45,7 @@ impl ToolOutput {
             usage: None,
             asides: Vec::new(),
             change: None,
+            images: Vec::new(),
         }
     }
 
@@ -54,6 +58,7 @@ impl ToolOutput {
             usage: None,
             asides: Vec::new(),
             change: None,
+            images: Vec::new(),
         }
     }
 

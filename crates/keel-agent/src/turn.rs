@@ -17,6 +17,7 @@ use crate::context::SessionContext;
 use crate::execute::{StepControl, execute_calls};
 use crate::hook_points::PromptDecision;
 use crate::hooks::{TurnStarted, TurnStopping};
+use crate::prompt::Prompt;
 use crate::restart::Stuck;
 use crate::run::TurnRun;
 use crate::sink::{AgentEvent, Sink};
@@ -28,6 +29,9 @@ pub enum AgentError {
     /// Appending to or syncing the session log failed; nothing more is done without a log.
     #[error("session log: {0}")]
     Session(#[from] SessionError),
+    /// The prompt was refused before anything was logged (images the model cannot take).
+    #[error(transparent)]
+    Prompt(#[from] crate::prompt::PromptError),
 }
 
 /// Text of the user message that asks for a final answer at the step limit.
@@ -43,7 +47,18 @@ enum Reply {
 
 impl TurnRun<'_> {
     pub(crate) fn user(&mut self, text: String, source: InputSource) -> Result<u64, SessionError> {
-        self.log(EventKind::UserMessage(UserInput { text, source, reason: None }))
+        self.log(EventKind::UserMessage(UserInput { text, source, reason: None, images: Vec::new() }))
+    }
+
+    /// The user's prompt, with its images (their bytes go to the store first).
+    fn prompt(&mut self, prompt: Prompt) -> Result<u64, SessionError> {
+        let Prompt { text, images } = prompt;
+        self.log(EventKind::UserMessage(UserInput {
+            text,
+            source: InputSource::Prompt,
+            reason: None,
+            images,
+        }))
     }
 
     /// Asks the model what the task wants and logs the exchange and the result.
@@ -199,9 +214,9 @@ impl TurnRun<'_> {
         })
     }
 
-    async fn run(&mut self, input: String) -> Result<TurnOutcome, SessionError> {
+    async fn run(&mut self, input: Prompt) -> Result<TurnOutcome, SessionError> {
         self.log(EventKind::TurnStart(TurnStart { turn: self.turn }))?;
-        let context = match self.submit_prompt(&input).await? {
+        let context = match self.submit_prompt(&input.text).await? {
             PromptDecision::Block { reason } => return self.end(TurnEndReason::Blocked, Some(reason)).await,
             PromptDecision::Accept(context) => context,
         };
@@ -210,8 +225,8 @@ impl TurnRun<'_> {
         {
             self.user(environment.clone(), InputSource::Context)?;
         }
-        self.task = std::sync::Arc::from(input.as_str());
-        self.user(input, InputSource::Prompt)?;
+        self.task = std::sync::Arc::from(input.text.as_str());
+        self.prompt(input)?;
         self.log_nudges(context)?;
         // The message holding the prompt (input may have joined the one before it).
         self.first_message = self.session.messages().len().saturating_sub(1);
@@ -408,10 +423,12 @@ impl Agent {
         &self,
         session: &mut Session,
         ctx: &SessionContext,
-        input: impl Into<String>,
+        input: impl Into<Prompt>,
         sink: &dyn Sink,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
+        let input = input.into();
+        input.check(&**self.resolve(ctx).0)?;
         session.repair_observed(|event| sink.emit(&AgentEvent::Logged(event)))?;
         let turn = session.projection().turns() + 1;
         let task = &session.messages()[session.projection().task_start()..];
@@ -443,7 +460,7 @@ impl Agent {
             task: std::sync::Arc::from(""),
             intent: keel_session::TaskIntent::default(),
         };
-        Ok(run.run(input.into()).await?)
+        Ok(run.run(input).await?)
     }
 
     /// Runs a turn for `input`, then one turn per queued follow-up input, until the inbox
@@ -452,7 +469,7 @@ impl Agent {
         &self,
         session: &mut Session,
         ctx: &SessionContext,
-        input: impl Into<String>,
+        input: impl Into<Prompt>,
         sink: &dyn Sink,
         cancel: &CancellationToken,
     ) -> Result<Vec<TurnOutcome>, AgentError> {

@@ -159,7 +159,7 @@ async fn abort_before_any_output_logs_an_empty_interrupted_message_not_sent_back
         .unwrap();
     let sent = &model.requests()[1].messages;
     // No empty assistant message; the two user inputs are one message (turns alternate).
-    assert_eq!(sent, &vec![Message::User(UserMessage { content: "go\n\nagain".into() })]);
+    assert_eq!(sent, &vec![Message::User(UserMessage::text("go\n\nagain"))]);
     assert_provider_valid(sent);
 }
 

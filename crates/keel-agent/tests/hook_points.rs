@@ -43,7 +43,8 @@ async fn a_blocked_prompt_is_never_logged_nor_sent_and_the_next_one_is() {
     assert_eq!(
         requests[0].messages,
         [Message::User(UserMessage {
-            content: "<environment>/w</environment>\n\nsay hello\n\nThe build is at v2.".into()
+            content: "<environment>/w</environment>\n\nsay hello\n\nThe build is at v2.".into(),
+            images: Vec::new(),
         })]
     );
 }

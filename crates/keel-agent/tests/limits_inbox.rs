@@ -56,10 +56,7 @@ async fn step_limit_summary_request_has_tools_disabled() {
     assert_eq!(requests.len(), 4);
     let last = &requests[3];
     assert_eq!(last.tool_choice, ToolChoice::None);
-    assert_eq!(
-        last.messages.last(),
-        Some(&Message::User(UserMessage { content: STEP_LIMIT_SUMMARY_REQUEST.into() }))
-    );
+    assert_eq!(last.messages.last(), Some(&Message::User(UserMessage::text(STEP_LIMIT_SUMMARY_REQUEST))));
     // The harness's request is logged like any other input (model-visible means logged).
     let harness_inputs = store
         .read(session.id())
@@ -100,7 +97,7 @@ async fn steering_sent_while_tools_run_is_seen_in_the_next_step() {
         .unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     let second = &model.requests()[1].messages;
-    assert_eq!(second.last(), Some(&Message::User(UserMessage { content: "also check the tests".into() })));
+    assert_eq!(second.last(), Some(&Message::User(UserMessage::text("also check the tests"))));
     assert_provider_valid(second);
 }
 
@@ -157,7 +154,7 @@ async fn follow_up_starts_a_new_turn_after_the_current_one() {
     );
     assert_eq!(
         model.requests()[2].messages.last(),
-        Some(&Message::User(UserMessage { content: "and then summarize".into() }))
+        Some(&Message::User(UserMessage::text("and then summarize")))
     );
 }
 
@@ -188,6 +185,6 @@ async fn turn_stopping_hook_can_continue_the_turn() {
     assert_eq!((outcome.reason, outcome.steps), (TurnEndReason::Completed, 2));
     assert_eq!(
         model.requests()[1].messages.last(),
-        Some(&Message::User(UserMessage { content: "Run the tests before you stop.".into() }))
+        Some(&Message::User(UserMessage::text("Run the tests before you stop.")))
     );
 }

@@ -234,7 +234,7 @@ async fn changing_the_model_logs_a_new_request_header() {
         })
         .collect();
     assert_eq!(models, vec!["script", "bigger"]);
-    assert_eq!(session.messages()[2], Message::User(UserMessage { content: "two".into() }));
+    assert_eq!(session.messages()[2], Message::User(UserMessage::text("two")));
 }
 
 #[tokio::test]
@@ -342,7 +342,7 @@ async fn the_intent_is_read_logged_and_acted_on() {
         (aside.system.as_str(), &classify.messages[..], &aside.tools[..]),
         (
             classify.system.as_str(),
-            &[Message::User(UserMessage { content: aside.prompt.clone() })][..],
+            &[Message::User(UserMessage::text(aside.prompt.clone()))][..],
             &classify.tools[..]
         )
     );

@@ -39,10 +39,7 @@ async fn a_model_repeating_one_call_is_warned_at_3_and_stopped_at_8() {
     let requests = model.requests();
     assert_eq!(requests.len(), 9);
     assert_eq!(requests[8].tool_choice, ToolChoice::None);
-    assert_eq!(
-        requests[8].messages.last(),
-        Some(&Message::User(UserMessage { content: LOOP_SUMMARY_REQUEST.into() }))
-    );
+    assert_eq!(requests[8].messages.last(), Some(&Message::User(UserMessage::text(LOOP_SUMMARY_REQUEST))));
     assert_provider_valid(session.messages());
 }
 

@@ -99,6 +99,7 @@ impl Recorder {
                 text: format!("task {}", self.turn),
                 source: Default::default(),
                 reason: None,
+                images: Vec::new(),
             }));
             self.open = true;
         }
@@ -179,6 +180,7 @@ impl Recorder {
                     concludes_turn: false,
                     duration_ms: Some(1),
                     change: None,
+                    images: Vec::new(),
                 }));
             }
         }
@@ -255,6 +257,7 @@ fn history(ops: &[Op]) -> (tempfile::TempDir, Vec<Message>) {
                     text: "more".into(),
                     source: Default::default(),
                     reason: None,
+                    images: Vec::new(),
                 }));
             }
             Op::Abort => recorder.abort(),

@@ -69,7 +69,7 @@ async fn a_turn_repeating_itself_starts_again_once_from_its_task() {
 made the same calls over and over. This is a fresh start. It wrote and edited no file. Look at a file's \
 current content before you change it.)"
     );
-    assert_eq!(requests[8].messages, vec![Message::User(UserMessage { content: fresh })]);
+    assert_eq!(requests[8].messages, vec![Message::User(UserMessage::text(fresh))]);
     // The session's tool state stays: hooks keep their memory of the turn there too.
     assert_eq!(ctx.tool_state.with(|seen: &mut Vec<String>| seen.clone()), vec!["a.txt".to_owned()]);
     let events = store.read(session.id()).unwrap();

@@ -16,7 +16,7 @@ use keel_local::engine::{LocalConfig, LocalModel, RequestStats};
 use keel_tools::{ToolsConfig, builtin};
 
 fn conversation(steps: usize) -> Vec<Message> {
-    let mut messages = vec![Message::User(UserMessage { content: crate::trajectory::TASK.into() })];
+    let mut messages = vec![Message::User(UserMessage::text(crate::trajectory::TASK))];
     let calls = [
         ("list_files", "{}", "README.md\ndata/\ndata/numbers.txt\nhello.py"),
         (
@@ -43,6 +43,7 @@ fn conversation(steps: usize) -> Vec<Message> {
             name: (*name).into(),
             content: (*result).into(),
             is_error: false,
+            images: Vec::new(),
         }));
     }
     messages
@@ -115,7 +116,7 @@ pub fn local() {
         model.kernels().describe()
     );
     // Speed: the same prompt as the server gets.
-    run(&runtime, &model, &[Message::User(UserMessage { content: SPEED_PROMPT.into() })], false);
+    run(&runtime, &model, &[Message::User(UserMessage::text(SPEED_PROMPT))], false);
     let speed: RequestStats = *model.stats().last().unwrap();
     println!(
         "  embedded:      prompt {:.0} tok/s ({} tokens), generation {:.1} tok/s ({} tokens)",
@@ -156,7 +157,7 @@ pub fn local() {
     drop(first);
     let second = runtime.block_on(LocalModel::load(cached_config)).unwrap();
     let mut other_task = conversation(0);
-    other_task[0] = Message::User(UserMessage { content: "Find the TODO comments in this project.".into() });
+    other_task[0] = Message::User(UserMessage::text("Find the TODO comments in this project."));
     run(&runtime, &second, &other_task, true);
     let after = *second.stats().last().unwrap();
     println!(

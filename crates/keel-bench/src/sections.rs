@@ -111,6 +111,7 @@ fn write_session(store: &JsonlStore, events: usize) -> String {
                 text: format!("task {turn}"),
                 source: Default::default(),
                 reason: None,
+                images: Vec::new(),
             }))
             .unwrap();
         for step in 1..=5 {
@@ -136,6 +137,7 @@ fn write_session(store: &JsonlStore, events: usize) -> String {
                     concludes_turn: false,
                     duration_ms: Some(1),
                     change: None,
+                    images: Vec::new(),
                 }))
                 .unwrap();
             session.append(EventKind::StepEnd(StepEnd { step, interrupted: false })).unwrap();

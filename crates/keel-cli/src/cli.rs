@@ -19,6 +19,10 @@ pub struct Cli {
     #[arg(short = 'p', long = "print", value_name = "TASK", conflicts_with = "task")]
     pub print: Option<String>,
 
+    /// Attach an image to the task (PNG, JPEG, GIF or WebP, up to 5 MB); repeat for more.
+    #[arg(long = "image", value_name = "FILE")]
+    pub images: Vec<std::path::PathBuf>,
+
     /// Provider preset: anthropic, openai, deepseek, openrouter, ollama, llamacpp, vllm, custom.
     #[arg(long, env = "KEEL_PROVIDER", hide_env_values = true)]
     pub provider: Option<String>,

@@ -11,6 +11,7 @@ mod doctor;
 mod export;
 mod first_contact;
 mod fold;
+mod images;
 mod input;
 mod interactive;
 mod line_editor;

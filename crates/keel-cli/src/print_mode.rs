@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_agent::{Sink, TurnOutcome};
+use keel_agent::{Prompt, Sink, TurnOutcome};
 use keel_llm::CancellationToken;
 use keel_session::TurnEndReason;
 use keel_tools::PermissionMode;
@@ -65,6 +65,17 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Ok(dir) => dir,
         Err(e) => return fail(e),
     };
+    let refuse = |message: String| -> anyhow::Result<u8> {
+        match &json {
+            Some(out) => out.write_value(&json!({"type": "keel/error", "data": {"message": message}})),
+            None => errln!("keel: {message}"),
+        }
+        Ok(exit::USAGE)
+    };
+    let images = match crate::images::read_all(&cli.images) {
+        Ok(images) => images,
+        Err(e) => return refuse(format!("--image {e}")),
+    };
     // A task that starts with a custom command (`/review src/lib.rs`) is sent as its text.
     let (task, command_notes) = crate::custom_commands::for_task(&workspace, &settings.allowed_roots, task);
     if json.is_none() {
@@ -85,6 +96,10 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Ok(model) => model,
         Err(e) => return fail(e),
     };
+    let prompt = Prompt::text(task).with_images(images);
+    if let Err(e) = prompt.check(&*model) {
+        return refuse(e.to_string());
+    }
     let (agent, notes) = setup::agent(&settings, &workspace, Arc::new(policy), model);
     let store = setup::store(cli)?;
     let (mut session, note) = match setup::open_session(cli, store.as_deref(), &workspace) {
@@ -136,7 +151,7 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
         Some(out) => out,
         None => &*terminal,
     };
-    let outcome = agent.run_turn(&mut session, &ctx, task, sink, &cancel).await;
+    let outcome = agent.run_turn(&mut session, &ctx, prompt, sink, &cancel).await;
     drop(reader);
     drop(interrupts);
     if let Some(ticker) = ticker {

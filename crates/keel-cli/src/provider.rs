@@ -127,6 +127,9 @@ pub fn provider_config(layer: &Layer) -> Result<ProviderConfig, ConfigError> {
     if let Some(window) = layer.context_window {
         client.context_window = Some(window);
     }
+    if let Some(images) = layer.images {
+        client.images = Some(images);
+    }
     api_options(layer, &mut client)?;
     Ok(client)
 }

@@ -167,6 +167,14 @@ pub trait ModelClient: Send + Sync {
         None
     }
 
+    /// Whether the model takes images: `Some(false)` when it certainly does not (a
+    /// text-only local model; keel then refuses a prompt with images before sending
+    /// anything), `Some(true)` when it does, `None` when unknown (images are sent and the
+    /// provider's answer decides).
+    fn accepts_images(&self) -> Option<bool> {
+        None
+    }
+
     /// Start a request. `cancel` fires when the user aborts; implementations should stop
     /// promptly (the caller also drops the stream).
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a>;
@@ -181,6 +189,10 @@ impl<T: ModelClient + ?Sized> ModelClient for std::sync::Arc<T> {
         (**self).context_window()
     }
 
+    fn accepts_images(&self) -> Option<bool> {
+        (**self).accepts_images()
+    }
+
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
         (**self).stream(request, cancel)
     }
@@ -193,6 +205,10 @@ impl<T: ModelClient + ?Sized> ModelClient for Box<T> {
 
     fn context_window(&self) -> Option<u64> {
         (**self).context_window()
+    }
+
+    fn accepts_images(&self) -> Option<bool> {
+        (**self).accepts_images()
     }
 
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {

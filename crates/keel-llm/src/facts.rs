@@ -32,6 +32,9 @@ pub struct ModelFacts {
     pub size_source: Option<&'static str>,
     /// llama.cpp's `/props` answer (its chat template decides keel's route).
     pub props: Option<Value>,
+    /// Whether the model takes images, when the server says (llama.cpp's
+    /// `modalities.vision`, Ollama's `capabilities`).
+    pub images: Option<bool>,
 }
 
 impl ModelFacts {
@@ -53,6 +56,7 @@ impl ModelFacts {
             size_source,
             context_window: self.context_window.or(other.context_window),
             props: self.props.or(other.props),
+            images: self.images.or(other.images),
         }
     }
 }
@@ -93,7 +97,8 @@ pub fn props_context_window(props: &Value) -> Option<u64> {
 pub fn from_props(props: &Value) -> ModelFacts {
     let named =
         props.get("model_path").and_then(Value::as_str).map(ModelFacts::from_name).unwrap_or_default();
-    ModelFacts { context_window: props_context_window(props), ..named }
+    let images = props.pointer("/modalities/vision").and_then(Value::as_bool);
+    ModelFacts { context_window: props_context_window(props), images, ..named }
 }
 
 /// The facts in a `/v1/models` answer about `model`: llama.cpp's `meta.n_params`,
@@ -110,7 +115,7 @@ pub fn from_models_list(list: &Value, model: &str) -> ModelFacts {
     let billions = n_params.map(|n| n / 1e9);
     let context_window = entry.get("max_model_len").and_then(Value::as_u64).filter(|n| *n > 0);
     let size_source = if billions.is_some() { Some("the server's model list") } else { None };
-    ModelFacts { billions, context_window, size_source, props: None }
+    ModelFacts { billions, context_window, size_source, props: None, images: None }
 }
 
 /// The facts in an Ollama `/api/show` answer: the parameter count, and the context it
@@ -140,7 +145,12 @@ pub fn from_ollama_show(show: &Value) -> ModelFacts {
     }
     .filter(|n| *n > 0);
     let size_source = if billions.is_some() { Some("Ollama's model details") } else { None };
-    ModelFacts { billions, context_window, size_source, props: None }
+    // Ollama lists what a model can do as capability ids (`completion`, `tools`, `vision`).
+    let images = show
+        .get("capabilities")
+        .and_then(Value::as_array)
+        .map(|caps| caps.iter().any(|c| c.as_str() == Some("vision")));
+    ModelFacts { billions, context_window, size_source, props: None, images }
 }
 
 /// `1.5B`, `494.03M`, `70B` → billions.
@@ -201,6 +211,7 @@ pub async fn ask_server(config: &ProviderConfig) -> ModelFacts {
         size_source: from_list.size_source.or(from_show.size_source).or(from_props.size_source),
         context_window: from_props.context_window.or(from_show.context_window).or(from_list.context_window),
         props: None,
+        images: from_props.images.or(from_show.images),
     };
     ModelFacts { props, ..facts }
 }
@@ -258,7 +269,8 @@ mod tests {
                 billions: Some(1.5),
                 context_window: Some(8192),
                 size_source: Some("the model's name"),
-                props: None
+                props: None,
+                images: None,
             }
         );
         assert!(is_llama_cpp(&props));

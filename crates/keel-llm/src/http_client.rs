@@ -93,6 +93,10 @@ impl ModelClient for HttpClient {
         self.config.context_window
     }
 
+    fn accepts_images(&self) -> Option<bool> {
+        self.config.images
+    }
+
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
         let body = match self.request_body(&request) {
             Ok(body) => Bytes::from(body),

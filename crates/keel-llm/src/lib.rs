@@ -25,6 +25,8 @@ mod error;
 pub mod facts;
 #[cfg(feature = "http")]
 mod http_client;
+mod image;
+mod image_size;
 pub mod lenient;
 mod message;
 #[cfg(feature = "http")]
@@ -47,6 +49,7 @@ pub use config::{
 pub use error::{ModelError, ModelErrorKind};
 #[cfg(feature = "http")]
 pub use http_client::HttpClient;
+pub use image::{Image, ImageError, ImageType, MAX_IMAGE_BYTES, MAX_IMAGES_PER_MESSAGE};
 pub use message::{
     AssistantMessage, ContentBlock, FinishReason, Message, ModelInfo, ToolCall, ToolResultMessage, Usage,
     UserMessage,

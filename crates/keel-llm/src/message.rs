@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::image::Image;
+
 /// Identifies a model: for the session's `request/header`, and as the origin of an
 /// assistant message.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -27,11 +29,21 @@ pub enum Message {
     ToolResult(ToolResultMessage),
 }
 
-/// Text the user (or the harness on the user's behalf) sent.
+/// Text the user (or the harness on the user's behalf) sent, with any images.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserMessage {
     /// The text of the message.
     pub content: String,
+    /// Images the user attached, after the text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
+}
+
+impl UserMessage {
+    /// A message of text alone.
+    pub fn text(content: impl Into<String>) -> Self {
+        UserMessage { content: content.into(), images: Vec::new() }
+    }
 }
 
 /// A model reply: content blocks in the order the model produced them.
@@ -201,6 +213,9 @@ pub struct ToolResultMessage {
     /// True when the call failed; the content says why.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// Images the tool returned (an MCP tool's screenshot), after the text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
 }
 
 /// Why a model stopped generating, in keel's vocabulary. The provider's raw value is kept

@@ -123,6 +123,7 @@ async fn the_signature_goes_back_verbatim_with_headers_and_caching() {
         name: "read_file".into(),
         content: "# Demo".into(),
         is_error: false,
+        images: Vec::new(),
     }));
     run(&*client, &history).await.result.unwrap();
     let requests = server.requests();

@@ -62,7 +62,7 @@ async fn run(client: &HttpClient, messages: &[Message]) -> Outcome {
 }
 
 fn user(text: &str) -> Vec<Message> {
-    vec![Message::User(UserMessage { content: text.into() })]
+    vec![Message::User(UserMessage::text(text))]
 }
 
 fn call(id: &str, name: &str, args: &str) -> ContentBlock {
@@ -389,6 +389,7 @@ async fn a_note_before_a_call_is_kept_as_reasoning_and_not_sent_back() {
         name: "read_file".into(),
         content: "print('Hello')".into(),
         is_error: false,
+        images: Vec::new(),
     }));
     run(&client, &history).await.result.unwrap();
     let body = server.requests()[1].json();
@@ -416,6 +417,7 @@ async fn reasoning_round_trips_to_deepseek_but_not_elsewhere() {
             name: "read_file".into(),
             content: "# readme".into(),
             is_error: false,
+            images: Vec::new(),
         }));
         run(&client, &history).await.result.unwrap();
         let body = server.requests()[1].json();

@@ -109,6 +109,7 @@ async fn reasoning_goes_back_verbatim_before_its_call() {
         name: "read_file".into(),
         content: "# Demo".into(),
         is_error: false,
+        images: Vec::new(),
     }));
     run(&*client, &history).await.result.unwrap();
     let second = &server.requests()[1];

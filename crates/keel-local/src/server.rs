@@ -168,6 +168,11 @@ impl ModelClient for TemplatedServer {
         self.config.context_window
     }
 
+    /// The prompt is rendered to text by a chat template: no images.
+    fn accepts_images(&self) -> Option<bool> {
+        Some(false)
+    }
+
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
         let start = async move {
             let prepared = tokio::select! {

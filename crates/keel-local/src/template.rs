@@ -132,6 +132,20 @@ fn arguments_value(raw: &str) -> Value {
     }
 }
 
+/// Text, then a note for each image: the templated routes send text alone (keel refuses
+/// a prompt with images for them; a tool's images reach the model as these notes).
+fn with_notes<'a>(text: &'a str, images: &[keel_llm::Image]) -> std::borrow::Cow<'a, str> {
+    if images.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = text.to_owned();
+    for image in images {
+        out.push('\n');
+        out.push_str(&image.omitted_note());
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The conversation in Hugging Face's message format.
 pub fn hf_messages(system: &str, messages: &[Message]) -> Vec<Value> {
     let mut out = Vec::with_capacity(messages.len() + 1);
@@ -140,9 +154,10 @@ pub fn hf_messages(system: &str, messages: &[Message]) -> Vec<Value> {
     }
     for message in messages {
         out.push(match message {
-            Message::User(user) => json!({"role": "user", "content": user.content}),
+            Message::User(user) => json!({"role": "user", "content": with_notes(&user.content, &user.images)}),
             Message::ToolResult(result) => json!({
-                "role": "tool", "content": result.content, "tool_call_id": result.call_id, "name": result.name
+                "role": "tool", "content": with_notes(&result.content, &result.images),
+                "tool_call_id": result.call_id, "name": result.name
             }),
             Message::Assistant(assistant) => {
                 let text: String = assistant

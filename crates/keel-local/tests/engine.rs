@@ -75,7 +75,7 @@ mod with_llama {
     }
 
     fn user(text: &str) -> Vec<Message> {
-        vec![Message::User(UserMessage { content: text.into() })]
+        vec![Message::User(UserMessage::text(text))]
     }
 
     async fn reply(

@@ -64,7 +64,7 @@ fn config(dir: &Path, engine: EngineCommand) -> LocalConfig {
 }
 
 fn user(text: &str) -> Vec<Message> {
-    vec![Message::User(UserMessage { content: text.into() })]
+    vec![Message::User(UserMessage::text(text))]
 }
 
 async fn events(

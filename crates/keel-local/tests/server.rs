@@ -41,7 +41,7 @@ async fn reply(
     client: &TemplatedServer,
     choice: ToolChoice,
 ) -> Result<keel_llm::AssistantMessage, keel_llm::ModelError> {
-    let messages = [Message::User(UserMessage { content: "Read a.txt".into() })];
+    let messages = [Message::User(UserMessage::text("Read a.txt"))];
     let tools = tools();
     let request = ModelRequest::new("Be brief.", &messages, &tools).tool_choice(choice);
     let mut stream = client.stream(request, CancellationToken::new());
@@ -196,7 +196,7 @@ async fn events(
     client: &TemplatedServer,
     choice: ToolChoice,
 ) -> Vec<Result<ModelEvent, keel_llm::ModelError>> {
-    let messages = [Message::User(UserMessage { content: "Read a.txt".into() })];
+    let messages = [Message::User(UserMessage::text("Read a.txt"))];
     let tools = tools();
     let request = ModelRequest::new("Be brief.", &messages, &tools).tool_choice(choice);
     client.stream(request, CancellationToken::new()).collect().await
@@ -218,7 +218,7 @@ async fn text_streams_as_it_is_generated_and_the_call_comes_with_the_message() {
     })
     .await;
     let client = TemplatedServer::new(config(&server)).unwrap();
-    let messages = [Message::User(UserMessage { content: "Read a.txt".into() })];
+    let messages = [Message::User(UserMessage::text("Read a.txt"))];
     let tools = tools();
     let request = ModelRequest::new("Be brief.", &messages, &tools).tool_choice(ToolChoice::Required);
     let mut stream = client.stream(request, CancellationToken::new());
@@ -334,7 +334,7 @@ async fn with_streaming_off_the_whole_reply_is_read() {
 async fn cancelling_ends_the_stream_while_the_server_generates() {
     let server = templated(|_| MockResponse::chunks([piece("Thinking"), last("eos")]).stall_after(1)).await;
     let client = TemplatedServer::new(config(&server)).unwrap();
-    let messages = [Message::User(UserMessage { content: "Read a.txt".into() })];
+    let messages = [Message::User(UserMessage::text("Read a.txt"))];
     let tools = tools();
     let request = ModelRequest::new("Be brief.", &messages, &tools);
     let cancel = CancellationToken::new();

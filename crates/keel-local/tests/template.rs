@@ -18,7 +18,7 @@ fn fixture(name: &str) -> String {
 fn qwen_template_matches_python_jinja_with_tools_calls_and_results() {
     let template = ChatTemplate::new(&fixture("qwen2.5-coder.jinja"), "", "<|im_end|>").unwrap();
     let messages = vec![
-        Message::User(UserMessage { content: "Read a.txt".into() }),
+        Message::User(UserMessage::text("Read a.txt")),
         Message::Assistant(AssistantMessage {
             content: vec![ContentBlock::ToolCall(ToolCall::new("c1", "read_file", r#"{"path": "a.txt"}"#))],
             ..AssistantMessage::default()
@@ -28,12 +28,13 @@ fn qwen_template_matches_python_jinja_with_tools_calls_and_results() {
             name: "read_file".into(),
             content: "1\thello <b>".into(),
             is_error: false,
+            images: Vec::new(),
         }),
         Message::Assistant(AssistantMessage {
             content: vec![ContentBlock::Text { text: "It says hello.".into() }],
             ..AssistantMessage::default()
         }),
-        Message::User(UserMessage { content: "Thanks".into() }),
+        Message::User(UserMessage::text("Thanks")),
     ];
     let tools = vec![ToolDefinition {
         name: "read_file".into(),
@@ -51,7 +52,7 @@ fn qwen_template_matches_python_jinja_with_tools_calls_and_results() {
 #[test]
 fn without_tools_the_template_takes_its_plain_branch() {
     let template = ChatTemplate::new(&fixture("qwen2.5-coder.jinja"), "", "<|im_end|>").unwrap();
-    let prompt = template.render("", &[Message::User(UserMessage { content: "hi".into() })], &[]).unwrap();
+    let prompt = template.render("", &[Message::User(UserMessage::text("hi"))], &[]).unwrap();
     assert_eq!(
         prompt,
         "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
@@ -73,7 +74,7 @@ fn the_mended_qwen_template_shows_the_call_format_with_single_braces_and_nothing
     let mended = keel_local::template::mend(&source);
     let render = |source: &str| {
         let template = ChatTemplate::new(source, "", "<|im_end|>").unwrap();
-        let messages = [Message::User(UserMessage { content: "hi".into() })];
+        let messages = [Message::User(UserMessage::text("hi"))];
         let tools = [ToolDefinition {
             name: "shell".into(),
             description: "Run a command.".into(),

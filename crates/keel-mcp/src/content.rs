@@ -3,6 +3,7 @@
 //! content as JSON text.
 
 use keel_agent::ToolOutput;
+use keel_llm::{Image, MAX_IMAGES_PER_MESSAGE};
 use serde_json::Value;
 
 /// A result's text is cut past this many bytes (at a character boundary), with a note.
@@ -12,7 +13,8 @@ pub const MAX_RESULT_BYTES: usize = 100_000;
 /// server sent it).
 pub fn render(result: &Value) -> ToolOutput {
     let blocks = result.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-    let mut parts: Vec<String> = blocks.iter().map(block).collect();
+    let mut images = Vec::new();
+    let mut parts: Vec<String> = blocks.iter().map(|b| block(b, &mut images)).collect();
     if let Some(structured) = result.get("structuredContent") {
         // Servers are asked to repeat structured content as JSON text; say it once.
         let repeated = blocks.iter().any(|b| {
@@ -28,18 +30,34 @@ pub fn render(result: &Value) -> ToolOutput {
         text = "(no output)".to_owned();
     }
     let text = cut(text);
-    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+    let mut output = if result.get("isError").and_then(Value::as_bool) == Some(true) {
         ToolOutput::error(text)
     } else {
         ToolOutput::text(text)
-    }
+    };
+    output.images = images;
+    output
 }
 
-fn block(block: &Value) -> String {
+/// One content block as text; an image that can be sent goes to `images` too (the text
+/// line says where it stands among the blocks), one that cannot says why.
+fn block(block: &Value, images: &mut Vec<Image>) -> String {
     let str_of = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or_default();
     match str_of("type") {
         "text" => str_of("text").to_owned(),
-        "image" => format!("[image: {}, {}]", or_unknown(str_of("mimeType")), size(str_of("data"))),
+        "image" => {
+            let line = format!("[image: {}, {}", or_unknown(str_of("mimeType")), size(str_of("data")));
+            if images.len() >= MAX_IMAGES_PER_MESSAGE {
+                return format!("{line}; not shown: at most {MAX_IMAGES_PER_MESSAGE} images per result]");
+            }
+            match Image::from_base64(str_of("data")) {
+                Ok(image) => {
+                    images.push(image);
+                    format!("{line}; image {} below]", images.len())
+                }
+                Err(why) => format!("{line}; not shown: {why}]"),
+            }
+        }
         "audio" => format!("[audio: {}, {}]", or_unknown(str_of("mimeType")), size(str_of("data"))),
         "resource" => resource(block.get("resource").unwrap_or(&Value::Null)),
         "resource_link" => {
@@ -109,12 +127,17 @@ mod tests {
             {"type": "resource", "resource": {"uri": "file:///logo.png", "mimeType": "image/png", "blob": png}},
             {"type": "resource_link", "uri": "file:///big.csv", "name": "big.csv", "mimeType": "text/csv"},
         ]});
+        let image = Image::from_base64(png).unwrap();
         assert_eq!(
             render(&result),
-            ToolOutput::text(
-                "a red dot\n[image: image/png, 69 bytes]\n[audio: audio/wav, 3 bytes]\n[resource: file:///notes.txt]\n\
-                 the notes\n[resource: file:///logo.png, image/png, 69 bytes]\n[resource link: file:///big.csv (big.csv, text/csv)]"
-            )
+            ToolOutput {
+                images: vec![image],
+                ..ToolOutput::text(
+                    "a red dot\n[image: image/png, 69 bytes; image 1 below]\n[audio: audio/wav, 3 bytes]\n\
+                     [resource: file:///notes.txt]\nthe notes\n[resource: file:///logo.png, image/png, 69 bytes]\n\
+                     [resource link: file:///big.csv (big.csv, text/csv)]"
+                )
+            }
         );
         let structured = json!({"content": [], "structuredContent": {"t": 21.5}});
         assert_eq!(render(&structured), ToolOutput::text(r#"{"t":21.5}"#));
@@ -122,6 +145,28 @@ mod tests {
             json!({"content": [{"type": "text", "text": "{\"t\": 21.5}"}], "structuredContent": {"t": 21.5}});
         assert_eq!(render(&repeated), ToolOutput::text("{\"t\": 21.5}"));
         assert_eq!(render(&json!({"content": [], "isError": true})), ToolOutput::error("(no output)"));
+    }
+
+    #[test]
+    fn an_image_that_cannot_be_sent_says_why_and_extra_images_are_counted() {
+        let bmp = json!({"content": [{"type": "image", "data": "Qk0AAAA=", "mimeType": "image/bmp"}]});
+        assert_eq!(
+            render(&bmp),
+            ToolOutput::text(
+                "[image: image/bmp, 5 bytes; not shown: not an image keel can send: only PNG, JPEG, GIF and WebP are accepted]"
+            )
+        );
+        let png = keel_testkit::mcp::PNG_BASE64;
+        let many: Vec<Value> = (0..MAX_IMAGES_PER_MESSAGE + 1)
+            .map(|_| json!({"type": "image", "data": png, "mimeType": "image/png"}))
+            .collect();
+        let output = render(&json!({"content": many}));
+        assert_eq!(output.images.len(), MAX_IMAGES_PER_MESSAGE);
+        assert!(
+            output
+                .content
+                .ends_with(&format!("not shown: at most {MAX_IMAGES_PER_MESSAGE} images per result]"))
+        );
     }
 
     #[test]

@@ -114,6 +114,24 @@ impl EventKind {
             EventKind::HookRun(_) => "hook/run",
         }
     }
+
+    /// The images this event carries (user input and tool results carry any).
+    pub fn images(&self) -> &[keel_llm::Image] {
+        match self {
+            EventKind::UserMessage(input) => &input.images,
+            EventKind::ToolResult(result) => &result.images,
+            _ => &[],
+        }
+    }
+
+    /// The images this event carries, to fill in their bytes.
+    pub fn images_mut(&mut self) -> &mut [keel_llm::Image] {
+        match self {
+            EventKind::UserMessage(input) => &mut input.images,
+            EventKind::ToolResult(result) => &mut result.images,
+            _ => &mut [],
+        }
+    }
 }
 
 /// Identity of a session; the first event.
@@ -263,6 +281,10 @@ pub struct UserInput {
     /// Why keel or a hook added it (the evidence a nudge acted on); `None` for the user's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Images the user attached: references (type, hash, size); the store keeps the
+    /// bytes beside the log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<keel_llm::Image>,
 }
 
 /// How a user message entered the session.
@@ -331,6 +353,9 @@ pub struct ToolResultData {
     /// What the call changed in a file, for people (never sent to a model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change: Option<crate::FileChange>,
+    /// Images the tool returned: references, as for user input.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<keel_llm::Image>,
 }
 
 #[derive(Serialize)]
@@ -485,6 +510,7 @@ mod tests {
             text: "go on".into(),
             source: InputSource::Hook,
             reason: Some("finish_check/not_verified".into()),
+            images: Vec::new(),
         }));
         round_trip(EventKind::StepEnd(StepEnd { step: 2, interrupted: true }));
         round_trip(EventKind::HookRun(crate::HookRun {
@@ -515,6 +541,7 @@ mod tests {
             text: "hi".into(),
             source: InputSource::Steer,
             reason: None,
+            images: Vec::new(),
         }));
         round_trip(EventKind::AssistantMessage(AssistantMessage {
             content: vec![ContentBlock::Text { text: "x".into() }],
@@ -544,6 +571,7 @@ mod tests {
                 diff: "@@ -1 +1 @@\n-a\n+b\n".into(),
                 cut_lines: 0,
             }),
+            images: Vec::new(),
         }));
     }
 

@@ -1,7 +1,7 @@
 //! The model-visible history: messages in log order, each with the seq of the event it
 //! came from, and the edits long sessions make to it (pruned results, compaction).
 
-use keel_llm::{AssistantMessage, Message, ToolResultMessage, UserMessage};
+use keel_llm::{AssistantMessage, Image, Message, ToolResultMessage, UserMessage};
 
 /// Messages and the seq of the event each one starts at.
 #[derive(Debug, Clone, Default)]
@@ -25,14 +25,15 @@ impl History {
 
     /// User input; consecutive input is one message (providers and chat templates that
     /// want turns to alternate get them).
-    pub(crate) fn push_user(&mut self, seq: u64, text: &str) {
+    pub(crate) fn push_user(&mut self, seq: u64, text: &str, images: Vec<Image>) {
         match self.messages.last_mut() {
             Some(Message::User(previous)) => {
                 previous.content.push_str("\n\n");
                 previous.content.push_str(text);
+                previous.images.extend(images);
             }
             _ => {
-                self.messages.push(Message::User(UserMessage { content: text.to_owned() }));
+                self.messages.push(Message::User(UserMessage { content: text.to_owned(), images }));
                 self.seqs.push(seq);
             }
         }
@@ -79,10 +80,10 @@ impl History {
         let dropped = self.messages.len();
         self.messages.clear();
         self.seqs.clear();
-        self.push_user(seq, summary);
+        self.push_user(seq, summary, Vec::new());
         for (message, message_seq) in kept_messages.into_iter().zip(kept_seqs) {
             match message {
-                Message::User(user) => self.push_user(message_seq, &user.content),
+                Message::User(user) => self.push_user(message_seq, &user.content, user.images),
                 other => {
                     self.messages.push(other);
                     self.seqs.push(message_seq);

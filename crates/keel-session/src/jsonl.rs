@@ -11,6 +11,7 @@ use std::time::SystemTime;
 
 use crate::error::{SessionError, SessionErrorKind};
 use crate::event::{Event, EventKind, ParentRef, SpawnRef};
+use crate::image_files::ImageFiles;
 use crate::projection::Projection;
 use crate::session::{EventWriter, Session, SyncWork};
 use crate::store::{ChangeNotify, SessionStore, SessionSummary};
@@ -71,12 +72,15 @@ pub struct JsonlWriter {
     /// Syncs run on a blocking thread (see [`JsonlStore::detached_sync`]).
     detached: bool,
     closed: bool,
+    /// Where the session's images are kept.
+    images: ImageFiles,
 }
 
 impl JsonlWriter {
     fn new(file: File, path: PathBuf, detached: bool) -> Self {
         JsonlWriter {
             file: std::sync::Arc::new(file),
+            images: ImageFiles::beside(&path),
             path,
             watched: None,
             line: Vec::with_capacity(4096),
@@ -125,6 +129,11 @@ impl EventWriter for JsonlWriter {
         self.closed = true;
         // The lock goes now, not when the last handle (a detached sync) drops the file.
         self.file.unlock().map_err(|e| SessionError::io(e).at_path(&self.path))
+    }
+
+    /// Images are files beside the log (`<id>.images/<sha256>.<ext>`).
+    fn put_image(&mut self, image: &keel_llm::Image, data: &[u8]) -> Result<(), SessionError> {
+        self.images.put(image, data)
     }
 }
 
@@ -315,8 +324,10 @@ impl JsonlStore {
         let mut events = Vec::new();
         // Events are checked as they are read, so what is returned is a valid log.
         let mut projection = Projection::new();
-        read_log(&path, &file, |event| {
+        let images = ImageFiles::beside(&path);
+        read_log(&path, &file, |mut event| {
             projection.check(&event)?;
+            images.fill(&mut event);
             projection.fold(event.clone());
             events.push(event);
             Ok(())
@@ -357,7 +368,11 @@ impl SessionStore for JsonlStore {
             .map_err(|e| SessionError::io(e).at_path(&path))?;
         Self::lock(&file, &id, &path)?;
         let mut projection = Projection::new();
-        let loaded = read_log(&path, &file, |event| projection.apply(event))?;
+        let images = ImageFiles::beside(&path);
+        let loaded = read_log(&path, &file, |mut event| {
+            images.fill(&mut event);
+            projection.apply(event)
+        })?;
         let io = |e: std::io::Error| SessionError::io(e).at_path(&path);
         // Drop a torn tail so the next append starts on a fresh line.
         let len = file.metadata().map_err(io)?.len();
@@ -461,7 +476,8 @@ impl SessionStore for JsonlStore {
             .open(&path)
             .map_err(|e| SessionError::io(e).at_path(&path))?;
         Self::lock(&file, &id, &path)?;
-        std::fs::remove_file(&path).map_err(|e| SessionError::io(e).at_path(&path))
+        std::fs::remove_file(&path).map_err(|e| SessionError::io(e).at_path(&path))?;
+        ImageFiles::beside(&path).remove()
     }
 }
 

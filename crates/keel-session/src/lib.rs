@@ -15,6 +15,7 @@ mod event;
 mod file_change;
 mod history;
 mod hook;
+mod image_files;
 mod jsonl;
 mod plan;
 mod projection;

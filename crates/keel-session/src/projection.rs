@@ -181,7 +181,7 @@ impl Projection {
                 }
                 // Consecutive user input (context then prompt, a prompt then steering, a
                 // prompt after a crash mid-request) is one message.
-                self.history.push_user(seq, &input.text);
+                self.history.push_user(seq, &input.text, input.images);
             }
             EventKind::AssistantMessage(message) => {
                 self.usage += message.usage;
@@ -221,6 +221,7 @@ impl Projection {
                         name: result.name,
                         content: result.content,
                         is_error: result.is_error,
+                        images: result.images,
                     },
                 );
             }

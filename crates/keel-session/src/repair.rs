@@ -80,6 +80,7 @@ pub fn closers(projection: &Projection) -> (Vec<EventKind>, RepairReport) {
             concludes_turn: false,
             duration_ms: None,
             change: None,
+            images: Vec::new(),
         }));
     }
     if let Some(turn) = projection.open_turn() {

@@ -46,6 +46,17 @@ pub trait EventWriter: Send + Sync {
         drop(notify);
         false
     }
+
+    /// Keeps an image's bytes beside the log, durably, before the event naming it is
+    /// appended (the log holds only its reference). A store that cannot keep images
+    /// refuses, and the event is not appended.
+    fn put_image(&mut self, image: &keel_llm::Image, data: &[u8]) -> Result<(), SessionError> {
+        let _ = (image, data);
+        Err(SessionError::new(
+            crate::SessionErrorKind::Unavailable,
+            "this session store does not keep images",
+        ))
+    }
 }
 
 /// A callback for [`EventWriter::watch_durable`]: the last seq now durable. Called from
@@ -91,6 +102,11 @@ impl EventWriter for NullWriter {
     fn sync(&mut self) -> Result<(), SessionError> {
         Ok(())
     }
+
+    /// Nothing is kept; the session's memory holds the bytes while it lives.
+    fn put_image(&mut self, _image: &keel_llm::Image, _data: &[u8]) -> Result<(), SessionError> {
+        Ok(())
+    }
 }
 
 /// A writer that keeps events in memory, shared with whoever holds the other handle.
@@ -124,6 +140,11 @@ impl EventWriter for MemoryWriter {
     }
 
     fn sync(&mut self) -> Result<(), SessionError> {
+        Ok(())
+    }
+
+    /// The events keep the bytes in memory.
+    fn put_image(&mut self, _image: &keel_llm::Image, _data: &[u8]) -> Result<(), SessionError> {
         Ok(())
     }
 }
@@ -257,6 +278,11 @@ impl Session {
         self.projection
             .check(&event)
             .map_err(|e| SessionError { kind: crate::SessionErrorKind::Invalid, ..e })?;
+        for image in event.kind.images() {
+            if let Some(data) = &image.data {
+                self.writer.put_image(image, data)?;
+            }
+        }
         self.writer.append(&event)?;
         self.next_seq = event.seq + 1;
         observe(&event);

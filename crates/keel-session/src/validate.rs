@@ -72,7 +72,7 @@ mod tests {
     use keel_llm::{AssistantMessage, ContentBlock, ToolCall, ToolResultMessage, UserMessage};
 
     fn user() -> Message {
-        Message::User(UserMessage { content: "u".into() })
+        Message::User(UserMessage::text("u"))
     }
     fn calls(ids: &[&str]) -> Message {
         Message::Assistant(AssistantMessage {
@@ -86,6 +86,7 @@ mod tests {
             name: "t".into(),
             content: "r".into(),
             is_error: false,
+            images: Vec::new(),
         })
     }
 

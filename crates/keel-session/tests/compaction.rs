@@ -89,7 +89,7 @@ fn compaction_replaces_the_older_part_with_the_summary_and_keeps_the_rest_verbat
         .iter()
         .position(|m| matches!(m, Message::Assistant(a) if a.tool_calls().any(|c| c.id == "d")))
         .unwrap();
-    let mut expected = vec![Message::User(UserMessage { content: "SUMMARY".into() })];
+    let mut expected = vec![Message::User(UserMessage::text("SUMMARY"))];
     expected.extend(before[kept_index..].iter().cloned());
     assert_eq!(after, expected);
     validate(&after).unwrap();
@@ -106,7 +106,7 @@ fn a_summary_keeping_nothing_replaces_everything() {
     session.append(start()).unwrap();
     let next = session.next_seq();
     session.append(end(CompactionOutcome::Compacted, "ALL OF IT", next + 100)).unwrap();
-    assert_eq!(session.messages(), &[Message::User(UserMessage { content: "ALL OF IT".into() })]);
+    assert_eq!(session.messages(), &[Message::User(UserMessage::text("ALL OF IT"))]);
 }
 
 #[test]

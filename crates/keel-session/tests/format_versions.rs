@@ -30,6 +30,7 @@ fn v1_messages() -> Vec<Message> {
             content:
                 "<environment>\nProject folder: /home/u/proj\n</environment>\n\nWhat does hello.py print?"
                     .into(),
+            images: Vec::new(),
         }),
         Message::Assistant(AssistantMessage {
             content: vec![
@@ -59,12 +60,14 @@ fn v1_messages() -> Vec<Message> {
             name: "read_file".into(),
             content: "print('hello from keel')".into(),
             is_error: false,
+            images: Vec::new(),
         }),
         Message::ToolResult(ToolResultMessage {
             call_id: "call_01_b".into(),
             name: "shell".into(),
             content: "hello from keel\n[exit code: 0]".into(),
             is_error: false,
+            images: Vec::new(),
         }),
         Message::Assistant(AssistantMessage {
             content: vec![
@@ -77,7 +80,7 @@ fn v1_messages() -> Vec<Message> {
             interrupted: false,
             origin: None,
         }),
-        Message::User(UserMessage { content: "Now run it twice.".into() }),
+        Message::User(UserMessage::text("Now run it twice.")),
         Message::Assistant(AssistantMessage {
             content: vec![ContentBlock::Thinking { text: "Run it".into(), signature: None }],
             finish_reason: FinishReason::Aborted,
@@ -114,7 +117,12 @@ fn a_version_1_log_takes_version_2_and_3_events_and_loads_again() {
     };
     for kind in [
         EventKind::TurnStart(TurnStart { turn: 3 }),
-        EventKind::UserMessage(UserInput { text: "Again.".into(), source: Default::default(), reason: None }),
+        EventKind::UserMessage(UserInput {
+            text: "Again.".into(),
+            source: Default::default(),
+            reason: None,
+            images: Vec::new(),
+        }),
         // Version 3: the intent and its request, beside the conversation.
         EventKind::ModelAside(keel_session::ModelAside {
             purpose: "intent".into(),
@@ -151,7 +159,7 @@ fn a_version_1_log_takes_version_2_and_3_events_and_loads_again() {
     drop(session);
     let reopened = store.open(V1_ID).unwrap();
     let mut expected = v1_messages();
-    expected.push(Message::User(UserMessage { content: "Again.".into() }));
+    expected.push(Message::User(UserMessage::text("Again.")));
     expected.push(Message::Assistant(reply));
     assert_eq!(reopened.messages(), expected.as_slice());
 }

@@ -66,10 +66,7 @@ fn torn_last_line_is_dropped_and_the_log_stays_appendable() {
     let events = store.read(&id).unwrap();
     assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![0, 1, 2]);
     // Consecutive user input is one message.
-    assert_eq!(
-        derive_messages(&events).unwrap(),
-        vec![Message::User(UserMessage { content: "hello\n\nagain".into() })]
-    );
+    assert_eq!(derive_messages(&events).unwrap(), vec![Message::User(UserMessage::text("hello\n\nagain"))]);
 }
 
 #[test]

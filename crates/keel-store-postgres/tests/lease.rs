@@ -52,6 +52,7 @@ fn late_result(call_seq: u64) -> EventKind {
         concludes_turn: false,
         duration_ms: None,
         change: None,
+        images: Vec::new(),
     })
 }
 
@@ -226,6 +227,7 @@ fn a_stale_writer_fails_instead_of_forking_history() {
                 text: "mine".into(),
                 source: Default::default(),
                 reason: None,
+                images: Vec::new(),
             })
         });
         if appended.is_err() {

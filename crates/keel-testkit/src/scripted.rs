@@ -223,6 +223,7 @@ struct State {
     requests: Vec<RecordedRequest>,
     model: Option<String>,
     context_window: Option<u64>,
+    accepts_images: Option<bool>,
     not_recording: bool,
 }
 
@@ -243,6 +244,11 @@ impl ScriptedModel {
     /// Reports `model` as the model name (default `script`). Clones share the name.
     pub fn set_model_name(&self, model: &str) {
         self.state.lock().unwrap().model = Some(model.to_owned());
+    }
+
+    /// Reports whether the model takes images (default: unknown). Clones share it.
+    pub fn set_accepts_images(&self, accepts: bool) {
+        self.state.lock().unwrap().accepts_images = Some(accepts);
     }
 
     /// Reports a context window of `tokens` (default none). Clones share it.
@@ -279,6 +285,10 @@ impl ModelClient for ScriptedModel {
 
     fn context_window(&self) -> Option<u64> {
         self.state.lock().unwrap().context_window
+    }
+
+    fn accepts_images(&self) -> Option<bool> {
+        self.state.lock().unwrap().accepts_images
     }
 
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {

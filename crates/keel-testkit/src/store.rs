@@ -57,7 +57,12 @@ macro_rules! store_conformance {
 }
 
 fn user(text: &str) -> EventKind {
-    EventKind::UserMessage(UserInput { text: text.into(), source: Default::default(), reason: None })
+    EventKind::UserMessage(UserInput {
+        text: text.into(),
+        source: Default::default(),
+        reason: None,
+        images: Vec::new(),
+    })
 }
 
 fn assistant(content: Vec<ContentBlock>, finish_reason: FinishReason) -> EventKind {
@@ -97,6 +102,7 @@ pub fn record_turn(session: &mut Session, prompt: &str) {
             concludes_turn: false,
             duration_ms: Some(1),
             change: None,
+            images: Vec::new(),
         }))
         .unwrap();
     session.append(EventKind::StepEnd(StepEnd { step: 1, interrupted: false })).unwrap();

@@ -182,11 +182,12 @@ mod tests {
             name: name.into(),
             content: content.into(),
             is_error: false,
+            images: Vec::new(),
         })
     }
 
     fn user(text: &str) -> Message {
-        Message::User(UserMessage { content: text.into() })
+        Message::User(UserMessage::text(text))
     }
 
     #[test]

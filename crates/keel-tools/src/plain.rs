@@ -42,7 +42,7 @@ pub(crate) async fn ask(
         reply: None,
         error: None,
     };
-    let messages = [Message::User(UserMessage { content: aside.prompt.clone() })];
+    let messages = [Message::User(UserMessage::text(aside.prompt.clone()))];
     let request =
         ModelRequest::new(SYSTEM, &messages, &[]).tool_choice(ToolChoice::None).temperature(temperature);
     let mut stream = model.stream(request, cancel);

@@ -29,8 +29,8 @@ pub fn text_tokens(text: &str) -> u64 {
 /// Estimated tokens of one message, its framing included.
 pub fn message_tokens(message: &Message) -> u64 {
     let body = match message {
-        Message::User(user) => text_tokens(&user.content),
-        Message::ToolResult(result) => text_tokens(&result.content),
+        Message::User(user) => text_tokens(&user.content) + images_tokens(&user.images),
+        Message::ToolResult(result) => text_tokens(&result.content) + images_tokens(&result.images),
         Message::Assistant(reply) => reply
             .content
             .iter()
@@ -42,6 +42,11 @@ pub fn message_tokens(message: &Message) -> u64 {
             .sum(),
     };
     body + 6
+}
+
+/// Estimated tokens of images.
+fn images_tokens(images: &[keel_llm::Image]) -> u64 {
+    images.iter().map(keel_llm::Image::estimated_tokens).sum()
 }
 
 /// Estimated tokens of `messages`.
@@ -176,7 +181,7 @@ pub fn files_touched(messages: &[Message], tools: &crate::ToolRegistry) -> (Vec<
 pub(crate) fn user_messages(messages: &[Message]) -> Vec<String> {
     let mut texts = Vec::new();
     for message in messages {
-        let Message::User(UserMessage { content }) = message else { continue };
+        let Message::User(UserMessage { content, .. }) = message else { continue };
         match content.strip_prefix(SUMMARY_MARKER) {
             Some(summary) => {
                 let inner = summary
@@ -257,7 +262,7 @@ pub fn summary_request(older: &[Message], instruction: &str) -> Vec<Message> {
             user.content.push_str("\n\n");
             user.content.push_str(instruction);
         }
-        _ => messages.push(Message::User(UserMessage { content: instruction.to_owned() })),
+        _ => messages.push(Message::User(UserMessage::text(instruction.to_owned()))),
     }
     messages
 }

@@ -4,7 +4,7 @@ use pretty_assertions::assert_eq;
 use super::*;
 
 fn user(text: &str) -> Message {
-    Message::User(UserMessage { content: text.into() })
+    Message::User(UserMessage::text(text))
 }
 
 fn call(id: &str, name: &str, args: &str) -> Message {
@@ -20,6 +20,7 @@ fn result(id: &str, name: &str, content: &str) -> Message {
         name: name.into(),
         content: content.into(),
         is_error: false,
+        images: Vec::new(),
     })
 }
 
@@ -94,6 +95,7 @@ fn files_read_and_changed_come_from_the_file_tools_calls() {
             name: "write_file".into(),
             content: "not written".into(),
             is_error: true,
+            images: Vec::new(),
         }),
     ];
     assert_eq!(
@@ -207,6 +209,7 @@ fn plan_result(id: &str, is_error: bool) -> Message {
         name: "update_plan".into(),
         content: "ok".into(),
         is_error,
+        images: Vec::new(),
     })
 }
 
@@ -268,7 +271,7 @@ fn the_latest_plan_that_was_kept_is_carried() {
 fn a_plan_carried_by_an_earlier_summary_is_carried_again() {
     let summary =
         format!("{SUMMARY_MARKER}\n\nSummary.{}\n[End of the summary.]", plan_block("[x] Read\n[>] Fix"));
-    let messages = [Message::User(UserMessage { content: summary })];
+    let messages = [Message::User(UserMessage::text(summary))];
     assert_eq!(latest_plan(&messages, &plan_tools()).as_deref(), Some("[x] Read\n[>] Fix"));
     let later = [messages[0].clone(), plan_call("d", "Test", "in_progress"), plan_result("d", false)];
     assert_eq!(latest_plan(&later, &plan_tools()).as_deref(), Some("[>] Test"), "a newer plan wins");

@@ -33,6 +33,7 @@ fn result(call_id: &str, name: &str, content: &str, change: Option<FileChange>) 
         concludes_turn: false,
         duration_ms: Some(1),
         change,
+        images: Vec::new(),
     })
 }
 
@@ -157,6 +158,7 @@ fn live_deltas_are_sent_once_and_calls_go_pending_in_progress_failed() {
         concludes_turn: false,
         duration_ms: None,
         change: None,
+        images: Vec::new(),
     };
     failed.content = "x".repeat(MAX_RESULT_CHARS + 5);
     let updates = translator.logged(&event(4, EventKind::ToolResult(failed)));

@@ -34,6 +34,9 @@ impl Settings {
         if layer.context_window.is_none() {
             config.context_window = facts.context_window.or(config.context_window);
         }
+        if layer.images.is_none() {
+            config.images = facts.images.or(config.images);
+        }
         if route_undecided(config, layer) {
             let tagged = facts.props.as_ref().is_some_and(keel_local::server::writes_tagged_calls);
             self.layer.grammar = Some(tagged);
@@ -76,6 +79,7 @@ mod tests {
             context_window: Some(n_ctx),
             size_source: Some("llama.cpp /v1/models"),
             props: Some(json!({"default_generation_settings": {"n_ctx": n_ctx}, "chat_template": template})),
+            images: None,
         }
     }
 

@@ -128,6 +128,9 @@ layer! {
         /// The model's context window in tokens (default: known models, the server's, or
         /// the embedded model's context).
         pub context_window: Option<u64>,
+        /// Whether the model takes images (default: what its server says, else unknown and
+        /// images are sent; false refuses a prompt with images before sending it).
+        pub images: Option<bool>,
         /// Compact the session when its context passes this share of the window (default
         /// 0.8; 0 never).
         pub compact_at: Option<f64>,

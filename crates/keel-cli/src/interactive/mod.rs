@@ -43,6 +43,8 @@ struct Repl {
     unfinished: String,
     /// The server's model names, for Tab after `/model `.
     models: ModelNames,
+    /// `--image` files, attached to the first prompt.
+    first_images: Vec<keel_llm::Image>,
 }
 
 impl Repl {
@@ -109,6 +111,13 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
     };
     let ctx = setup::context(&settings, &workspace, &session);
     let mcp = mcp.map(|m| SessionTools::new(m, settings.permission == keel_tools::PermissionMode::ReadOnly));
+    let first_images = match crate::images::read_all(&cli.images) {
+        Ok(images) => images,
+        Err(e) => {
+            errln!("keel: --image {e}");
+            return Ok(exit::USAGE);
+        }
+    };
     let mut repl = Repl {
         settings,
         workspace,
@@ -122,6 +131,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         mcp,
         unfinished: String::new(),
         models: ModelNames::new(),
+        first_images,
     };
     repl.models.serve(server(&repl.settings));
     let profile = repl.settings.profile.as_deref().map(|p| format!(" (profile {p})")).unwrap_or_default();
@@ -238,7 +248,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
                     }
                     continue;
                 }
-                if line.starts_with('/') {
+                if line.starts_with('/') && !crate::images::opens_with_file(&line) {
                     match repl.command(&line) {
                         Ok(true) => continue,
                         Ok(false) => break,

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use keel_agent::Prompt;
 use keel_llm::CancellationToken;
 
 use crate::input::{LineReader, terminal_source};
@@ -22,7 +23,34 @@ impl Repl {
         Ok(())
     }
 
+    /// The prompt for `text`: the `--image` files not yet sent and the image files the
+    /// text names by path. `None` (after saying why) when a named image cannot be sent.
+    fn prompt_with_images(&mut self, text: String) -> Option<Prompt> {
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let mut images = std::mem::take(&mut self.first_images);
+        for pasted in crate::images::pasted_in(&text, home.as_deref()) {
+            match pasted.image {
+                Ok(image) => {
+                    let name = pasted.path.file_name().unwrap_or(pasted.path.as_os_str()).to_string_lossy();
+                    self.say(&self.terminal.dim(&format!("attached {name} ({})", image.describe())));
+                    images.push(image);
+                }
+                Err(e) => {
+                    self.say(&format!("keel: cannot attach {e}; nothing was sent"));
+                    return None;
+                }
+            }
+        }
+        let prompt = Prompt::text(text).with_images(images);
+        if let Err(e) = prompt.check(&**self.agent.model()) {
+            self.say(&format!("keel: {e}; nothing was sent"));
+            return None;
+        }
+        Some(prompt)
+    }
+
     pub(super) async fn turn(&mut self, text: String) -> anyhow::Result<()> {
+        let Some(prompt) = self.prompt_with_images(text) else { return Ok(()) };
         self.mcp_tools().await?;
         let cancel = CancellationToken::new();
         let interrupts = crate::signals::during_turn(&cancel);
@@ -37,7 +65,8 @@ impl Repl {
             )
         });
         let started = Instant::now();
-        let outcome = self.agent.run_turn(&mut self.session, &self.ctx, text, &*self.terminal, &cancel).await;
+        let outcome =
+            self.agent.run_turn(&mut self.session, &self.ctx, prompt, &*self.terminal, &cancel).await;
         // A line typed but not sent, or a slash command typed, carries over to the prompt.
         self.unfinished = reader.map(LineReader::finish).unwrap_or_default();
         drop(interrupts);

@@ -37,6 +37,7 @@ fn recorded(results: &Results, id: &str) -> Result<ToolOutput, ToolError> {
             is_error: result.is_error,
             concludes_turn: result.concludes_turn,
             change: result.change.clone(),
+            images: result.images.clone(),
             ..ToolOutput::default()
         }),
     }
@@ -201,6 +202,7 @@ mod tests {
             concludes_turn: false,
             duration_ms: None,
             change: None,
+            images: Vec::new(),
         }
     }
 

@@ -24,6 +24,7 @@ use serde_json::{Map, Value};
 
 use crate::client::{ModelRequest, ToolChoice, ToolDefinition};
 use crate::config::{ProviderConfig, Thinking};
+use crate::image::Image;
 use crate::message::ModelInfo;
 use crate::message::{AssistantMessage, ContentBlock, Message, ToolCall, ToolResultMessage};
 
@@ -108,14 +109,54 @@ pub(crate) enum Block<'a> {
         name: &'a str,
         input: Input<'a>,
     },
+    Image {
+        source: ImageSource,
+    },
     ToolResult {
         tool_use_id: Cow<'a, str>,
-        content: Cow<'a, str>,
+        content: ResultContent<'a>,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<CacheControl>,
     },
+}
+
+/// An image block's bytes.
+#[derive(Debug, Serialize)]
+pub(crate) struct ImageSource {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'static str,
+    data: String,
+}
+
+/// A tool result's content: its text, or text and images.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum ResultContent<'a> {
+    Text(Cow<'a, str>),
+    Blocks(Vec<Block<'a>>),
+}
+
+/// Each image as an image block, or the note that stands for one whose bytes are gone.
+fn image_blocks<'a>(images: &[Image]) -> impl Iterator<Item = Block<'a>> + use<'a, '_> {
+    images.iter().map(|image| match image.base64() {
+        Some(data) => Block::Image {
+            source: ImageSource { kind: "base64", media_type: image.media_type.media_type(), data },
+        },
+        None => Block::Text { text: Cow::Owned(image.missing_note()), cache_control: None },
+    })
+}
+
+/// A tool result's content: a string, or blocks when it carries images.
+fn result_content(result: &ToolResultMessage) -> ResultContent<'_> {
+    if result.images.is_empty() {
+        return ResultContent::Text(Cow::Borrowed(&result.content));
+    }
+    let mut blocks: Vec<Block<'_>> = text_block(&result.content).into_iter().collect();
+    blocks.extend(image_blocks(&result.images));
+    ResultContent::Blocks(blocks)
 }
 
 impl Block<'_> {
@@ -200,14 +241,14 @@ fn answer<'a>(calls: &[(Cow<'a, str>, &'a str)], results: &[&'a ToolResultMessag
                 used[n] = true;
                 Block::ToolResult {
                     tool_use_id: id.clone(),
-                    content: Cow::Borrowed(&results[n].content),
+                    content: result_content(results[n]),
                     is_error: results[n].is_error,
                     cache_control: None,
                 }
             }
             None => Block::ToolResult {
                 tool_use_id: id.clone(),
-                content: Cow::Borrowed("no result was recorded for this call"),
+                content: ResultContent::Text(Cow::Borrowed("no result was recorded for this call")),
                 is_error: true,
                 cache_control: None,
             },
@@ -215,14 +256,16 @@ fn answer<'a>(calls: &[(Cow<'a, str>, &'a str)], results: &[&'a ToolResultMessag
         blocks.push(block);
     }
     let orphans = results.iter().zip(&used).filter(|(_, used)| !**used);
-    blocks.extend(orphans.map(|(result, _)| orphan_result(result)));
+    blocks.extend(orphans.flat_map(|(result, _)| orphan_result(result)));
     blocks
 }
 
 /// A result whose call is not in the message before it, as text.
-fn orphan_result(result: &ToolResultMessage) -> Block<'_> {
+fn orphan_result(result: &ToolResultMessage) -> Vec<Block<'_>> {
     let text = format!("[result of the {} call {}]\n{}", result.name, result.call_id, result.content);
-    Block::Text { text: Cow::Owned(text), cache_control: None }
+    let mut blocks = vec![Block::Text { text: Cow::Owned(text), cache_control: None }];
+    blocks.extend(image_blocks(&result.images));
+    blocks
 }
 
 /// Appends `blocks` as a message of `role`, joining the message before when it has the
@@ -246,9 +289,11 @@ pub(crate) fn turns<'a>(messages: &'a [Message], me: &ModelInfo, thinking: bool)
         i += 1;
         match message {
             Message::User(user) => {
-                push(&mut turns, Role::User, text_block(&user.content).into_iter().collect())
+                let mut blocks: Vec<Block<'a>> = text_block(&user.content).into_iter().collect();
+                blocks.extend(image_blocks(&user.images));
+                push(&mut turns, Role::User, blocks)
             }
-            Message::ToolResult(result) => push(&mut turns, Role::User, vec![orphan_result(result)]),
+            Message::ToolResult(result) => push(&mut turns, Role::User, orphan_result(result)),
             Message::Assistant(assistant) => {
                 let mut results = Vec::new();
                 while let Some(Message::ToolResult(result)) = messages.get(i) {

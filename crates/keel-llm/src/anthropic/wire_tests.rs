@@ -34,7 +34,7 @@ fn body(messages: &[Message], config: &ProviderConfig, choice: ToolChoice) -> Va
 }
 
 fn user(text: &str) -> Message {
-    Message::User(UserMessage { content: text.into() })
+    Message::User(UserMessage::text(text))
 }
 
 fn result(id: &str, content: &str) -> Message {
@@ -43,6 +43,7 @@ fn result(id: &str, content: &str) -> Message {
         name: "read_file".into(),
         content: content.into(),
         is_error: false,
+        images: Vec::new(),
     })
 }
 
@@ -259,4 +260,29 @@ fn a_capped_request_is_capped_and_does_not_think() {
     let above = send(ModelRequest::new("s", &messages, &tools).max_tokens(1_000_000));
     assert_eq!(above["max_tokens"], config.max_tokens);
     assert!(above.get("thinking").is_some(), "{above}");
+}
+
+#[test]
+fn images_are_image_blocks_in_user_messages_and_tool_results() {
+    let (image, hollow) = crate::image::test_images();
+    let data = image.base64().unwrap();
+    let mut with_image = result("toolu_1", "shot");
+    let Message::ToolResult(r) = &mut with_image else { panic!() };
+    r.images = vec![image.clone()];
+    let messages = vec![
+        Message::User(UserMessage { content: "look".into(), images: vec![image, hollow] }),
+        assistant(vec![call("toolu_1", "{}")], Some(me())),
+        with_image,
+    ];
+    let body = body(&messages, &config(Thinking::Off), ToolChoice::Auto);
+    let png = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}});
+    assert_eq!(
+        body["messages"][0]["content"],
+        json!([
+            {"type": "text", "text": "look"},
+            png,
+            {"type": "text", "text": "[an image (image/png, 70 bytes) whose file is no longer beside the session]"},
+        ])
+    );
+    assert_eq!(body["messages"][2]["content"][0]["content"], json!([{"type": "text", "text": "shot"}, png]));
 }

@@ -96,6 +96,9 @@ pub struct ProviderConfig {
     /// The model's context window in tokens, if known (by default from
     /// [`crate::known_context_window`]).
     pub context_window: Option<u64>,
+    /// Whether the model takes images (config `images`, or what its server says);
+    /// `None`: unknown, images are sent and the provider decides.
+    pub images: Option<bool>,
     /// Extra headers sent with every request.
     pub headers: Vec<(String, String)>,
     /// Extra top-level body fields (e.g. `{"thinking": {"type": "enabled"}}`).
@@ -126,6 +129,7 @@ impl ProviderConfig {
             life: RequestLife::default(),
             text_tool_calls: false,
             thoughts_as_reasoning: false,
+            images: None,
             headers: Vec::new(),
             extra_body: Map::new(),
             chat: ChatOptions::default(),

@@ -10,8 +10,9 @@ use serde_json::{Map, Value};
 
 use crate::client::{ModelRequest, ToolChoice, ToolDefinition};
 use crate::config::{MaxTokensField, ProviderConfig, ReasoningReplay};
+use crate::image::Image;
 use crate::message::ModelInfo;
-use crate::message::{ContentBlock, Message, Usage};
+use crate::message::{ContentBlock, Message, ToolResultMessage, Usage};
 use crate::transport::escapes::parse_json;
 
 #[derive(Serialize)]
@@ -47,7 +48,7 @@ enum WireMessage<'a> {
         content: &'a str,
     },
     User {
-        content: &'a str,
+        content: ChatContent<'a>,
     },
     Assistant {
         content: Cow<'a, str>,
@@ -60,6 +61,53 @@ enum WireMessage<'a> {
         tool_call_id: &'a str,
         content: &'a str,
     },
+}
+
+/// A user message's content: a string, or parts when it carries images.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ChatContent<'a> {
+    Text(&'a str),
+    Parts(Vec<ChatPart<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ChatPart<'a> {
+    Text { text: Cow<'a, str> },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
+}
+
+/// Text then images, each image as a `data:` URL (or the note that stands for one whose
+/// bytes are gone).
+fn parts<'a>(text: Cow<'a, str>, images: &[Image]) -> Vec<ChatPart<'a>> {
+    let mut parts = Vec::with_capacity(images.len() + 1);
+    if !text.is_empty() {
+        parts.push(ChatPart::Text { text });
+    }
+    for image in images {
+        parts.push(match image.data_url() {
+            Some(url) => ChatPart::ImageUrl { image_url: ImageUrl { url } },
+            None => ChatPart::Text { text: Cow::Owned(image.missing_note()) },
+        });
+    }
+    parts
+}
+
+/// Chat Completions takes no images in a tool message: a tool's images follow its run of
+/// tool messages as one user message, which names the call they came from.
+fn tool_images<'a>(results: &[&'a ToolResultMessage]) -> Option<WireMessage<'a>> {
+    let mut all = Vec::new();
+    for result in results.iter().filter(|r| !r.images.is_empty()) {
+        let intro = format!("Images returned by the `{}` call {}:", result.name, result.call_id);
+        all.extend(parts(Cow::Owned(intro), &result.images));
+    }
+    (!all.is_empty()).then_some(WireMessage::User { content: ChatContent::Parts(all) })
 }
 
 #[derive(Serialize)]
@@ -141,10 +189,22 @@ pub(crate) fn encode(
     if !request.system.is_empty() {
         messages.push(WireMessage::System { content: request.system });
     }
+    let mut with_images: Vec<&ToolResultMessage> = Vec::new();
     for message in request.messages {
+        if !matches!(message, Message::ToolResult(_)) {
+            messages.extend(tool_images(&std::mem::take(&mut with_images)));
+        }
         messages.push(match message {
-            Message::User(user) => WireMessage::User { content: &user.content },
+            Message::User(user) if user.images.is_empty() => {
+                WireMessage::User { content: ChatContent::Text(&user.content) }
+            }
+            Message::User(user) => WireMessage::User {
+                content: ChatContent::Parts(parts(Cow::Borrowed(&user.content), &user.images)),
+            },
             Message::ToolResult(result) => {
+                if !result.images.is_empty() {
+                    with_images.push(result);
+                }
                 WireMessage::Tool { tool_call_id: &result.call_id, content: &result.content }
             }
             Message::Assistant(assistant) => {
@@ -171,6 +231,7 @@ pub(crate) fn encode(
             }
         });
     }
+    messages.extend(tool_images(&with_images));
     let tools = tools.filter(|_| !request.tools.is_empty());
     let tool_choice = match (tools.is_none(), request.tool_choice) {
         (true, _) => None,
@@ -402,7 +463,7 @@ mod tests {
 
     fn history() -> Vec<Message> {
         vec![
-            Message::User(UserMessage { content: "hi".into() }),
+            Message::User(UserMessage::text("hi")),
             Message::Assistant(AssistantMessage {
                 content: vec![
                     ContentBlock::Thinking { text: "plan".into(), signature: None },
@@ -415,6 +476,7 @@ mod tests {
                 name: "read_file".into(),
                 content: "text".into(),
                 is_error: false,
+                images: Vec::new(),
             }),
             Message::Assistant(AssistantMessage {
                 content: vec![
@@ -425,6 +487,39 @@ mod tests {
                 ..AssistantMessage::default()
             }),
         ]
+    }
+
+    #[test]
+    fn images_are_parts_of_user_messages_and_a_tools_images_follow_its_results() {
+        let (image, hollow) = crate::image::test_images();
+        let url = image.data_url().unwrap();
+        let mut messages = history();
+        messages[0] =
+            Message::User(UserMessage { content: "look".into(), images: vec![image.clone(), hollow] });
+        let Message::ToolResult(result) = &mut messages[2] else { panic!() };
+        result.images = vec![image];
+        let encoded = body(&messages, &ProviderConfig::new("http://x", "m"));
+        let sent = &encoded["messages"];
+        assert_eq!(
+            sent[1],
+            serde_json::json!({"role": "user", "content": [
+                {"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": url}},
+                {"type": "text", "text": "[an image (image/png, 70 bytes) whose file is no longer beside the session]"},
+            ]})
+        );
+        assert_eq!(sent[3], serde_json::json!({"role": "tool", "tool_call_id": "c1", "content": "text"}));
+        assert_eq!(
+            sent[4],
+            serde_json::json!({"role": "user", "content": [
+                {"type": "text", "text": "Images returned by the `read_file` call c1:"},
+                {"type": "image_url", "image_url": {"url": url}},
+            ]})
+        );
+        assert_eq!(sent[5]["role"], "assistant");
+        // Without images, a user message is still a plain string.
+        let plain = body(&history(), &ProviderConfig::new("http://x", "m"));
+        assert_eq!(plain["messages"][1], serde_json::json!({"role": "user", "content": "hi"}));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 
 use crate::client::{ModelRequest, ToolChoice, ToolDefinition};
 use crate::config::ProviderConfig;
+use crate::image::Image;
 use crate::message::ModelInfo;
 use crate::message::{AssistantMessage, ContentBlock, Message, ToolResultMessage};
 
@@ -62,12 +63,44 @@ struct Reasoning<'a> {
     summary: Option<&'a str>,
 }
 
-/// One part of a message's content.
+/// One part of a message's content: text, or an image as a `data:` URL.
 #[derive(Debug, Serialize)]
 pub(crate) struct Part<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
-    text: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image_url: Option<String>,
+}
+
+impl<'a> Part<'a> {
+    fn text(kind: &'static str, text: Cow<'a, str>) -> Self {
+        Part { kind, text: Some(text), image_url: None }
+    }
+}
+
+/// Text then images (an image whose bytes are gone as the note that stands for it).
+fn parts<'a>(text: Cow<'a, str>, images: &[Image]) -> Vec<Part<'a>> {
+    let mut parts = Vec::with_capacity(images.len() + 1);
+    if !text.is_empty() || images.is_empty() {
+        parts.push(Part::text("input_text", text));
+    }
+    for image in images {
+        parts.push(match image.data_url() {
+            Some(url) => Part { kind: "input_image", text: None, image_url: Some(url) },
+            None => Part::text("input_text", Cow::Owned(image.missing_note())),
+        });
+    }
+    parts
+}
+
+/// A function call's output: its text, or text and images.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum Output<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<Part<'a>>),
 }
 
 /// One input item.
@@ -87,7 +120,7 @@ pub(crate) enum Item<'a> {
     },
     FunctionCallOutput {
         call_id: &'a str,
-        output: Cow<'a, str>,
+        output: Output<'a>,
     },
     /// An item as the provider sent it (a reasoning item), its own `type` inside.
     #[serde(untagged)]
@@ -95,7 +128,7 @@ pub(crate) enum Item<'a> {
 }
 
 fn user_text(text: Cow<'_, str>) -> Item<'_> {
-    Item::Message { role: "user", content: vec![Part { kind: "input_text", text }] }
+    Item::Message { role: "user", content: vec![Part::text("input_text", text)] }
 }
 
 /// Whether `item` is a reasoning item that can go back: it has encrypted content.
@@ -119,7 +152,7 @@ fn assistant_items<'a>(message: &'a AssistantMessage, me: &ModelInfo, items: &mu
     for block in &message.content {
         match block {
             ContentBlock::Text { text: t } if !t.is_empty() => {
-                text.push(Part { kind: "output_text", text: Cow::Borrowed(t) })
+                text.push(Part::text("output_text", Cow::Borrowed(t)))
             }
             ContentBlock::ProviderItem { api, item }
                 if api == API && item.get("type").and_then(Value::as_str) == Some("reasoning") =>
@@ -151,11 +184,15 @@ fn outputs<'a>(calls: &[&'a str], results: &[&'a ToolResultMessage], items: &mut
     for call_id in calls {
         let found = results.iter().enumerate().position(|(n, r)| !used[n] && r.call_id == *call_id);
         let output = match found {
+            Some(n) if results[n].images.is_empty() => {
+                used[n] = true;
+                Output::Text(Cow::Borrowed(results[n].content.as_str()))
+            }
             Some(n) => {
                 used[n] = true;
-                Cow::Borrowed(results[n].content.as_str())
+                Output::Parts(parts(Cow::Borrowed(results[n].content.as_str()), &results[n].images))
             }
-            None => Cow::Borrowed("no result was recorded for this call"),
+            None => Output::Text(Cow::Borrowed("no result was recorded for this call")),
         };
         items.push(Item::FunctionCallOutput { call_id, output });
     }
@@ -166,10 +203,8 @@ fn outputs<'a>(calls: &[&'a str], results: &[&'a ToolResultMessage], items: &mut
 
 /// A result whose call is not in the message before it, as user text.
 fn stray(result: &ToolResultMessage) -> Item<'_> {
-    user_text(Cow::Owned(format!(
-        "[result of the {} call {}]\n{}",
-        result.name, result.call_id, result.content
-    )))
+    let text = format!("[result of the {} call {}]\n{}", result.name, result.call_id, result.content);
+    Item::Message { role: "user", content: parts(Cow::Owned(text), &result.images) }
 }
 
 /// The conversation as input items for the model `me`.
@@ -179,7 +214,13 @@ pub(crate) fn input<'a>(messages: &'a [Message], me: &ModelInfo) -> Vec<Item<'a>
     while let Some(message) = messages.get(i) {
         i += 1;
         match message {
-            Message::User(user) => items.push(user_text(Cow::Borrowed(&user.content))),
+            Message::User(user) if user.images.is_empty() => {
+                items.push(user_text(Cow::Borrowed(&user.content)))
+            }
+            Message::User(user) => items.push(Item::Message {
+                role: "user",
+                content: parts(Cow::Borrowed(&user.content), &user.images),
+            }),
             Message::ToolResult(result) => items.push(stray(result)),
             Message::Assistant(assistant) => {
                 let mut results = Vec::new();

@@ -33,7 +33,7 @@ fn body(messages: &[Message]) -> Value {
 }
 
 fn user(text: &str) -> Message {
-    Message::User(UserMessage { content: text.into() })
+    Message::User(UserMessage::text(text))
 }
 
 fn result(id: &str, content: &str) -> Message {
@@ -42,6 +42,7 @@ fn result(id: &str, content: &str) -> Message {
         name: "read_file".into(),
         content: content.into(),
         is_error: false,
+        images: Vec::new(),
     })
 }
 
@@ -167,4 +168,37 @@ fn without_tools_there_is_no_tool_choice_and_a_required_call_says_so() {
     assert_eq!(body["tool_choice"], "required");
     let body = body_with(&[user("hi")], &tools(), ToolChoice::None);
     assert_eq!(body["tool_choice"], "none");
+}
+
+#[test]
+fn images_are_input_images_in_messages_and_call_outputs() {
+    let (image, hollow) = crate::image::test_images();
+    let url = image.data_url().unwrap();
+    let mut with_image = result("call_1", "shot");
+    let Message::ToolResult(r) = &mut with_image else { panic!() };
+    r.images = vec![image.clone()];
+    let messages = vec![
+        Message::User(UserMessage { content: "look".into(), images: vec![image, hollow] }),
+        Message::Assistant(crate::message::AssistantMessage {
+            content: vec![ContentBlock::ToolCall(ToolCall::new("call_1", "read_file", "{}"))],
+            ..Default::default()
+        }),
+        with_image,
+    ];
+    let body = body(&messages);
+    assert_eq!(
+        body["input"][0],
+        json!({"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "look"},
+            {"type": "input_image", "image_url": url},
+            {"type": "input_text", "text": "[an image (image/png, 70 bytes) whose file is no longer beside the session]"},
+        ]})
+    );
+    assert_eq!(
+        body["input"][2],
+        json!({"type": "function_call_output", "call_id": "call_1", "output": [
+            {"type": "input_text", "text": "shot"},
+            {"type": "input_image", "image_url": url},
+        ]})
+    );
 }

@@ -33,7 +33,7 @@ pub fn tools() -> Vec<ToolDefinition> {
 }
 
 pub fn user(text: &str) -> Vec<Message> {
-    vec![Message::User(UserMessage { content: text.into() })]
+    vec![Message::User(UserMessage::text(text))]
 }
 
 /// A config of `api` for the mock server, with quick retries.

@@ -31,7 +31,7 @@ const PROMPT: &str = "Write a Python function that returns the sum of a list of 
 
 /// The greedy reply to the check's prompt, or the model's error.
 async fn reply(model: &LocalModel) -> Result<String, ModelError> {
-    let messages = vec![Message::User(UserMessage { content: PROMPT.into() })];
+    let messages = vec![Message::User(UserMessage::text(PROMPT))];
     let events: Vec<_> =
         model.stream(ModelRequest::new(SYSTEM, &messages, &[]), CancellationToken::new()).collect().await;
     match events.last() {

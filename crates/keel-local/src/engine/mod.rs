@@ -420,6 +420,11 @@ impl ModelClient for LocalModel {
         Some(u64::from(self.loaded.n_ctx))
     }
 
+    /// The prompt is rendered to text by a chat template: no images.
+    fn accepts_images(&self) -> Option<bool> {
+        Some(false)
+    }
+
     fn stream<'a>(&'a self, request: ModelRequest<'a>, cancel: CancellationToken) -> ModelStream<'a> {
         let prompt = match self.template.render(request.system, request.messages, request.tools) {
             Ok(prompt) => prompt,

@@ -8,7 +8,12 @@ use keel_session::{
 };
 
 pub fn user(text: &str) -> EventKind {
-    EventKind::UserMessage(UserInput { text: text.into(), source: Default::default(), reason: None })
+    EventKind::UserMessage(UserInput {
+        text: text.into(),
+        source: Default::default(),
+        reason: None,
+        images: Vec::new(),
+    })
 }
 
 pub fn assistant_text(text: &str) -> EventKind {
@@ -52,6 +57,7 @@ pub fn result(id: &str, name: &str, source_seq: u64) -> EventKind {
         concludes_turn: false,
         duration_ms: Some(1),
         change: None,
+        images: Vec::new(),
     })
 }
 
