@@ -3,10 +3,9 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use keel_llm::{ModelEvent, ToolCall};
-use keel_session::{Event, ToolResultData};
-
-use crate::subagent::SubagentUpdate;
+use keel_llm::{ModelEvent, ToolCall, Usage};
+use keel_session::{Event, ToolResultData, TurnEndReason};
+use serde::Serialize;
 
 /// Something the loop reports. Borrowed: a sink copies only what it keeps.
 #[derive(Debug, Clone, Copy)]
@@ -163,4 +162,45 @@ impl Sink for RecordingSink {
             Err(poisoned) => poisoned.into_inner().push(owned),
         }
     }
+}
+
+/// News of a running child, for the parent's sink ([`AgentEvent::Subagent`](AgentEvent::Subagent)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum SubagentUpdate {
+    /// The child's session exists and its turn starts.
+    Started {
+        /// The child's session id.
+        session_id: String,
+        /// The agent it runs.
+        agent: String,
+        /// The few words the call gave for people, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+    },
+    /// The child started a tool call.
+    Tool {
+        /// The child's session id.
+        session_id: String,
+        /// The child's step.
+        step: u32,
+        /// The tool.
+        name: String,
+        /// The call's raw arguments.
+        #[serde(skip)]
+        arguments: String,
+    },
+    /// The child's turn ended.
+    Finished {
+        /// The child's session id.
+        session_id: String,
+        /// Why it ended.
+        reason: TurnEndReason,
+        /// Steps taken.
+        steps: u32,
+        /// Tool calls answered.
+        tool_calls: u32,
+        /// Tokens it used.
+        usage: Usage,
+    },
 }

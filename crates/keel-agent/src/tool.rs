@@ -100,7 +100,7 @@ pub(crate) enum Report {
     /// A line of progress text.
     Text(String),
     /// News of a child session (the `task` tool's subagent).
-    Subagent(crate::subagent::SubagentUpdate),
+    Subagent(crate::sink::SubagentUpdate),
 }
 
 /// What a running tool can use: cancellation, the workspace, a place for files, and a
@@ -160,13 +160,14 @@ impl ToolContext {
     /// Streams a line of progress to whoever watches the loop.
     pub fn progress(&self, text: impl Into<String>) {
         if let Some(sender) = &self.progress {
-            let _ = sender.send(Progress { call_id: self.call_id.clone(), report: Report::Text(text.into()) });
+            let _ =
+                sender.send(Progress { call_id: self.call_id.clone(), report: Report::Text(text.into()) });
         }
     }
 
     /// Reports what a child session this call runs is doing (the sink gets it as
     /// [`AgentEvent::Subagent`](crate::AgentEvent::Subagent)).
-    pub fn subagent(&self, update: crate::subagent::SubagentUpdate) {
+    pub fn subagent(&self, update: crate::sink::SubagentUpdate) {
         if let Some(sender) = &self.progress {
             let _ = sender.send(Progress { call_id: self.call_id.clone(), report: Report::Subagent(update) });
         }

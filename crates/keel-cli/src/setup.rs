@@ -191,7 +191,8 @@ pub fn agent(
     crate::skills::offer(settings, workspace, &mut config.system_prompt, &mut tools, &mut notes);
     // Subagents: `task`, whose children get the tools above, the model and the hooks.
     let parent = (Arc::clone(&model), Arc::clone(&hooks), &config);
-    crate::subagents::offer(settings, workspace, parent, &mut tools, &mut notes);
+    let making = crate::subagents::Making { context, client };
+    crate::subagents::offer(settings, workspace, parent, &mut tools, &mut notes, making);
     (Agent::builder_shared(model).config(config).tools(tools).hooks_shared(hooks).build(), notes)
 }
 

@@ -15,12 +15,12 @@ use std::sync::{Arc, Mutex};
 
 use keel_agent::subagent::{Parent, Spawner, SubagentError, TaskLimits};
 use keel_agent::{AgentConfig, AgentDef, Hooks, Session, SessionContext, TaskTool, ToolRegistry};
-use keel_llm::ModelClient;
+use keel_llm::{ModelClient, ProviderConfig};
 use keel_session::{SessionError, SessionStore, SpawnRef};
 use keel_tools::profile::ToolProfile;
 use keel_tools::skills::markdown;
 
-use crate::config::{ModelSettings, Settings};
+use crate::config::{ConfigError, ModelSettings, Settings};
 use crate::custom_commands::{MAX_COMMANDS, project_files, shown_path, user_files};
 
 /// The project's agents folder, relative to the workspace.
@@ -92,9 +92,20 @@ pub fn definition(found: String, text: &str, _shown: String) -> Result<AgentDef,
     Ok(AgentDef { name, description, tools, model, prompt: doc.body })
 }
 
+/// How the CLI makes what a child needs (`setup`'s functions, handed in: `setup` calls
+/// this module, so this module does not call it).
+#[derive(Clone, Copy)]
+pub struct Making {
+    /// A session's context ([`crate::setup::context`]).
+    pub context: fn(&Settings, &Path, &Session) -> SessionContext,
+    /// A client for a server's model ([`crate::setup::client`]).
+    pub client: fn(&ProviderConfig) -> Result<Arc<dyn ModelClient>, ConfigError>,
+}
+
 /// What children need from the CLI: the store, the session context, models by name.
 struct Children {
     settings: Settings,
+    making: Making,
 }
 
 impl Spawner for Children {
@@ -106,7 +117,7 @@ impl Spawner for Children {
     }
 
     fn context(&self, session: &Session, workspace: &Path) -> SessionContext {
-        crate::setup::context(&self.settings, workspace, session)
+        (self.making.context)(&self.settings, workspace, session)
     }
 
     fn model(&self, name: &str) -> Result<Arc<dyn ModelClient>, SubagentError> {
@@ -115,7 +126,7 @@ impl Spawner for Children {
             ModelSettings::Remote(config) => {
                 let mut config = config.as_ref().clone();
                 config.model = name.to_owned();
-                crate::setup::client(&config).map_err(|e| unavailable(e.to_string()))
+                (self.making.client)(&config).map_err(|e| unavailable(e.to_string()))
             }
             ModelSettings::Local(_) => Err(unavailable("the embedded model runs one model only".into())),
         }
@@ -131,6 +142,7 @@ pub fn offer(
     parent: (Arc<dyn ModelClient>, Arc<dyn Hooks>, &AgentConfig),
     tools: &mut ToolRegistry,
     notes: &mut Vec<String>,
+    making: Making,
 ) {
     if settings.tool_profile != ToolProfile::Full {
         return;
@@ -139,7 +151,7 @@ pub fn offer(
     notes.extend(found);
     let (model, hooks, config) = parent;
     let parent = Parent { model, tools: tools.clone(), hooks, config: config.clone() };
-    let spawner = Arc::new(Children { settings: settings.clone() });
+    let spawner = Arc::new(Children { settings: settings.clone(), making });
     let (task, more) = TaskTool::new(parent, defs, spawner, TaskLimits::default());
     notes.extend(more);
     tools.register(task);

@@ -8,9 +8,9 @@ use keel_llm::CancellationToken;
 use keel_session::{SpawnRef, TurnEndReason};
 
 use super::budget::{BUDGET_SPENT, Budget, Budgeted};
-use super::tool::{Ready, TaskTool};
-use super::{SubagentError, SubagentUpdate, TaskArgs};
+use super::{AgentDef, Parent, Spawner, SubagentError, SubagentUpdate, TaskLimits};
 use crate::agent::{Agent, TurnOutcome};
+use crate::registry::ToolRegistry;
 use crate::sink::{AgentEvent, Sink};
 use crate::tool::{ToolContext, ToolOutput};
 use crate::tool_error::{ToolError, ToolErrorKind};
@@ -46,14 +46,23 @@ fn start_error(error: SubagentError) -> ToolError {
     ToolError::new(kind, format!("the subagent could not start: {error}"))
 }
 
-/// Runs `agent` on `args.prompt` in a new child session and hands back its answer.
+/// What a child is made of: the parent's part, the agent and its tools, the bounds.
+pub(crate) struct Job<'a> {
+    pub parent: &'a Parent,
+    pub spawner: &'a dyn Spawner,
+    pub limits: TaskLimits,
+    pub def: AgentDef,
+    pub tools: ToolRegistry,
+}
+
+/// Runs `job`'s agent on `prompt` in a new child session and hands back its answer.
 pub(crate) async fn run(
-    tool: &TaskTool,
-    agent: Ready,
-    args: TaskArgs,
+    job: Job<'_>,
+    prompt: String,
+    description: Option<String>,
     ctx: ToolContext,
 ) -> Result<ToolOutput, ToolError> {
-    let limits = tool.limits;
+    let limits = job.limits;
     let shared = ctx.state.with(|slot: &mut Shared| {
         Arc::clone(slot.0.get_or_insert_with(|| Arc::new(Budget::new(limits.session_tokens))))
     });
@@ -65,40 +74,40 @@ without them.",
         )));
     }
     let own = Arc::new(Budget::new(limits.child_tokens));
-    let model = match &agent.def.model {
-        Some(name) => tool.spawner.model(name).map_err(start_error)?,
-        None => Arc::clone(&tool.parent.model),
+    let model = match &job.def.model {
+        Some(name) => job.spawner.model(name).map_err(start_error)?,
+        None => Arc::clone(&job.parent.model),
     };
     let model = Arc::new(Budgeted { inner: model, budgets: vec![Arc::clone(&own), Arc::clone(&shared)] });
     let link = SpawnRef {
         id: ctx.session_id.as_deref().unwrap_or_default().to_owned(),
         seq: ctx.call_seq.unwrap_or_default(),
         call_id: ctx.call_id.to_string(),
-        agent: agent.def.name.clone(),
+        agent: job.def.name.clone(),
     };
     let cwd = ctx.workspace.display().to_string();
-    let mut session = tool.spawner.create(&cwd, link).map_err(|e| start_error(SubagentError::Session(e)))?;
+    let mut session = job.spawner.create(&cwd, link).map_err(|e| start_error(SubagentError::Session(e)))?;
     let session_id = session.id().to_owned();
-    let child_ctx = tool.spawner.context(&session, &ctx.workspace);
-    let mut config = tool.parent.config.clone();
-    config.system_prompt = agent.def.prompt.clone();
+    let child_ctx = job.spawner.context(&session, &ctx.workspace);
+    let mut config = job.parent.config.clone();
+    config.system_prompt = job.def.prompt.clone();
     config.max_steps = limits.max_steps;
     config.summary_on_step_limit = true;
     config.fresh_start = false;
     config.read_intent = false;
     let child = Agent::builder_shared(model)
         .config(config)
-        .tools(agent.tools.clone())
-        .hooks_shared(Arc::clone(&tool.parent.hooks))
+        .tools(job.tools.clone())
+        .hooks_shared(Arc::clone(&job.parent.hooks))
         .build();
     ctx.subagent(SubagentUpdate::Started {
         session_id: session_id.clone(),
-        agent: agent.def.name.clone(),
-        description: args.description.clone(),
+        agent: job.def.name.clone(),
+        description,
     });
     let sink = ChildSink { parent: ctx.clone(), session_id: session_id.clone() };
     let cancel = ctx.cancel.child_token();
-    let turn = child.run_turn(&mut session, &child_ctx, &args.prompt, &sink, &cancel);
+    let turn = child.run_turn(&mut session, &child_ctx, &prompt, &sink, &cancel);
     let (outcome, timed_out) = within(turn, limits.timeout, &cancel).await;
     drop(session);
     let outcome = outcome.map_err(|e| {
@@ -112,8 +121,7 @@ without them.",
         usage: outcome.usage,
     });
     let stop = Stop { timed_out, own: &own, shared: &shared, limits_minutes: limits.timeout.as_secs() / 60 };
-    Ok(answer(&agent.def.name, &session_id, &outcome, &stop, limits.max_result_chars)
-        .with_usage(outcome.usage))
+    Ok(answer(&job.def.name, &session_id, &outcome, &stop, limits.max_result_chars).with_usage(outcome.usage))
 }
 
 /// Runs `turn` for at most `timeout`; past it, `cancel` fires and the turn ends as an

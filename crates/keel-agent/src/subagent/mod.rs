@@ -20,15 +20,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_llm::{ModelClient, Usage};
-use keel_session::{Session, SessionError, SpawnRef, TurnEndReason};
-use serde::Serialize;
+use keel_llm::ModelClient;
+use keel_session::{Session, SessionError, SpawnRef};
 
 use crate::agent::AgentConfig;
 use crate::context::SessionContext;
 use crate::hooks::Hooks;
 use crate::registry::ToolRegistry;
 
+pub use crate::sink::SubagentUpdate;
 pub use budget::{BUDGET_SPENT, Budget};
 pub use tool::{TaskArgs, TaskTool};
 
@@ -123,47 +123,6 @@ pub struct Parent {
     pub hooks: Arc<dyn Hooks>,
     /// The parent's settings; a child's system prompt and step limit replace its own.
     pub config: AgentConfig,
-}
-
-/// News of a running child, for the parent's sink ([`AgentEvent::Subagent`](crate::AgentEvent::Subagent)).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum SubagentUpdate {
-    /// The child's session exists and its turn starts.
-    Started {
-        /// The child's session id.
-        session_id: String,
-        /// The agent it runs.
-        agent: String,
-        /// The few words the call gave for people, if any.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        description: Option<String>,
-    },
-    /// The child started a tool call.
-    Tool {
-        /// The child's session id.
-        session_id: String,
-        /// The child's step.
-        step: u32,
-        /// The tool.
-        name: String,
-        /// The call's raw arguments.
-        #[serde(skip)]
-        arguments: String,
-    },
-    /// The child's turn ended.
-    Finished {
-        /// The child's session id.
-        session_id: String,
-        /// Why it ended.
-        reason: TurnEndReason,
-        /// Steps taken.
-        steps: u32,
-        /// Tool calls answered.
-        tool_calls: u32,
-        /// Tokens it used.
-        usage: Usage,
-    },
 }
 
 /// Why a child could not be started.

@@ -203,6 +203,13 @@ impl Tool for TaskTool {
                 "the prompt is empty; write the task for the subagent",
             ));
         }
-        super::child::run(self, agent, args, ctx).await
+        let job = super::child::Job {
+            parent: &self.parent,
+            spawner: self.spawner.as_ref(),
+            limits: self.limits,
+            def: agent.def,
+            tools: agent.tools,
+        };
+        super::child::run(job, args.prompt, args.description, ctx).await
     }
 }
