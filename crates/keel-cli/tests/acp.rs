@@ -178,7 +178,7 @@ async fn a_scripted_client_runs_a_turn_cancels_one_and_loads_the_session() {
         let init = cx.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
         assert_eq!(init.protocol_version, ProtocolVersion::V1);
         assert!(init.agent_capabilities.load_session);
-        assert!(!init.agent_capabilities.prompt_capabilities.image);
+        assert!(init.agent_capabilities.prompt_capabilities.image);
         assert_eq!(init.agent_info.map(|i| i.name), Some("keel".to_owned()));
 
         let created = cx.send_request(NewSessionRequest::new(&workspace)).block_task().await?;
@@ -400,7 +400,7 @@ async fn bad_input_gets_clear_errors_and_the_session_survives() {
         "prompt": [{"type": "text", "text": "see"}, {"type": "image", "data": "aGk=", "mimeType": "image/png"}]}});
     assert_eq!(
         raw.error_of(image).await,
-        (-32602, "keel does not take images in a prompt yet (promptCapabilities.image is false)".to_owned())
+        (-32602, "image 1: not an image keel can send: only PNG, JPEG, GIF and WebP are accepted".to_owned())
     );
     let mode = json!({"jsonrpc": "2.0", "id": 8, "method": "session/set_mode", "params": {"sessionId": id, "modeId": "yolo"}});
     assert_eq!(

@@ -123,7 +123,7 @@ fn initialize(request: &InitializeRequest) -> InitializeResponse {
     let version = request.protocol_version.min(ProtocolVersion::V1);
     let capabilities = AgentCapabilities::new()
         .load_session(true)
-        .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+        .prompt_capabilities(PromptCapabilities::new().embedded_context(true).image(true))
         .mcp_capabilities(McpCapabilities::new().http(true));
     InitializeResponse::new(version)
         .agent_capabilities(capabilities)
@@ -185,8 +185,8 @@ fn start_prompt(
     request: PromptRequest,
     responder: Responder<PromptResponse>,
 ) -> Result<(), Error> {
-    let text = match prompt::text(&request.prompt) {
-        Ok(text) => text,
+    let text = match prompt::prompt(&request.prompt) {
+        Ok(prompt) => prompt,
         Err(error) => return responder.respond_with_error(error),
     };
     let (live, cancel) = match front.start_turn(&request.session_id.0) {
@@ -204,7 +204,7 @@ fn start_prompt(
 /// Runs one turn: the MCP servers' tools first, then the loop; the answer for the client.
 async fn turn(
     mut live: Box<Live>,
-    text: String,
+    text: keel_agent::Prompt,
     cancel: keel_llm::CancellationToken,
 ) -> (Box<Live>, Result<PromptResponse, Error>) {
     if let Some(mcp) = &mut live.mcp {
@@ -218,6 +218,7 @@ async fn turn(
     let outcome = agent.run_turn(session, ctx, text, &**bridge, &cancel).await;
     live.bridge.set_turn(None);
     let answer = match outcome {
+        Err(keel_agent::AgentError::Prompt(refused)) => Err(prompt::invalid(refused.to_string())),
         Err(error) => Err(failed(format!("the session log could not be written: {error}"))),
         Ok(outcome) => {
             let finish = live.bridge.last_finish();

@@ -3,7 +3,8 @@
 
 use agent_client_protocol::v1::schema::{ContentBlock, EmbeddedResourceResource, StopReason};
 use agent_client_protocol::{Error, ErrorCode};
-use keel_llm::FinishReason;
+use keel_agent::Prompt;
+use keel_llm::{FinishReason, Image, MAX_IMAGES_PER_MESSAGE};
 use keel_session::TurnEndReason;
 
 /// Most bytes of one prompt's text (a JSON-RPC message is bounded too, by the transport).
@@ -29,11 +30,13 @@ pub fn failed(message: impl Into<String>) -> Error {
     error(ErrorCode::INTERNAL_ERROR, message)
 }
 
-/// A prompt's blocks as the text of one user message. Text is taken as it is, a resource
-/// link as a mention, an embedded text resource as a fenced block naming it. Images and
-/// audio are refused with an error (keel does not advertise them), never dropped silently.
-pub fn text(blocks: &[ContentBlock]) -> Result<String, Error> {
+/// A prompt's blocks as one user message: text as it is, a resource link as a mention,
+/// an embedded text resource as a fenced block naming it, images as images (the format
+/// read from their bytes, bounded). Audio and binary resources are refused with an error
+/// (keel does not advertise them), never dropped silently.
+pub fn prompt(blocks: &[ContentBlock]) -> Result<Prompt, Error> {
     let mut parts = Vec::with_capacity(blocks.len());
+    let mut images = Vec::new();
     for block in blocks {
         match block {
             ContentBlock::Text(text) => parts.push(text.text.clone()),
@@ -44,10 +47,12 @@ pub fn text(blocks: &[ContentBlock]) -> Result<String, Error> {
                 }
                 _ => return Err(invalid("keel takes no binary resources in a prompt; send text or a link")),
             },
-            ContentBlock::Image(_) => {
-                return Err(invalid(
-                    "keel does not take images in a prompt yet (promptCapabilities.image is false)",
-                ));
+            ContentBlock::Image(image) => {
+                if images.len() == MAX_IMAGES_PER_MESSAGE {
+                    return Err(invalid(format!("at most {MAX_IMAGES_PER_MESSAGE} images fit in one prompt")));
+                }
+                let n = images.len() + 1;
+                images.push(Image::from_base64(&image.data).map_err(|e| invalid(format!("image {n}: {e}")))?);
             }
             ContentBlock::Audio(_) => {
                 return Err(invalid(
@@ -58,7 +63,7 @@ pub fn text(blocks: &[ContentBlock]) -> Result<String, Error> {
         }
     }
     let text = parts.join("\n\n");
-    if text.trim().is_empty() {
+    if text.trim().is_empty() && images.is_empty() {
         return Err(invalid("the prompt is empty"));
     }
     if text.len() > MAX_PROMPT_BYTES {
@@ -67,7 +72,7 @@ pub fn text(blocks: &[ContentBlock]) -> Result<String, Error> {
             text.len()
         )));
     }
-    Ok(text)
+    Ok(Prompt::text(text).with_images(images))
 }
 
 /// How a turn's end reads in ACP. `cancelled`: the client cancelled it (then the answer
@@ -107,26 +112,39 @@ mod tests {
     use agent_client_protocol::v1::schema::{ImageContent, ResourceLink, TextContent};
     use pretty_assertions::assert_eq;
 
+    fn text(blocks: &[ContentBlock]) -> Result<String, Error> {
+        prompt(blocks).map(|p| p.text)
+    }
+
     #[test]
-    fn text_and_links_make_one_message_and_images_are_refused() {
+    fn text_links_and_images_make_one_message() {
         let blocks = vec![
             ContentBlock::Text(TextContent::new("look at")),
             ContentBlock::ResourceLink(ResourceLink::new("main.rs", "file:///w/main.rs")),
         ];
         assert_eq!(text(&blocks).unwrap(), "look at\n\n[@main.rs](file:///w/main.rs)");
-        let image = vec![ContentBlock::Image(ImageContent::new("aGk=", "image/png"))];
-        let refused = text(&image).unwrap_err();
+        let png = keel_testkit::mcp::PNG_BASE64;
+        let with_image = vec![
+            ContentBlock::Text(TextContent::new("what is this?")),
+            ContentBlock::Image(ImageContent::new(png, "image/png")),
+        ];
+        assert_eq!(
+            prompt(&with_image).unwrap(),
+            Prompt::text("what is this?").with_images(vec![Image::from_base64(png).unwrap()])
+        );
+        let not_an_image = vec![ContentBlock::Image(ImageContent::new("aGk=", "image/png"))];
+        let refused = prompt(&not_an_image).unwrap_err();
         assert_eq!(refused.code, ErrorCode::INVALID_PARAMS);
         assert_eq!(
             refused.message,
-            "keel does not take images in a prompt yet (promptCapabilities.image is false)"
+            "image 1: not an image keel can send: only PNG, JPEG, GIF and WebP are accepted"
         );
         assert_eq!(
-            text(&[ContentBlock::Text(TextContent::new("  "))]).unwrap_err().message,
+            prompt(&[ContentBlock::Text(TextContent::new("  "))]).unwrap_err().message,
             "the prompt is empty"
         );
         let huge = vec![ContentBlock::Text(TextContent::new("x".repeat(MAX_PROMPT_BYTES + 1)))];
-        assert_eq!(text(&huge).unwrap_err().code, ErrorCode::INVALID_PARAMS);
+        assert_eq!(prompt(&huge).unwrap_err().code, ErrorCode::INVALID_PARAMS);
     }
 
     #[test]

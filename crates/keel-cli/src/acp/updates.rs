@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::{
-    Content, ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    Content, ContentBlock, ContentChunk, Diff, ImageContent, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
     SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind, UsageUpdate,
 };
@@ -98,7 +98,12 @@ impl Translator {
                 Vec::new()
             }
             EventKind::UserMessage(input) if self.echo_user && is_users(input.source) => {
-                vec![SessionUpdate::UserMessageChunk(chunk(&input.text))]
+                let images = input.images.iter().filter_map(|image| {
+                    let data = image.base64()?;
+                    let content = ImageContent::new(data, image.media_type.media_type());
+                    Some(SessionUpdate::UserMessageChunk(ContentChunk::new(ContentBlock::Image(content))))
+                });
+                std::iter::once(SessionUpdate::UserMessageChunk(chunk(&input.text))).chain(images).collect()
             }
             EventKind::AssistantMessage(message) => self.reply(message),
             EventKind::ToolResult(result) => self.result(result),
