@@ -280,6 +280,8 @@ impl Leases {
                     DELETE FROM keel_sessions
                     WHERE id = $1 AND (lease_owner IS NULL OR lease_expires < now() OR lease_owner = $2)
                     RETURNING id
+                 ), images AS (
+                    DELETE FROM keel_images WHERE session_id IN (SELECT id FROM d)
                  )
                  SELECT (SELECT count(*) FROM d), EXISTS (SELECT 1 FROM keel_sessions WHERE id = $1)",
                 &[&id, &self.owner],

@@ -356,7 +356,29 @@ async fn read_events(inner: &Inner, id: &str) -> Result<Vec<Event>, SessionError
     if events.is_empty() {
         return Err(SessionError::new(SessionErrorKind::NotFound, format!("no session `{id}`")));
     }
+    fill_images(inner, id, &mut events).await?;
     Ok(events)
+}
+
+/// Puts the bytes back into the images `events` name; one whose row is missing or does
+/// not match its hash stays without bytes (the model is told so).
+async fn fill_images(inner: &Inner, id: &str, events: &mut [Event]) -> Result<(), SessionError> {
+    if events.iter().all(|e| e.kind.images().is_empty()) {
+        return Ok(());
+    }
+    let rows = with_shared(inner, |client| async move {
+        client.query("SELECT sha256, data FROM keel_images WHERE session_id = $1", &[&id]).await
+    })
+    .await?;
+    let kept: std::collections::HashMap<String, Vec<u8>> =
+        rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, Vec<u8>>(1))).collect();
+    for image in events.iter_mut().flat_map(|e| e.kind.images_mut()) {
+        if image.data.is_none() {
+            image.data =
+                kept.get(&image.sha256).filter(|data| image.matches(data)).map(|data| Arc::from(&data[..]));
+        }
+    }
+    Ok(())
 }
 
 /// Every session's summary, from one streamed query.

@@ -30,6 +30,18 @@ const MIGRATIONS: &[(i32, &str)] = &[
     // The lease: who writes the session and until when (database time). Replaces the
     // advisory lock on a connection per open session.
     (2, "ALTER TABLE keel_sessions ADD COLUMN lease_owner text, ADD COLUMN lease_expires timestamptz;"),
+    // Images the log names by hash (`user/message` and `tool/result` `images`): written
+    // before the event that names them, so before the session's row may exist (no
+    // foreign key; a session's delete removes them).
+    (
+        3,
+        "CREATE TABLE keel_images (
+        session_id text NOT NULL,
+        sha256 text NOT NULL,
+        data bytea NOT NULL,
+        PRIMARY KEY (session_id, sha256)
+    );",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations.

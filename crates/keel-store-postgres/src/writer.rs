@@ -36,6 +36,8 @@ impl Ack {
 }
 
 enum Msg {
+    /// An image's bytes, kept before the event naming it (it comes first in the channel).
+    Image(String, Arc<[u8]>),
     Append(Row),
     Sync(Ack),
     Close(Ack),
@@ -137,6 +139,18 @@ impl EventWriter for PgWriter {
     fn watch_durable(&mut self, notify: DurableNotify) -> bool {
         self.send(Msg::Watch(notify)).is_ok()
     }
+
+    /// Handed to the writer task ahead of the event that names the image: it is inserted
+    /// before that event's batch is committed.
+    fn put_image(&mut self, image: &keel_llm::Image, data: &[u8]) -> Result<(), SessionError> {
+        if !image.matches(data) {
+            return Err(SessionError::new(
+                SessionErrorKind::Invalid,
+                format!("the bytes given for image {} do not match its hash", image.sha256),
+            ));
+        }
+        self.send(Msg::Image(image.sha256.clone(), Arc::from(data)))
+    }
 }
 
 /// The writer task: commit batches in order, acknowledge syncs, release the lease on
@@ -146,12 +160,14 @@ async fn run(leases: Arc<Leases>, committer: Committer, hold: Hold, mut rx: mpsc
     let mut watcher: Option<DurableNotify> = None;
     while let Some(first) = rx.recv().await {
         let mut rows = Vec::new();
+        let mut images = Vec::new();
         let mut acks = Vec::new();
         let mut close = None;
         let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
                 Msg::Append(row) => rows.push(row),
+                Msg::Image(sha256, data) => images.push((sha256, data)),
                 Msg::Sync(ack) => acks.push(ack),
                 Msg::Close(ack) => {
                     close = Some(ack);
@@ -165,6 +181,12 @@ async fn run(leases: Arc<Leases>, committer: Committer, hold: Hold, mut rx: mpsc
         }
         // A lost lease (noticed by the renewal task) or an earlier failure stops it.
         let last = rows.last().and_then(|row| u64::try_from(row.seq).ok());
+        if failure_of(&hold.failure).is_none()
+            && let Err(e) = put_images(&leases, id, &images).await
+        {
+            tracing::warn!(session = %id, error = %e, "keeping an image in PostgreSQL failed");
+            fail(&hold.failure, e.kind, e.message);
+        }
         if failure_of(&hold.failure).is_none() && !rows.is_empty() {
             let started = Instant::now();
             let committed = commit_retrying(&leases, &committer, &hold, rows).await;
@@ -200,6 +222,24 @@ async fn run(leases: Arc<Leases>, committer: Committer, hold: Hold, mut rx: mpsc
     if let Err(e) = leases.release(&hold).await {
         tracing::warn!(session = %id, error = %e, "releasing the lease of a dropped session failed");
     }
+}
+
+/// Keeps images' bytes (content-addressed: a second copy changes nothing).
+async fn put_images(leases: &Leases, id: &str, images: &[(String, Arc<[u8]>)]) -> Result<(), SessionError> {
+    if images.is_empty() {
+        return Ok(());
+    }
+    let client = leases.pool.get().await?;
+    for (sha256, data) in images {
+        client
+            .execute(
+                "INSERT INTO keel_images (session_id, sha256, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                &[&id, sha256, &&data[..]],
+            )
+            .await
+            .map_err(crate::db_error)?;
+    }
+    Ok(())
 }
 
 /// Commits `rows`, trying again while the database is unreachable (with backoff, for as

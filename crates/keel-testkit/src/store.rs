@@ -42,7 +42,7 @@ macro_rules! store_conformance {
     ($make:expr) => {
         $crate::store_conformance!(@tests $make;
             append_and_reopen, torn_tail, repair_on_open, fork, list, one_writer,
-            dropped_writer_releases, concurrent_sessions, unknown_ids, delete);
+            dropped_writer_releases, concurrent_sessions, unknown_ids, delete, images);
     };
     (@tests $make:expr; $($check:ident),* $(,)?) => {
         $(
@@ -415,4 +415,58 @@ pub fn delete(h: &dyn StoreHarness) {
     assert_eq!(store.open(&id).unwrap_err().kind, SessionErrorKind::NotFound);
     assert!(store.list().unwrap().iter().all(|s| s.id != id));
     assert_eq!(store.delete(&id).unwrap_err().kind, SessionErrorKind::NotFound);
+}
+
+/// Images are kept by the store beside the log: the log names them by hash, opening,
+/// reading and forking give their bytes back, and a deleted session's go with it.
+pub fn images(h: &dyn StoreHarness) {
+    let store = h.store();
+    let image = keel_llm::Image::from_base64(crate::mcp::PNG_BASE64).unwrap();
+    let mut session = store.create("/work/images").unwrap();
+    let id = session.id().to_owned();
+    session.append(EventKind::TurnStart(TurnStart { turn: 1 })).unwrap();
+    let input = UserInput {
+        text: "look".into(),
+        source: Default::default(),
+        reason: None,
+        images: vec![image.clone()],
+    };
+    session.append(EventKind::UserMessage(input)).unwrap();
+    session
+        .append(EventKind::AssistantMessage(AssistantMessage {
+            content: vec![ContentBlock::Text { text: "a dot".into() }],
+            ..AssistantMessage::default()
+        }))
+        .unwrap();
+    session
+        .append(EventKind::TurnEnd(TurnEnd {
+            turn: 1,
+            reason: TurnEndReason::Completed,
+            message: None,
+            usage: Usage::default(),
+        }))
+        .unwrap();
+    session.close().unwrap();
+
+    let read = store.read(&id).unwrap();
+    assert_eq!(
+        read.iter().flat_map(|e| e.kind.images()).collect::<Vec<_>>(),
+        [&image],
+        "read gives the bytes back"
+    );
+    let reopened = store.open(&id).unwrap();
+    let keel_llm::Message::User(user) = &reopened.messages()[0] else { panic!("no user message") };
+    assert_eq!(user.images, std::slice::from_ref(&image), "open gives the bytes back");
+    reopened.close().unwrap();
+
+    let fork = store.fork(&id, None).unwrap();
+    let fork_id = fork.id().to_owned();
+    fork.close().unwrap();
+    store.delete(&id).unwrap();
+    let forked = store.read(&fork_id).unwrap();
+    assert_eq!(
+        forked.iter().flat_map(|e| e.kind.images()).collect::<Vec<_>>(),
+        [&image],
+        "a fork keeps its own copy when the original is deleted"
+    );
 }
