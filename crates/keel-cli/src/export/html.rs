@@ -37,6 +37,8 @@ details.call>summary{color:var(--fg)}.tool{font-weight:600}.ok{color:var(--ok)}.
 .label{font-size:.8rem;color:var(--muted);margin:.5rem 0 0}table{border-collapse:collapse}
 td,th{border:1px solid var(--line);padding:.2rem .5rem}blockquote{margin:.4rem 0;padding-left:.8rem;
 border-left:3px solid var(--line);color:var(--muted)}
+figure{margin:.5rem 0}figure img{max-width:100%;max-height:32rem;border:1px solid var(--line);border-radius:6px}
+figcaption{font-size:.8rem;color:var(--muted)}
 ";
 
 /// The transcript as an HTML document.
@@ -45,7 +47,7 @@ pub fn render(transcript: &Transcript) -> String {
     let mut out = String::with_capacity(64 * 1024);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     out.push_str(
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n",
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n",
     );
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     out.push_str("<meta name=\"referrer\" content=\"no-referrer\">\n");
@@ -111,7 +113,7 @@ fn block_into(block: &Block, out: &mut String) {
             ));
         }
         Block::TurnStart { .. } => {}
-        Block::User { text, source, reason } => {
+        Block::User { text, source, reason, images } => {
             let label = match (source_label(*source), reason) {
                 (None, _) => "You".to_owned(),
                 (Some(label), Some(reason)) => format!("You ({label}: {})", escape(reason)),
@@ -122,6 +124,7 @@ fn block_into(block: &Block, out: &mut String) {
             } else {
                 message("user", &label, text, out);
             }
+            out.push_str(&images_html(images));
         }
         Block::Reasoning { text } => {
             details("Reasoning", &format!("<div class=\"body\">{}</div>", to_html(text)), "", out)
@@ -164,6 +167,24 @@ fn block_into(block: &Block, out: &mut String) {
             ));
         }
     }
+}
+
+/// Images shown inline (the document stays self-contained); one whose bytes are gone is
+/// named instead.
+fn images_html(images: &[keel_llm::Image]) -> String {
+    images
+        .iter()
+        .map(|image| match image.data_url() {
+            Some(url) => format!(
+                "<figure><img src=\"{url}\" alt=\"{0}\"><figcaption>{0}</figcaption></figure>\n",
+                escape(&image.describe())
+            ),
+            None => format!(
+                "<p class=\"note\">image {} (its file is no longer beside the session)</p>\n",
+                escape(&image.describe())
+            ),
+        })
+        .collect()
 }
 
 fn message(class: &str, who: &str, markdown: &str, out: &mut String) {
@@ -241,6 +262,7 @@ fn call_into(call: &Call, out: &mut String) {
             }
             let facts = if facts.is_empty() { String::new() } else { format!(" ({})", facts.join(", ")) };
             body.push_str(&format!("<p class=\"label\">Result{facts}</p>{}", bounded(&result.content)));
+            body.push_str(&images_html(&result.images));
             if let Some(change) = &result.change {
                 body.push_str(&format!(
                     "<p class=\"label\">{} <code>{}</code> (+{} −{})</p>{}",

@@ -47,7 +47,7 @@ fn block_into(block: &Block, out: &mut String) {
             ));
         }
         Block::TurnStart { turn } => out.push_str(&format!("---\n\n## Turn {turn}\n")),
-        Block::User { text, source, reason } => {
+        Block::User { text, source, reason, images } => {
             let label = match (source_label(*source), reason) {
                 (None, _) => "You".to_owned(),
                 (Some(label), Some(reason)) => format!("You ({label}: {reason})"),
@@ -58,6 +58,7 @@ fn block_into(block: &Block, out: &mut String) {
             } else {
                 out.push_str(&format!("**{label}:**\n\n{}\n", text.trim_end()));
             }
+            images_into(images, out);
         }
         Block::Reasoning { text } => details_into("Reasoning", &escape_html(text.trim_end()), out),
         Block::Answer { text } => out.push_str(&format!("**keel:**\n\n{}\n", text.trim_end())),
@@ -96,6 +97,18 @@ fn block_into(block: &Block, out: &mut String) {
     }
 }
 
+/// One line per image: what it is and its hash (the bytes are beside the session; the
+/// HTML export shows them).
+fn images_into(images: &[keel_llm::Image], out: &mut String) {
+    for image in images {
+        out.push_str(&format!(
+            "\n_image: {} (sha256 `{}`)_\n",
+            image.describe(),
+            &image.sha256[..12.min(image.sha256.len())]
+        ));
+    }
+}
+
 fn call_into(call: &Call, out: &mut String) {
     let mark = match &call.result {
         Some(result) if result.is_error => "✗",
@@ -122,6 +135,7 @@ fn call_into(call: &Call, out: &mut String) {
     let facts = if facts.is_empty() { String::new() } else { format!(" ({})", facts.join(", ")) };
     out.push_str(&format!("Result{facts}:\n\n"));
     bounded_into(&result.content, "text", out);
+    images_into(&result.images, out);
     if let Some(change) = &result.change {
         let verb = if change.created { "created" } else { "changed" };
         out.push_str(&format!(

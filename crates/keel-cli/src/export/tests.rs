@@ -140,3 +140,29 @@ fn the_json_export_keeps_the_events_as_stored() {
         serde_json::from_str(&render(&unpriced, Format::Json, &BTreeMap::new())).unwrap();
     assert!(value["cost_usd"].is_null() && value["turns"][0]["cost_usd"].is_null(), "{value}");
 }
+
+/// Issue 34 item 5: the images of a prompt and of a tool's result are in the HTML export
+/// (inline, so it still opens offline), and named in the Markdown one.
+#[test]
+fn images_are_shown_inline_in_html_and_named_in_markdown() {
+    let image = keel_llm::Image::from_base64(keel_testkit::mcp::PNG_BASE64).unwrap();
+    let hollow = keel_llm::Image { data: None, ..image.clone() };
+    let mut events = events();
+    for event in &mut events {
+        match &mut event.kind {
+            keel_session::EventKind::UserMessage(user) if user.text.starts_with("Fix") => {
+                user.images = vec![image.clone()]
+            }
+            keel_session::EventKind::ToolResult(result) if result.call_id == "call_1" => {
+                result.images = vec![hollow.clone()]
+            }
+            _ => {}
+        }
+    }
+    let html = render(&events, Format::Html, &BTreeMap::new());
+    assert!(html.contains("img-src data:"), "the page allows its own images");
+    assert!(html.contains(&format!("<img src=\"{}\" alt=\"PNG 1×1, 1 KB\">", image.data_url().unwrap())));
+    assert!(html.contains("image PNG 1×1, 1 KB (its file is no longer beside the session)"));
+    let markdown = render(&events, Format::Md, &BTreeMap::new());
+    assert_eq!(markdown.matches("_image: PNG 1×1, 1 KB (sha256 `").count(), 2, "{markdown}");
+}

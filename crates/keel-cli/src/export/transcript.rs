@@ -41,7 +41,7 @@ pub enum Block {
     /// A turn begins.
     TurnStart { turn: u32 },
     /// Input from the user, or added for them (`source` says which).
-    User { text: String, source: InputSource, reason: Option<String> },
+    User { text: String, source: InputSource, reason: Option<String>, images: Vec<keel_llm::Image> },
     /// The model's reasoning (folded when shown).
     Reasoning { text: String },
     /// The model's answer text.
@@ -85,6 +85,8 @@ pub struct CallResult {
     pub is_error: bool,
     /// Why, as a code (`not_found`, `denied`, …).
     pub error_code: Option<String>,
+    /// Images it returned.
+    pub images: Vec<keel_llm::Image>,
     /// How long it ran.
     pub duration_ms: Option<u64>,
     /// What it changed in a file.
@@ -228,6 +230,7 @@ pub fn read(events: &[Event], prices: &BTreeMap<String, Price>) -> Transcript {
                 text: user.text.clone(),
                 source: user.source,
                 reason: user.reason.clone(),
+                images: user.images.clone(),
             }),
             EventKind::AssistantMessage(message) => {
                 let by = message.origin.as_ref().map_or(model.as_str(), |o| o.model.as_str());
@@ -273,6 +276,7 @@ pub fn read(events: &[Event], prices: &BTreeMap<String, Price>) -> Transcript {
                     error_code: result.error_code.clone(),
                     duration_ms: result.duration_ms,
                     change: result.change.clone(),
+                    images: result.images.clone(),
                 };
                 match calls.get(&result.call_id).and_then(|&at| out.blocks.get_mut(at)) {
                     Some(Block::Call(call)) => call.result = Some(shown),

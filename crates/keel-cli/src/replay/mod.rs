@@ -124,7 +124,8 @@ pub async fn replay(
                 for text in &turn.steers_before {
                     ctx.inbox.steer(text.clone());
                 }
-                let done = agent.run_turn(&mut session, &ctx, turn.prompt.clone(), &sink, &cancel).await?;
+                let prompt = keel_agent::Prompt::text(turn.prompt.clone()).with_images(turn.images.clone());
+                let done = agent.run_turn(&mut session, &ctx, prompt, &sink, &cancel).await?;
                 let before = outcome.differences.len();
                 outcome.differences.extend(model.finish());
                 let now = done.reason;

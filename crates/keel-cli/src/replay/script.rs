@@ -65,6 +65,8 @@ pub struct TurnScript {
     pub turn: u32,
     /// The input that started it.
     pub prompt: String,
+    /// The images the prompt carried.
+    pub images: Vec<keel_llm::Image>,
     /// Steering queued before its first step.
     pub steers_before: Vec<String>,
     /// Its model requests, in order.
@@ -215,7 +217,7 @@ impl Reader {
                 self.step_number = 0;
                 self.turn = Some(TurnScript { turn: start.turn, ..TurnScript::default() });
             }
-            EventKind::UserMessage(user) => self.user(user.source, &user.text),
+            EventKind::UserMessage(user) => self.user(user.source, &user.text, &user.images),
             EventKind::StepStart(start) => {
                 self.step_number = start.step;
                 self.step = Some((Place { step: start.step, ..at }, false));
@@ -331,7 +333,7 @@ impl Reader {
         }
     }
 
-    fn user(&mut self, source: InputSource, text: &str) {
+    fn user(&mut self, source: InputSource, text: &str, images: &[keel_llm::Image]) {
         let Some(turn) = &mut self.turn else { return };
         match source {
             InputSource::Context if self.script.environment.is_none() => {
@@ -340,7 +342,8 @@ impl Reader {
             InputSource::Prompt | InputSource::FollowUp
                 if turn.prompt.is_empty() && turn.calls.is_empty() =>
             {
-                turn.prompt = text.to_owned()
+                turn.prompt = text.to_owned();
+                turn.images = images.to_vec();
             }
             InputSource::Prompt | InputSource::FollowUp | InputSource::Steer => {
                 if self.step_number == 0 && turn.calls.iter().all(|c| !matches!(c.kind, CallKind::Step)) {
