@@ -100,8 +100,8 @@ pub async fn run(cli: &Cli, task: String) -> anyhow::Result<u8> {
     if let Err(e) = prompt.check(&*model) {
         return refuse(e.to_string());
     }
-    let (agent, notes) = setup::agent(&settings, &workspace, Arc::new(policy), model);
     let store = setup::store(cli)?;
+    let (agent, notes) = setup::agent_in(store.as_ref(), &settings, &workspace, Arc::new(policy), model);
     let (mut session, note) = match setup::open_session(cli, store.as_deref(), &workspace) {
         Ok(opened) => opened,
         Err(e) if setup::names_no_session(&e) => {

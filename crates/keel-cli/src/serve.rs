@@ -25,6 +25,8 @@ struct Factory {
     /// The embedded model, loaded by the first session that asks for it and shared by
     /// all (one engine process; their requests take turns).
     local: tokio::sync::OnceCell<Arc<dyn keel_llm::ModelClient>>,
+    /// The server's store: its sessions' subagents are sessions there too.
+    store: Arc<dyn keel_session::SessionStore>,
 }
 
 /// How strict a sandbox is: off < workspace-write < read-only.
@@ -158,7 +160,8 @@ impl AgentFactory for Factory {
                     setup::model(&mut settings, false).await.map_err(model_failure)?
                 }
             };
-            let (agent, _notes) = setup::agent(&settings, &spec.folder, Arc::new(policy), model);
+            let (agent, _notes) =
+                setup::agent_in(Some(&self.store), &settings, &spec.folder, Arc::new(policy), model);
             let mut ctx = keel_agent::SessionContext::new(&spec.folder)
                 .artifacts(paths::sessions_dir().join(session_id));
             if settings.environment && new_session {
@@ -239,6 +242,7 @@ pub async fn run(cli: &Cli, args: ServeArgs) -> anyhow::Result<u8> {
         file,
         server: server_settings,
         local: tokio::sync::OnceCell::new(),
+        store: Arc::clone(&store),
     });
     let server = Server::new(config, store, factory).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let listener = tokio::net::TcpListener::bind(&args.listen)

@@ -119,9 +119,23 @@ pub async fn model_facts(config: &ProviderConfig, layer: &Layer) -> ModelFacts {
     facts.or(named)
 }
 
-/// The agent: the model, built-in tools, policy, system prompt; and notes for the user
-/// (an AGENTS.md that was not read, and why).
+/// [`agent_in`] without a store: subagents' sessions are kept in memory only. For runs
+/// that keep no sessions (`keel replay`); a front end that keeps its sessions in a store
+/// calls [`agent_in`] with it.
 pub fn agent(
+    settings: &Settings,
+    workspace: &Path,
+    policy: Arc<PermissionPolicy>,
+    model: Arc<dyn ModelClient>,
+) -> (Agent, Vec<String>) {
+    agent_in(None, settings, workspace, policy, model)
+}
+
+/// The agent: the model, built-in tools, policy, system prompt; and notes for the user
+/// (an AGENTS.md that was not read, and why). `store` is the store the parent's session
+/// is in: the children of its `task` calls are sessions there (none: in memory).
+pub fn agent_in(
+    store: Option<&Arc<dyn SessionStore>>,
     settings: &Settings,
     workspace: &Path,
     policy: Arc<PermissionPolicy>,
@@ -192,7 +206,8 @@ pub fn agent(
     // Subagents: `task`, whose children get the tools above, the model and the hooks.
     let parent = (Arc::clone(&model), Arc::clone(&hooks), &config);
     let making = crate::subagents::Making { context, client };
-    crate::subagents::offer(settings, workspace, parent, &mut tools, &mut notes, making);
+    let store = store.cloned();
+    crate::subagents::offer(settings, workspace, parent, store, &mut tools, &mut notes, making);
     (Agent::builder_shared(model).config(config).tools(tools).hooks_shared(hooks).build(), notes)
 }
 
@@ -212,16 +227,14 @@ pub fn context(settings: &Settings, workspace: &Path, session: &Session) -> Sess
     ctx
 }
 
-/// The session store (`--store`, see [`crate::store`]), unless `--no-session`.
+/// The session store (`--store`, see [`crate::store`]), unless `--no-session`; the agent
+/// gets it too ([`agent_in`]), for its subagents' sessions.
 pub fn store(cli: &Cli) -> anyhow::Result<Option<Arc<dyn SessionStore>>> {
     if cli.no_session {
         return Ok(None);
     }
     let spec = crate::store::chosen(cli.store.as_deref());
-    let store = crate::store::open(spec.as_deref(), false)?.store;
-    // Subagents' sessions go where the parent's go.
-    crate::subagents::keep_store(Some(&store));
-    Ok(Some(store))
+    Ok(Some(crate::store::open(spec.as_deref(), false)?.store))
 }
 
 /// Whether `error` is about the session the user named (none by that id, an ambiguous

@@ -6,12 +6,13 @@
 //! definition hides the user's of the same name; a file that cannot be one is named in
 //! a note and skipped.
 //!
-//! Children are sessions of the store keel runs with ([`keep_store`]), in memory with
-//! `--no-session`; they run with the parent's model (or one the definition names on the
-//! same server), hooks and permission policy.
+//! Children are sessions of the store the parent's session is in (handed to [`offer`] by
+//! whoever builds the agent: print and interactive mode, `keel acp`, `keel serve`), in
+//! memory without one (`--no-session`, `keel replay`); they run with the parent's model
+//! (or one the definition names on the same server), hooks and permission policy.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use keel_agent::subagent::{Parent, Spawner, SubagentError, TaskLimits};
 use keel_agent::{AgentConfig, AgentDef, Hooks, Session, SessionContext, TaskTool, ToolRegistry};
@@ -21,26 +22,13 @@ use keel_tools::profile::ToolProfile;
 use keel_tools::skills::markdown;
 
 use crate::config::{ConfigError, ModelSettings, Settings};
-use crate::custom_commands::{MAX_COMMANDS, project_files, shown_path, user_files};
+use crate::custom_commands::{Kind, MAX_COMMANDS, project_files, shown_path, user_files};
 
 /// The project's agents folder, relative to the workspace.
 pub const PROJECT_DIR: &str = ".keel/agents";
 
-/// The store children are kept in (the one keel opened for the parent).
-static STORE: Mutex<Option<Arc<dyn SessionStore>>> = Mutex::new(None);
-
-/// Keeps children in `store` (none: in memory).
-pub fn keep_store(store: Option<&Arc<dyn SessionStore>>) {
-    let mut kept = match STORE.lock() {
-        Ok(kept) => kept,
-        Err(poisoned) => poisoned.into_inner(),
-    };
-    *kept = store.cloned();
-}
-
-fn kept_store() -> Option<Arc<dyn SessionStore>> {
-    STORE.lock().ok().and_then(|kept| kept.clone())
-}
+/// What the notes call the files read here.
+const AGENT_FILES: Kind = Kind { one: "an agent", files: "agent files" };
 
 /// The agent definitions of `workspace` and the user's folder, by name, with notes about
 /// files that were not used.
@@ -56,9 +44,10 @@ pub fn discover_in(
     user: Option<(&Path, &str)>,
 ) -> (Vec<AgentDef>, Vec<String>) {
     let mut notes = Vec::new();
-    let mut defs = project_files(PROJECT_DIR, workspace, allowed_roots, &mut notes, definition);
+    let mut defs = project_files(AGENT_FILES, PROJECT_DIR, workspace, allowed_roots, &mut notes, definition);
     if let Some((dir, shown)) = user {
-        for def in user_files(dir, shown, MAX_COMMANDS, &mut notes, definition) {
+        let left = MAX_COMMANDS.saturating_sub(defs.len());
+        for def in user_files(AGENT_FILES, dir, shown, left, &mut notes, definition) {
             if !defs.iter().any(|d| d.name == def.name) {
                 defs.push(def);
             }
@@ -106,11 +95,13 @@ pub struct Making {
 struct Children {
     settings: Settings,
     making: Making,
+    /// The parent's store (none: children in memory).
+    store: Option<Arc<dyn SessionStore>>,
 }
 
 impl Spawner for Children {
     fn create(&self, cwd: &str, link: SpawnRef) -> Result<Session, SessionError> {
-        match kept_store() {
+        match &self.store {
             Some(store) => store.create_spawned(cwd, link),
             None => Ok(Session::in_memory(cwd)),
         }
@@ -134,12 +125,13 @@ impl Spawner for Children {
 }
 
 /// With the full profile, adds `task` to `tools`: its children get the tools of `tools` as
-/// they are now (so never `task`), `model`, `hooks` and `config`. Notes about definitions
-/// go to `notes`.
+/// they are now (so never `task`), `model`, `hooks` and `config`, and are sessions of
+/// `store` (the parent's; none: in memory). Notes about definitions go to `notes`.
 pub fn offer(
     settings: &Settings,
     workspace: &Path,
     parent: (Arc<dyn ModelClient>, Arc<dyn Hooks>, &AgentConfig),
+    store: Option<Arc<dyn SessionStore>>,
     tools: &mut ToolRegistry,
     notes: &mut Vec<String>,
     making: Making,
@@ -151,7 +143,7 @@ pub fn offer(
     notes.extend(found);
     let (model, hooks, config) = parent;
     let parent = Parent { model, tools: tools.clone(), hooks, config: config.clone() };
-    let spawner = Arc::new(Children { settings: settings.clone(), making });
+    let spawner = Arc::new(Children { settings: settings.clone(), making, store });
     let (task, more) = TaskTool::new(parent, defs, spawner, TaskLimits::default());
     notes.extend(more);
     tools.register(task);
@@ -204,6 +196,29 @@ mod tests {
         assert_eq!(
             notes,
             [".keel/agents/broken.md was not read: its front matter is not closed (a `---` line after it)"]
+        );
+    }
+
+    #[test]
+    fn the_notes_about_agent_files_call_them_agent_files() {
+        let project = tempfile::tempdir().unwrap();
+        let user = tempfile::tempdir().unwrap();
+        for n in 0..MAX_COMMANDS + 2 {
+            std::fs::write(user.path().join(format!("a{n:03}.md")), "---\ndescription: d\n---\nP").unwrap();
+        }
+        std::fs::write(user.path().join("0 bad.md"), "---\ndescription: d\n---\nP").unwrap();
+        let workspace = project.path().canonicalize().unwrap();
+        let (defs, notes) = discover_in(&workspace, &[], Some((user.path(), "~/agents")));
+        assert_eq!(defs.len(), MAX_COMMANDS);
+        assert_eq!(
+            notes,
+            [
+                "~/agents/0 bad.md was not read: `0 bad` cannot name an agent (letters, digits, -, _ and .)"
+                    .to_owned(),
+                format!(
+                    "~/agents/a{MAX_COMMANDS:03}.md and the files after it were not read: keel reads at most {MAX_COMMANDS} agent files"
+                ),
+            ]
         );
     }
 

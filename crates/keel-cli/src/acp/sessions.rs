@@ -180,7 +180,13 @@ impl Front {
             Bridge::new(connection, session.id(), Translator::new(&workspace, window, false), &workspace);
         let policy = setup::policy(&settings, &workspace).map_err(|e| invalid(e.message))?;
         let policy = Arc::new(policy.with_ask(bridge.ask_fn()));
-        let (agent, notes) = setup::agent(&settings, &workspace, Arc::clone(&policy), Arc::clone(&model));
+        let (agent, notes) = setup::agent_in(
+            Some(&self.store),
+            &settings,
+            &workspace,
+            Arc::clone(&policy),
+            Arc::clone(&model),
+        );
         notes.iter().for_each(|note| tracing::info!("acp: {note}"));
         let ctx = setup::context(&settings, &workspace, &session);
         let read_only = settings.permission == PermissionMode::ReadOnly;
@@ -250,7 +256,7 @@ impl Front {
             _ => None,
         };
         if let Some(mode) = next
-            && let Err(error) = set_mode(&mut live, mode)
+            && let Err(error) = set_mode(&self.store, &mut live, mode)
         {
             tracing::warn!(%error, "acp: the mode chosen during the turn could not be applied");
         }
@@ -272,7 +278,7 @@ impl Front {
                 *next_mode = Some(mode);
                 Ok(())
             }
-            Some(Slot::Idle(live)) => set_mode(live, mode).map_err(|e| invalid(e.message)),
+            Some(Slot::Idle(live)) => set_mode(&self.store, live, mode).map_err(|e| invalid(e.message)),
         }
     }
 
@@ -300,16 +306,26 @@ impl Front {
     }
 }
 
-/// Rebuilds a session's policy and agent for `mode`, keeping the rules "always" added.
-fn set_mode(live: &mut Live, mode: PermissionMode) -> Result<(), config::ConfigError> {
+/// Rebuilds a session's policy and agent for `mode`, keeping the rules "always" added
+/// (its subagents' sessions still go to `store`).
+fn set_mode(
+    store: &Arc<dyn SessionStore>,
+    live: &mut Live,
+    mode: PermissionMode,
+) -> Result<(), config::ConfigError> {
     let mut settings = live.settings.clone();
     settings.permission = mode;
     let policy = setup::policy(&settings, &live.workspace)?
         .with_rules(live.policy.rules())
         .with_ask(live.bridge.ask_fn());
     let policy = Arc::new(policy);
-    let (agent, _notes) =
-        setup::agent(&settings, &live.workspace, Arc::clone(&policy), Arc::clone(&live.model));
+    let (agent, _notes) = setup::agent_in(
+        Some(store),
+        &settings,
+        &live.workspace,
+        Arc::clone(&policy),
+        Arc::clone(&live.model),
+    );
     live.agent = agent;
     live.policy = policy;
     live.settings = settings;

@@ -18,6 +18,19 @@ pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
 /// Most command files read, over both places.
 pub const MAX_COMMANDS: usize = 200;
 
+/// What a folder's files are, for the notes about them: commands or agent definitions
+/// (both are found by this module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kind {
+    /// One of them, with its article (`a command`).
+    pub one: &'static str,
+    /// Its files (`command files`).
+    pub files: &'static str,
+}
+
+/// Custom commands' files.
+pub const COMMAND_FILES: Kind = Kind { one: "a command", files: "command files" };
+
 /// Most entries of one folder looked at.
 const MAX_ENTRIES: usize = 500;
 
@@ -43,9 +56,20 @@ struct Found {
     relative: String,
 }
 
-/// The `*.md` files under `dir` (at most `limit`, then a note), sorted by path; notes
-/// for names that cannot be commands.
-fn walk(dir: &Path, shown: &str, follow_links: bool, limit: usize, notes: &mut Vec<String>) -> Vec<Found> {
+/// Where to look: the folder, as shown in notes, whether its symlinks are followed, most
+/// files read, and what the files are.
+struct Look<'a> {
+    dir: &'a Path,
+    shown: &'a str,
+    follow_links: bool,
+    limit: usize,
+    kind: Kind,
+}
+
+/// The `*.md` files under the folder (at most `limit`, then a note), sorted by path;
+/// notes for names that cannot be what the files are.
+fn walk(look: Look<'_>, notes: &mut Vec<String>) -> Vec<Found> {
+    let Look { dir, shown, follow_links, limit, kind } = look;
     let mut found = Vec::new();
     let mut folders = vec![(dir.to_path_buf(), String::new(), Vec::<String>::new())];
     while let Some((folder, relative, namespace)) = folders.pop() {
@@ -67,7 +91,8 @@ fn walk(dir: &Path, shown: &str, follow_links: bool, limit: usize, notes: &mut V
             if is_dir {
                 if !valid_part(&name) {
                     notes.push(format!(
-                        "{shown_path}/ was not read: `{name}` cannot name a command's namespace"
+                        "{shown_path}/ was not read: `{name}` cannot name the namespace of {}",
+                        kind.one
                     ));
                 } else if namespace.len() < MAX_DEPTH {
                     let mut inner = namespace.clone();
@@ -79,13 +104,15 @@ fn walk(dir: &Path, shown: &str, follow_links: bool, limit: usize, notes: &mut V
             let Some(stem) = name.strip_suffix(".md") else { continue };
             if !valid_part(stem) {
                 notes.push(format!(
-                    "{shown_path} was not read: `{stem}` cannot name a command (letters, digits, -, _ and .)"
+                    "{shown_path} was not read: `{stem}` cannot name {} (letters, digits, -, _ and .)",
+                    kind.one
                 ));
                 continue;
             }
             if found.len() == limit {
                 notes.push(format!(
-                    "{shown_path} and the files after it were not read: keel reads at most {MAX_COMMANDS} command files"
+                    "{shown_path} and the files after it were not read: keel reads at most {MAX_COMMANDS} {}",
+                    kind.files
                 ));
                 folders.clear();
                 break;
@@ -126,7 +153,7 @@ fn command(name: String, text: &str, shown: String, origin: Origin) -> Result<Co
 
 /// The project's commands (`.keel/commands`), confined to the workspace and `allowed_roots`.
 pub fn project(workspace: &Path, allowed_roots: &[PathBuf], notes: &mut Vec<String>) -> Vec<Command> {
-    project_files(PROJECT_DIR, workspace, allowed_roots, notes, |name, text, shown| {
+    project_files(COMMAND_FILES, PROJECT_DIR, workspace, allowed_roots, notes, |name, text, shown| {
         command(name, text, shown, Origin::Project)
     })
 }
@@ -134,14 +161,17 @@ pub fn project(workspace: &Path, allowed_roots: &[PathBuf], notes: &mut Vec<Stri
 /// The user's commands (`commands` in keel's config folder), shown as `shown`; at most
 /// `limit` files.
 pub fn user(dir: &Path, shown: &str, limit: usize, notes: &mut Vec<String>) -> Vec<Command> {
-    user_files(dir, shown, limit, notes, |name, text, path| command(name, text, path, Origin::User))
+    user_files(COMMAND_FILES, dir, shown, limit, notes, |name, text, path| {
+        command(name, text, path, Origin::User)
+    })
 }
 
 /// The `*.md` files of the project's folder `folder` (relative to the workspace, read
 /// confined to it and `allowed_roots`), each made into a `T` by `make` (its name, text and
-/// path as shown); a file that cannot be read or made is named in a note. Also used for
-/// agent definitions (`.keel/agents`).
+/// path as shown); a file that cannot be read or made is named in a note, which calls the
+/// files what `kind` says. Also used for agent definitions (`.keel/agents`).
 pub fn project_files<T>(
+    kind: Kind,
     folder: &str,
     workspace: &Path,
     allowed_roots: &[PathBuf],
@@ -166,7 +196,8 @@ pub fn project_files<T>(
         }
     };
     let mut made = Vec::new();
-    for found in walk(&dir, folder, false, MAX_COMMANDS, notes) {
+    let look = Look { dir: &dir, shown: folder, follow_links: false, limit: MAX_COMMANDS, kind };
+    for found in walk(look, notes) {
         let shown = format!("{folder}/{}", found.relative);
         let read = markdown::read_project_file(&roots, &shown, MAX_COMMAND_BYTES)
             .map_err(|e| e.to_string())
@@ -182,6 +213,7 @@ pub fn project_files<T>(
 /// The `*.md` files of the user's folder `dir` (shown as `shown`), at most `limit`, each
 /// made into a `T` by `make`, as [`project_files`] does.
 pub fn user_files<T>(
+    kind: Kind,
     dir: &Path,
     shown: &str,
     limit: usize,
@@ -192,7 +224,7 @@ pub fn user_files<T>(
         return Vec::new();
     }
     let mut made = Vec::new();
-    for found in walk(dir, shown, true, limit, notes) {
+    for found in walk(Look { dir, shown, follow_links: true, limit, kind }, notes) {
         let path = format!("{shown}/{}", found.relative);
         let read = markdown::read_user_file(&dir.join(&found.relative), MAX_COMMAND_BYTES)
             .map_err(|e| e.to_string())

@@ -12,7 +12,7 @@
 mod expand;
 mod load;
 
-pub(crate) use load::{project_files, user_files};
+pub(crate) use load::{Kind, project_files, user_files};
 
 use std::path::{Path, PathBuf};
 

@@ -99,8 +99,8 @@ pub async fn run(cli: &Cli) -> anyhow::Result<u8> {
         }
     };
     let policy = Arc::new(policy);
-    let (agent, notes) = setup::agent(&settings, &workspace, Arc::clone(&policy), model);
     let store = setup::store(cli)?;
+    let (agent, notes) = setup::agent_in(store.as_ref(), &settings, &workspace, Arc::clone(&policy), model);
     let (session, note) = match setup::open_session(cli, store.as_deref(), &workspace) {
         Ok(opened) => opened,
         Err(e) if setup::names_no_session(&e) => {

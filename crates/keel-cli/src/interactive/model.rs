@@ -89,7 +89,8 @@ impl Repl {
             Ok(client) => client,
             Err(e) => return self.say(&format!("cannot switch: {e}")),
         };
-        let (agent, _notes) = setup::agent(&next, &self.workspace, Arc::clone(&self.policy), client);
+        let (agent, _notes) =
+            setup::agent_in(self.store.as_ref(), &next, &self.workspace, Arc::clone(&self.policy), client);
         self.agent = agent;
         self.settings = next;
         self.ctx.model = None;
