@@ -183,10 +183,16 @@ impl Server {
 
     /// The HTTP surface.
     pub fn router(&self) -> Router {
+        /// A message may carry images: its body may be this large even when the server's
+        /// limit for other requests is smaller.
+        const MESSAGE_BODY_LIMIT: usize = 8 * 1024 * 1024;
         let v1 = Router::new()
             .route("/sessions", post(routes::create).get(routes::list))
             .route("/sessions/{id}", get(routes::show).delete(routes::delete))
-            .route("/sessions/{id}/messages", post(routes::message))
+            .route(
+                "/sessions/{id}/messages",
+                post(routes::message).layer(DefaultBodyLimit::max(self.body_limit.max(MESSAGE_BODY_LIMIT))),
+            )
             .route("/sessions/{id}/steer", post(routes::steer))
             .route("/sessions/{id}/abort", post(routes::abort))
             .route("/sessions/{id}/permission", post(routes::permission))

@@ -217,7 +217,7 @@ pub(crate) fn ask_fn(hub: Arc<Hub>, slot: Arc<Mutex<Option<Question>>>, timeout:
 pub(crate) async fn run_turn(
     live: &Live,
     mut session: Session,
-    text: String,
+    text: keel_agent::Prompt,
     cancel: &CancellationToken,
 ) -> (Session, bool) {
     tracing::info!(session = %live.id, "turn started");

@@ -266,11 +266,11 @@ impl Manager {
         Ok(())
     }
 
-    /// Starts a turn for `text` in a task of its own, holding the session for it; when the
+    /// Starts a turn for `text` (and its images) in a task of its own, holding the session for it; when the
     /// server runs as many turns as it may, the turn waits in line (first come, first
     /// served). Returns its place in line (0: it runs now). 409 while a turn runs (here or
     /// on another node), 503 when the line is full or the server stops.
-    pub async fn start_turn(&self, live: &Arc<Live>, text: String) -> Result<usize, ApiError> {
+    pub async fn start_turn(&self, live: &Arc<Live>, text: keel_agent::Prompt) -> Result<usize, ApiError> {
         self.refuse_when_draining()?;
         let cancel = CancellationToken::new();
         if !live.begin_turn(cancel.clone()) {

@@ -112,15 +112,63 @@ fn text_of(body: TextBody) -> Result<String, ApiError> {
     Ok(body.text)
 }
 
+/// A message: its text, and any images (base64).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageBody {
+    text: String,
+    #[serde(default)]
+    images: Vec<ImageBody>,
+}
+
+/// One image of a message.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageBody {
+    data: String,
+    #[serde(default)]
+    media_type: Option<String>,
+}
+
+/// The prompt a message asks for: its images decoded (bounded, their format read from
+/// the bytes and checked against a stated one).
+fn prompt_of(body: MessageBody) -> Result<keel_agent::Prompt, ApiError> {
+    let text = text_of(TextBody { text: body.text })?;
+    if body.images.len() > keel_llm::MAX_IMAGES_PER_MESSAGE {
+        return Err(ApiError::bad_request(format!(
+            "{} images; at most {} fit in one message",
+            body.images.len(),
+            keel_llm::MAX_IMAGES_PER_MESSAGE
+        )));
+    }
+    let mut images = Vec::with_capacity(body.images.len());
+    for (n, image) in body.images.iter().enumerate() {
+        let decoded = keel_llm::Image::from_base64(&image.data)
+            .map_err(|e| ApiError::bad_request(format!("image {}: {e}", n + 1)))?;
+        if let Some(stated) = &image.media_type
+            && stated != decoded.media_type.media_type()
+        {
+            return Err(ApiError::bad_request(format!(
+                "image {} is {}, not {stated} as stated",
+                n + 1,
+                decoded.media_type.media_type()
+            )));
+        }
+        images.push(decoded);
+    }
+    Ok(keel_agent::Prompt::text(text).with_images(images))
+}
+
 /// `POST /v1/sessions/{id}/messages`: starts a turn (202).
 pub async fn message(
     State(app): State<Arc<AppState>>,
     Path(id): Path<String>,
-    JsonBody(body): JsonBody<TextBody>,
+    JsonBody(body): JsonBody<MessageBody>,
 ) -> Result<Response, ApiError> {
-    let text = text_of(body)?;
+    let prompt = prompt_of(body)?;
     let live = app.manager.live(&id).await?;
-    let place = app.manager.start_turn(&live, text).await?;
+    prompt.check(&**live.agent.model()).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let place = app.manager.start_turn(&live, prompt).await?;
     Ok((StatusCode::ACCEPTED, axum::Json(json!({"id": live.id, "running": true, "queued": place})))
         .into_response())
 }

@@ -220,7 +220,13 @@ async fn hostile_input_gets_clear_json_errors() {
     assert_eq!(body["error"]["message"], "the model server does not answer");
     assert!(server.store.list().unwrap().is_empty(), "a session that cannot run is not kept");
     let huge = "x".repeat(100 * 1024);
+    let (status, body) = server.post("/v1/sessions/abc/steer", json!({"text": huge})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (413, Some("bad_body")), "{body}");
+    // A message may carry images: its own limit is 8 MiB.
     let (status, body) = server.post("/v1/sessions/abc/messages", json!({"text": huge})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")), "{body}");
+    let larger = "x".repeat(8 * 1024 * 1024 + 1);
+    let (status, body) = server.post("/v1/sessions/abc/messages", json!({"text": larger})).await;
     assert_eq!((status, body["error"]["code"].as_str()), (413, Some("bad_body")), "{body}");
     let response = server
         .client
@@ -422,4 +428,47 @@ async fn a_turn_past_the_drain_timeout_ends_as_the_server_shutting_down() {
 
 async fn keel_server_common_drain(model: ScriptedModel, drain: Duration) -> common::TestServer {
     common::start_configured(model, None, None, |config| config.drain_timeout = drain).await
+}
+
+/// Issue 34 item 5: a message may carry images; a refused one is a 400 with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_with_images_reaches_the_model_and_bad_images_are_400() {
+    let png = keel_testkit::mcp::PNG_BASE64;
+    let model = ScriptedModel::new([reply().text("a red dot")]);
+    let server = start(model.clone()).await;
+    let id = server.session(json!({})).await;
+    let messages = format!("/v1/sessions/{id}/messages");
+    for (body, why) in [
+        (
+            json!({"text": "look", "images": [{"data": "aGk="}]}),
+            "image 1: not an image keel can send: only PNG, JPEG, GIF and WebP are accepted",
+        ),
+        (
+            json!({"text": "look", "images": [{"data": png, "media_type": "image/jpeg"}]}),
+            "image 1 is image/png, not image/jpeg as stated",
+        ),
+        (
+            json!({"text": "look", "images": [{"data": "!!"}]}),
+            "image 1: the image's base64 data does not decode",
+        ),
+    ] {
+        let (status, answer) = server.post(&messages, body).await;
+        assert_eq!((status, answer["error"]["message"].as_str()), (400, Some(why)), "{answer}");
+    }
+    let (status, answer) = server
+        .post(&messages, json!({"text": "look", "images": [{"data": png, "media_type": "image/png"}]}))
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    server.wait_idle(&id).await;
+    let image = keel_llm::Image::from_base64(png).unwrap();
+    let Some(keel_llm::Message::User(user)) = model.requests()[0].messages.last().cloned() else {
+        panic!("no user message")
+    };
+    assert_eq!(user.images, [image]);
+
+    // A model that takes no images: refused before the turn starts.
+    model.set_accepts_images(false);
+    let (status, answer) = server.post(&messages, json!({"text": "again", "images": [{"data": png}]})).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("does not take images"), "{answer}");
 }
