@@ -29,8 +29,9 @@ pub fn table(store: &dyn SessionStore, cwd: Option<&str>, limit: usize) -> anyho
         let tokens = thousands(s.usage.input_tokens + s.usage.output_tokens);
         let prompt = s.first_prompt.as_deref().map(|p| clip(p, 50)).unwrap_or_default();
         let fork = s.parent.as_ref().map(|p| format!(" (fork of {} @{})", p.id, p.seq)).unwrap_or_default();
+        let child = s.spawned_by.as_ref().map(child_mark).unwrap_or_default();
         out.push_str(&format!(
-            "{:<22} {:<16} {:>5} {:>9}  {:<28} {prompt}{fork}\n",
+            "{:<22} {:<16} {:>5} {:>9}  {:<28} {prompt}{fork}{child}\n",
             s.id,
             created,
             s.turns,
@@ -44,6 +45,13 @@ pub fn table(store: &dyn SessionStore, cwd: Option<&str>, limit: usize) -> anyho
     Ok(out.trim_end().to_owned())
 }
 
+/// How the list marks a child session (a subagent's): the parent that started it and
+/// the agent (` ↳ child of ID (general)`).
+fn child_mark(link: &keel_session::SpawnRef) -> String {
+    let agent = if link.agent.is_empty() { String::new() } else { format!(" ({})", link.agent) };
+    format!(" ↳ child of {}{agent}", link.id)
+}
+
 /// A readable transcript of a session.
 pub fn transcript(events: &[Event]) -> String {
     let mut out = String::new();
@@ -53,6 +61,12 @@ pub fn transcript(events: &[Event]) -> String {
                 out.push_str(&format!("session {} · {} · {}\n", h.id, h.created, h.cwd));
                 if let Some(parent) = &h.parent {
                     out.push_str(&format!("forked from {} at seq {}\n", parent.id, parent.seq));
+                }
+                if let Some(link) = &h.spawned_by {
+                    out.push_str(&format!(
+                        "started by session {}'s task call (seq {}, agent {})\n",
+                        link.id, link.seq, link.agent
+                    ));
                 }
             }
             EventKind::RequestHeader(h) => {
