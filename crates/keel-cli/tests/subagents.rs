@@ -121,7 +121,6 @@ async fn a_task_call_runs_a_child_session_in_the_parents_store() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "JsonlStore::latest_in (keel-session/src/jsonl.rs) does not skip child sessions yet"]
 async fn continue_skips_a_child_even_when_it_changed_last() {
     let env = Env::new();
     let server = MockServer::start().await;

@@ -26,7 +26,6 @@ pub mod facts;
 #[cfg(feature = "http")]
 mod http_client;
 mod image;
-mod image_size;
 pub mod lenient;
 mod message;
 #[cfg(feature = "http")]

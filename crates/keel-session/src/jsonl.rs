@@ -433,7 +433,10 @@ impl SessionStore for JsonlStore {
                 continue;
             }
             let matches = match Event::parse(first.trim_end()) {
-                Ok(Event { kind: EventKind::SessionHeader(header), .. }) => header.cwd == cwd,
+                // A child session (a subagent's) is resumed by its id, never by --continue.
+                Ok(Event { kind: EventKind::SessionHeader(header), .. }) => {
+                    header.cwd == cwd && header.spawned_by.is_none()
+                }
                 _ => false,
             };
             if matches && best.as_ref().is_none_or(|(time, best_id)| (modified, &id) > (*time, best_id)) {

@@ -42,7 +42,7 @@ macro_rules! store_conformance {
     ($make:expr) => {
         $crate::store_conformance!(@tests $make;
             append_and_reopen, torn_tail, repair_on_open, fork, list, one_writer,
-            dropped_writer_releases, concurrent_sessions, unknown_ids, delete, images);
+            dropped_writer_releases, concurrent_sessions, unknown_ids, delete, images, latest_skips_children);
     };
     (@tests $make:expr; $($check:ident),* $(,)?) => {
         $(
@@ -469,4 +469,26 @@ pub fn images(h: &dyn StoreHarness) {
         [&image],
         "a fork keeps its own copy when the original is deleted"
     );
+}
+
+/// `latest_in` (what `--continue` resumes) is the workspace's last changed session that
+/// is not a subagent's child, even when a child changed after it.
+pub fn latest_skips_children(h: &dyn StoreHarness) {
+    let store = h.store();
+    let cwd = format!("/work/latest-{}", keel_session::new_session_id());
+    let mut parent = store.create(&cwd).unwrap();
+    let parent_id = parent.id().to_owned();
+    record_turn(&mut parent, "parent");
+    parent.close().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let spawn = keel_session::SpawnRef {
+        id: parent_id.clone(),
+        seq: 2,
+        call_id: "t1".into(),
+        agent: "general".into(),
+    };
+    let mut child = store.create_spawned(&cwd, spawn).unwrap();
+    record_turn(&mut child, "child");
+    child.close().unwrap();
+    assert_eq!(store.latest_in(&cwd).unwrap(), Some(parent_id));
 }

@@ -2,7 +2,7 @@
 //! people). Every reader is bounded by the bytes it is given and gives up rather than
 //! guess.
 
-use crate::image::ImageType;
+use super::ImageType;
 
 /// Width and height of `data`, when its header says.
 pub(crate) fn pixels(kind: ImageType, data: &[u8]) -> Option<(u32, u32)> {

@@ -6,6 +6,8 @@
 //! session is read (see `keel_session`). An image whose bytes could not be found again
 //! has `data: None`, and every encoder sends a short note in its place.
 
+mod size;
+
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -141,7 +143,7 @@ impl Image {
             media_type,
             sha256: sha256_hex(&data),
             bytes: data.len() as u64,
-            pixels: crate::image_size::pixels(media_type, &data),
+            pixels: size::pixels(media_type, &data),
             data: Some(data),
         })
     }
