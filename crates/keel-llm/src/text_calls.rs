@@ -22,6 +22,9 @@
 use serde_json::Value;
 
 mod cut;
+mod guard;
+
+pub use guard::CallTextGuard;
 
 use crate::lenient;
 use crate::message::{AssistantMessage, ContentBlock, FinishReason, ToolCall};

@@ -346,11 +346,24 @@ async fn text_tool_calls_are_converted_only_when_enabled() {
         let mut config = config(&server);
         config.text_tool_calls = enabled;
         let client = HttpClient::new(config).unwrap();
-        let message = run(&client, &user("go")).await.result.unwrap();
+        let outcome = run(&client, &user("go")).await;
+        let streamed: String = outcome
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::TextDelta(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let message = outcome.result.unwrap();
         if enabled {
             assert_eq!(message.content, vec![call("call_text_0", "read_file", r#"{"path":"README.md"}"#)]);
             assert_eq!(message.finish_reason, FinishReason::ToolUse);
+            // The markup is not streamed as text: a terminal, an editor or a server's
+            // clients would show it.
+            assert_eq!(streamed, "");
         } else {
+            assert_eq!(streamed, qwen);
             assert_eq!(message.content, vec![ContentBlock::Text { text: qwen.into() }]);
         }
     }

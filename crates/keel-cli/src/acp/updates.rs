@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::{
-    Content, ContentBlock, ContentChunk, Diff, ImageContent, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind, UsageUpdate,
+    Content, ContentBlock, ContentChunk, Diff, ImageContent, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
 };
 use keel_llm::ModelEvent;
 use keel_session::{Event, EventKind, FileChange, InputSource, ToolResultData};
@@ -158,6 +158,11 @@ impl Translator {
             && let Some(plan) = plan(arguments)
         {
             updates.push(SessionUpdate::Plan(plan));
+        }
+        // A result that concludes the turn is its answer (the `answer` tool of the small
+        // profile): the client shows it as the agent's message, as the terminal does.
+        if result.concludes_turn && !result.is_error && !result.content.trim().is_empty() {
+            updates.push(SessionUpdate::AgentMessageChunk(chunk(&result.content)));
         }
         updates
     }

@@ -183,3 +183,30 @@ fn a_created_file_has_no_old_text_and_a_bad_plan_is_none() {
     assert_eq!(plan("not json"), None);
     assert_eq!(plan(r#"{"plan": 3}"#), None);
 }
+
+/// A result that concludes the turn (the small profile's `answer` tool) is the agent's
+/// message too: a client that shows only messages must not end the turn showing nothing.
+#[test]
+fn a_concluding_result_is_also_the_agents_message() {
+    let mut translator = Translator::new(Path::new("/w"), None, false);
+    translator.logged(&event(
+        1,
+        reply(
+            vec![keel_llm::ContentBlock::ToolCall(keel_llm::ToolCall::new(
+                "a1",
+                "answer",
+                r#"{"text":"It says hi."}"#,
+            ))],
+            Usage::default(),
+        ),
+    ));
+    let EventKind::ToolResult(mut answer) = result("a1", "answer", "It says hi.", None) else {
+        unreachable!()
+    };
+    answer.concludes_turn = true;
+    let updates = translator.logged(&event(2, EventKind::ToolResult(answer.clone())));
+    assert_eq!(updates.last(), Some(&SessionUpdate::AgentMessageChunk(text_chunk("It says hi."))));
+    answer.is_error = true;
+    let updates = translator.logged(&event(3, EventKind::ToolResult(answer)));
+    assert!(!updates.iter().any(|u| matches!(u, SessionUpdate::AgentMessageChunk(_))), "{updates:?}");
+}

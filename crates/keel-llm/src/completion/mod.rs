@@ -117,7 +117,7 @@ impl CompletionClient {
         let config =
             ProviderConfig { text_tool_calls: false, thoughts_as_reasoning: false, ..config.clone() };
         let endpoint = format!("{root}/completion");
-        let transport = Transport::at(&config, &endpoint, Auth::Bearer, &[], NAMES)?;
+        let transport = Transport::at(&config, &endpoint, Auth::Bearer, &[], NAMES)?.hiding_call_text();
         Ok(CompletionClient { transport, root })
     }
 

@@ -70,6 +70,9 @@ pub(crate) struct Settings {
     pub life: RequestLife,
     /// Tool calls written as text become real calls.
     pub text_tool_calls: bool,
+    /// Calls written as text are held back from the streamed text (on with
+    /// `text_tool_calls`, and for a caller that reads such calls itself).
+    pub hide_call_text: bool,
     /// Text before a tool call is kept as reasoning.
     pub thoughts_as_reasoning: bool,
     /// Size bounds.
@@ -176,11 +179,19 @@ impl Transport {
             stream: config.stream,
             life: config.life,
             text_tool_calls: config.text_tool_calls,
+            hide_call_text: config.text_tool_calls,
             thoughts_as_reasoning: config.thoughts_as_reasoning,
             limits: config.decode_limits(),
             names,
         };
         Ok(Transport { http, endpoint, headers: headers(config, auth, api_headers)?, settings })
+    }
+
+    /// This transport, holding calls written as text back from the streamed text even
+    /// though it does not read them itself (its caller does).
+    pub(crate) fn hiding_call_text(mut self) -> Self {
+        self.settings.hide_call_text = true;
+        self
     }
 
     /// The settings in use.

@@ -15,7 +15,7 @@ use super::clock::{Alarm, Clock, deadline_error};
 use super::{Decode, Settings, Transport, errors, human_bytes};
 use crate::client::ModelEvent;
 use crate::error::{ModelError, ModelErrorKind};
-use crate::text_calls::{apply_text_tool_calls, thoughts_as_reasoning};
+use crate::text_calls::{CallTextGuard, apply_text_tool_calls, thoughts_as_reasoning};
 
 type BodyStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
@@ -47,6 +47,9 @@ pub(super) struct Run<'a> {
     new_decoder: DecoderFactory<'a>,
     stream: Box<dyn Decode>,
     deltas: Vec<ModelEvent>,
+    /// Holds back calls written as text from the streamed text, when calls may be
+    /// written so (see [`Settings::hide_call_text`]).
+    guard: Option<CallTextGuard>,
 }
 
 /// The most of an error body that is read (its start is all a message shows).
@@ -178,6 +181,7 @@ impl<'a> Run<'a> {
         cancel: CancellationToken,
     ) -> Self {
         let stream = new_decoder();
+        let guard = transport.settings().hide_call_text.then(CallTextGuard::default);
         Run {
             transport,
             body,
@@ -188,6 +192,22 @@ impl<'a> Run<'a> {
             new_decoder,
             stream,
             deltas: Vec::new(),
+            guard,
+        }
+    }
+
+    /// Queues the decoder's deltas, with calls written as text held back.
+    fn queue_deltas(&mut self) {
+        for delta in self.deltas.drain(..) {
+            match (delta, &mut self.guard) {
+                (ModelEvent::TextDelta(text), Some(guard)) => {
+                    let shown = guard.push(&text);
+                    if !shown.is_empty() {
+                        self.queue.push_back(Ok(ModelEvent::TextDelta(shown)));
+                    }
+                }
+                (delta, _) => self.queue.push_back(Ok(delta)),
+            }
         }
     }
 
@@ -319,6 +339,10 @@ impl<'a> Run<'a> {
         let stream = std::mem::replace(&mut self.stream, (self.new_decoder)());
         match stream.finish() {
             Ok(mut message) => {
+                if let Some(rest) = self.guard.take().map(|mut guard| guard.flush()).filter(|r| !r.is_empty())
+                {
+                    self.queue.push_back(Ok(ModelEvent::TextDelta(rest)));
+                }
                 if self.config().text_tool_calls {
                     apply_text_tool_calls(&mut message, &self.tools);
                 }
@@ -359,7 +383,7 @@ impl<'a> Run<'a> {
                 // Progress is output (or the finish reason), not events: empty chunks and
                 // status events (`response.in_progress`) would keep a dead stream alive.
                 let output = self.deltas.iter().any(is_output) || self.stream.has_finish_reason() != finished;
-                self.queue.extend(self.deltas.drain(..).map(Ok));
+                self.queue_deltas();
                 match result {
                     Err(error) => self.fail(error, attempt),
                     Ok(done) if done || self.stream.is_settled() => self.complete_or_blank(shape, attempt),
@@ -377,7 +401,7 @@ impl<'a> Run<'a> {
             None if shape.is_empty() => Ok(()),
             None => self.stream.end(&mut self.deltas),
         };
-        self.queue.extend(self.deltas.drain(..).map(Ok));
+        self.queue_deltas();
         match result {
             Ok(()) => self.complete_or_blank(shape, attempt),
             Err(error) => self.fail(error, attempt),

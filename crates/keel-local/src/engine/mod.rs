@@ -448,9 +448,12 @@ impl ModelClient for LocalModel {
             return failed(ModelError::new(ModelErrorKind::Config, "the local model needs a tokio runtime"));
         };
         let stats = Arc::clone(&self.stats);
+        // Calls the model writes as text are not shown as text (empty deltas are dropped
+        // below); the finished message reads them.
+        let mut guard = keel_llm::text_calls::CallTextGuard::default();
         let map = move |message: FromEngine| -> Event {
             match message {
-                FromEngine::Text { text } => Ok(ModelEvent::TextDelta(text)),
+                FromEngine::Text { text } => Ok(ModelEvent::TextDelta(guard.push(&text))),
                 FromEngine::Restarted { reason } => {
                     Ok(ModelEvent::Retrying { attempt: 1, max_retries: 1, delay: Duration::ZERO, reason })
                 }
@@ -477,10 +480,13 @@ impl ModelClient for LocalModel {
             if done {
                 return None;
             }
-            let event = rx
-                .recv()
-                .await
-                .unwrap_or_else(|| Err(ModelError::new(ModelErrorKind::Cancelled, "generation stopped")));
+            let event = loop {
+                match rx.recv().await {
+                    Some(Ok(ModelEvent::TextDelta(text))) if text.is_empty() => continue,
+                    Some(event) => break event,
+                    None => break Err(ModelError::new(ModelErrorKind::Cancelled, "generation stopped")),
+                }
+            };
             let last = matches!(event, Ok(ModelEvent::Completed(_)) | Err(_));
             Some((event, (rx, last)))
         }))
