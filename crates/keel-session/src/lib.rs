@@ -31,8 +31,8 @@ pub use context::{
 };
 pub use error::{SessionError, SessionErrorKind};
 pub use event::{
-    Event, EventKind, FORMAT_VERSION, InputSource, ParentRef, RequestHeader, SessionHeader, SpawnRef, StepEnd,
-    StepStart, ToolCallStarted, ToolResultData, TurnEnd, TurnEndReason, TurnStart, UserInput,
+    Event, EventKind, FORMAT_VERSION, InputSource, ParentRef, RequestHeader, SessionHeader, SpawnRef,
+    StepEnd, StepStart, ToolCallStarted, ToolResultData, TurnEnd, TurnEndReason, TurnStart, UserInput,
 };
 pub use file_change::FileChange;
 pub use hook::{HookOutcome, HookRun, HookVerdict};

@@ -49,7 +49,9 @@ pub fn prompt(blocks: &[ContentBlock]) -> Result<Prompt, Error> {
             },
             ContentBlock::Image(image) => {
                 if images.len() == MAX_IMAGES_PER_MESSAGE {
-                    return Err(invalid(format!("at most {MAX_IMAGES_PER_MESSAGE} images fit in one prompt")));
+                    return Err(invalid(format!(
+                        "at most {MAX_IMAGES_PER_MESSAGE} images fit in one prompt"
+                    )));
                 }
                 let n = images.len() + 1;
                 images.push(Image::from_base64(&image.data).map_err(|e| invalid(format!("image {n}: {e}")))?);

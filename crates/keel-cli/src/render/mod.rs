@@ -7,8 +7,8 @@ pub mod format;
 pub mod json;
 pub mod markdown;
 pub mod plan;
-mod subagents;
 pub mod safe;
+mod subagents;
 
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
