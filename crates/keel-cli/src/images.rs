@@ -41,10 +41,15 @@ impl std::error::Error for AttachError {}
 pub fn read(path: &Path) -> Result<Image, AttachError> {
     let read_error = |source| AttachError::Read { path: path.to_owned(), source };
     let image_error = |source| AttachError::Image { path: path.to_owned(), source };
+    // Asked before opening: opening a named pipe would wait for a writer.
+    let not_a_file = || read_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file"));
+    if !std::fs::metadata(path).map_err(read_error)?.is_file() {
+        return Err(not_a_file());
+    }
     let mut file = std::fs::File::open(path).map_err(read_error)?;
     let meta = file.metadata().map_err(read_error)?;
     if !meta.is_file() {
-        return Err(read_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file")));
+        return Err(not_a_file());
     }
     let mut head = Vec::with_capacity(16);
     (&mut file).take(16).read_to_end(&mut head).map_err(read_error)?;
@@ -229,6 +234,17 @@ mod tests {
         let found = pasted_in(&big.display().to_string(), None);
         assert_eq!(found.len(), 1);
         assert!(found[0].image.is_err());
+    }
+
+    #[test]
+    fn a_named_pipe_is_refused_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("shot.png");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let err = read(&fifo).unwrap_err();
+        assert!(err.to_string().ends_with("shot.png: not a file"), "{err}");
+        assert!(pasted_in(&fifo.display().to_string(), None).is_empty());
     }
 
     #[test]

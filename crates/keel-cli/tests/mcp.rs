@@ -135,9 +135,25 @@ async fn print_mode_calls_mcp_tools_and_the_server_ends_with_the_session() {
         results(&env),
         [
             ("mcp__test__echo".to_owned(), "hello over MCP".to_owned(), false),
-            ("mcp__test__image".to_owned(), "a red dot\n[image: image/png, 69 bytes]".to_owned(), false),
+            (
+                "mcp__test__image".to_owned(),
+                "a red dot\n[image: image/png, 69 bytes; image 1 below]".to_owned(),
+                false
+            ),
         ]
     );
+    // The tool's image reaches the model (Chat Completions: a user message after the
+    // tool messages, naming the call).
+    let second = server.requests()[1].json();
+    let last = second["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "user", "{last}");
+    assert!(
+        last["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Images returned by the `mcp__test__image` call")
+    );
+    assert!(last["content"][1]["image_url"]["url"].as_str().unwrap().starts_with("data:image/png;base64,"));
     let tools: Vec<String> = server.requests()[0].json()["tools"]
         .as_array()
         .unwrap()

@@ -126,7 +126,7 @@ async fn tools_are_listed_and_called_through_the_loop_over_stdio_and_http() {
         [
             ("over stdio".to_owned(), false),
             ("over http".to_owned(), false),
-            ("a red dot\n[image: image/png, 69 bytes]".to_owned(), false),
+            ("a red dot\n[image: image/png, 69 bytes; image 1 below]".to_owned(), false),
             (
                 "[resource: file:///notes.txt]\nthe notes\n[resource: file:///logo.png, image/png, 69 bytes]\n\
                  [resource link: file:///big.csv (big.csv, text/csv)]"
