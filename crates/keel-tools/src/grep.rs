@@ -80,9 +80,25 @@ pub fn grep(roots: &Roots, args: &GrepArgs) -> Result<String, ToolError> {
     };
     let found = search(roots, &matcher, &start, glob.as_ref(), MAX_MATCHES);
     if found.lines.is_empty() {
-        let mut report = no_matches(roots, &args.pattern, &start);
-        if start != roots.root() {
-            report.push_str(&elsewhere(&search(roots, &matcher, roots.root(), glob.as_ref(), MAX_ELSEWHERE)));
+        let glob_text = args.glob.as_deref().filter(|_| glob.is_some());
+        let mut report = no_matches(roots, &args.pattern, &start, glob_text);
+        // A glob for the wrong language hid the match (a small model searched `*.rs`
+        // in a Python project eight times): say what the glob left out.
+        let left_out = glob_text.map(|_| search(roots, &matcher, &start, None, MAX_ELSEWHERE));
+        match (glob_text, left_out) {
+            (Some(pattern), Some(found)) if !found.lines.is_empty() => {
+                report.push_str(&format!(
+                    "
+In files the glob `{pattern}` leaves out it matches:
+{}{}",
+                    found.lines.join("\n"),
+                    found.more("")
+                ));
+            }
+            _ if start != roots.root() => {
+                report.push_str(&elsewhere(&search(roots, &matcher, roots.root(), glob.as_ref(), MAX_ELSEWHERE)));
+            }
+            _ => {}
         }
         return Ok(report);
     }
@@ -186,10 +202,11 @@ fn elsewhere(found: &Found) -> String {
 /// The report when nothing matched: where was searched, in words a small model cannot
 /// misread ("in .." looked like the parent folder), and a hint when the pattern is the
 /// name of a file (grep searches contents, not names).
-fn no_matches(roots: &Roots, pattern: &str, start: &Path) -> String {
+fn no_matches(roots: &Roots, pattern: &str, start: &Path, glob: Option<&str>) -> String {
     let shown = roots.display(start);
     let place = if shown == "." { "the project folder".to_owned() } else { format!("`{shown}`") };
-    let mut report = format!("No line in {place} contains a match for `{pattern}`.");
+    let only = glob.map(|g| format!(" (files matching `{g}`)")).unwrap_or_default();
+    let mut report = format!("No line in {place}{only} contains a match for `{pattern}`.");
     let name = pattern.replace("\\.", ".");
     // Resolved through the roots, so a name outside the workspace reveals nothing.
     let names_a_file = !name.contains('*')

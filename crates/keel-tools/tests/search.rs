@@ -118,7 +118,13 @@ async fn grep_finding_nothing_in_one_place_shows_matches_elsewhere() {
     // The glob still applies; nothing anywhere adds nothing.
     assert_eq!(
         ok(ws.path(), "grep", json!({"pattern": "TODO", "path": "src/util", "glob": "*.md"})).await,
-        "No line in `src/util` contains a match for `TODO`.\nElsewhere in the project it matches:\nREADME.md:2: TODO: write docs"
+        "No line in `src/util` (files matching `*.md`) contains a match for `TODO`.\nElsewhere in the project it matches:\nREADME.md:2: TODO: write docs"
+    );
+    // A glob for another language hid the match where the model looked: the report says
+    // what the glob left out.
+    assert_eq!(
+        ok(ws.path(), "grep", json!({"pattern": "TODO", "path": "src", "glob": "*.py"})).await,
+        "No line in `src` (files matching `*.py`) contains a match for `TODO`.\nIn files the glob `*.py` leaves out it matches:\nsrc/main.rs:2:     // TODO: parse args"
     );
     assert_eq!(
         ok(ws.path(), "grep", json!({"pattern": "nowhere", "path": "src"})).await,
