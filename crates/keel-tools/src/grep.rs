@@ -96,7 +96,13 @@ In files the glob `{pattern}` leaves out it matches:
                 ));
             }
             _ if start != roots.root() => {
-                report.push_str(&elsewhere(&search(roots, &matcher, roots.root(), glob.as_ref(), MAX_ELSEWHERE)));
+                report.push_str(&elsewhere(&search(
+                    roots,
+                    &matcher,
+                    roots.root(),
+                    glob.as_ref(),
+                    MAX_ELSEWHERE,
+                )));
             }
             _ => {}
         }
