@@ -116,34 +116,14 @@ pub fn opens_with_file(line: &str) -> bool {
 
 /// The path a word names, when it is written as one.
 fn explicit_path(word: &str, home: Option<&Path>) -> Option<PathBuf> {
-    if let Some(rest) = word.strip_prefix("file://") {
-        return rest.starts_with('/').then(|| PathBuf::from(percent_decoded(rest)));
+    if word.starts_with("file://") {
+        // A dropped file's URL: escapes decoded, only a local absolute path.
+        return reqwest::Url::parse(word).ok()?.to_file_path().ok();
     }
     if let Some(rest) = word.strip_prefix("~/") {
         return home.map(|home| home.join(rest));
     }
     (word.starts_with('/') || word.starts_with("./") || word.starts_with("../")).then(|| PathBuf::from(word))
-}
-
-/// `%20` and the like decoded (a `file://` URL's escapes); a bad escape is kept as is.
-fn percent_decoded(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A line split into words as a shell would for quoting: `'…'` and `"…"` group, a
