@@ -79,7 +79,15 @@ impl HttpClient {
             .tools
             .get(request.tools, |tools| wire.encode_tools(tools))
             .map_err(|e| ModelError::new(ModelErrorKind::Config, format!("cannot encode the tools: {e}")))?;
-        wire.encode(request, &self.config, &self.info(), &tools)
+        // A model known to take no images gets notes in their place (a tool's screenshot,
+        // history from before a switch): its server would refuse every later request.
+        let stripped =
+            (self.config.images == Some(false)).then(|| crate::without_images(request.messages)).flatten();
+        let mut request = *request;
+        if let Some(messages) = &stripped {
+            request.messages = messages;
+        }
+        wire.encode(&request, &self.config, &self.info(), &tools)
             .map_err(|e| ModelError::new(ModelErrorKind::Config, format!("cannot encode the request: {e}")))
     }
 }

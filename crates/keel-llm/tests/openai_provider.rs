@@ -917,3 +917,21 @@ async fn calls_sharing_an_id_without_index_stay_apart_in_any_split() {
         );
     }
 }
+
+/// A model known to take no images (config `images = false`, or its server said so) gets
+/// notes in their place: an MCP tool's screenshot in the history must not make its server
+/// refuse every later request.
+#[tokio::test]
+async fn a_model_without_images_is_sent_notes_in_their_place() {
+    let server = MockServer::start().await;
+    server.push(ChatStream::new().text("ok", 1).finish("stop").response());
+    let mut config = config(&server);
+    config.images = Some(false);
+    let client = HttpClient::new(config).unwrap();
+    let image = keel_llm::Image::from_base64(keel_testkit::mcp::PNG_BASE64).unwrap();
+    let history = vec![Message::User(UserMessage { content: "look".into(), images: vec![image] })];
+    run(&client, &history).await.result.unwrap();
+    let body = server.requests()[0].json();
+    let user = body["messages"].as_array().unwrap().iter().rfind(|m| m["role"] == "user").unwrap().clone();
+    assert_eq!(user["content"], "look\n[an image (image/png, PNG 1×1, 1 KB) this model cannot see]");
+}

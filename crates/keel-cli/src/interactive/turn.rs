@@ -27,8 +27,12 @@ impl Repl {
     /// text names by path. `None` (after saying why) when a named image cannot be sent.
     fn prompt_with_images(&mut self, text: String) -> Option<Prompt> {
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-        let mut images = std::mem::take(&mut self.first_images);
-        for pasted in crate::images::pasted_in(&text, home.as_deref()) {
+        let mut images = self.first_images.clone();
+        // A model that takes no images gets the paths as text: "shrink ./logo.png" is a task
+        // about a file then, not a picture to look at.
+        let takes_images = self.agent.model().accepts_images() != Some(false);
+        let pasted = if takes_images { crate::images::pasted_in(&text, home.as_deref()) } else { Vec::new() };
+        for pasted in pasted {
             match pasted.image {
                 Ok(image) => {
                     let name = pasted.path.file_name().unwrap_or(pasted.path.as_os_str()).to_string_lossy();
@@ -46,6 +50,8 @@ impl Repl {
             self.say(&format!("keel: {e}; nothing was sent"));
             return None;
         }
+        // The --image files go with the first prompt that is sent, not one refused.
+        self.first_images.clear();
         Some(prompt)
     }
 

@@ -217,6 +217,36 @@ impl Image {
     }
 }
 
+/// `messages` with every image replaced by a note in its message's text, or `None` when
+/// none carries an image: what a model that takes no images is sent (a tool's screenshot,
+/// or history from before a switch to a text-only model).
+pub fn without_images(messages: &[crate::Message]) -> Option<Vec<crate::Message>> {
+    use crate::Message;
+    let has_images = |m: &Message| match m {
+        Message::User(user) => !user.images.is_empty(),
+        Message::ToolResult(result) => !result.images.is_empty(),
+        Message::Assistant(_) => false,
+    };
+    if !messages.iter().any(has_images) {
+        return None;
+    }
+    let noted = |text: &mut String, images: Vec<Image>| {
+        for image in images {
+            text.push('\n');
+            text.push_str(&image.omitted_note());
+        }
+    };
+    let mut out = messages.to_vec();
+    for message in &mut out {
+        match message {
+            Message::User(user) => noted(&mut user.content, std::mem::take(&mut user.images)),
+            Message::ToolResult(result) => noted(&mut result.content, std::mem::take(&mut result.images)),
+            Message::Assistant(_) => {}
+        }
+    }
+    Some(out)
+}
+
 /// A 1×1 PNG for tests, with its bytes; and one whose bytes are gone.
 #[cfg(test)]
 pub(crate) fn test_images() -> (Image, Image) {
@@ -267,6 +297,21 @@ mod tests {
         let mut big = PNG_1X1.to_vec();
         big.resize(MAX_IMAGE_BYTES + 1, 0);
         assert_eq!(Image::from_bytes(big), Err(ImageError::TooLarge { bytes: MAX_IMAGE_BYTES + 1 }));
+    }
+
+    #[test]
+    fn a_model_without_images_gets_notes_in_their_place() {
+        let image = Image::from_bytes(PNG_1X1.to_vec()).unwrap();
+        let messages =
+            vec![crate::Message::User(crate::UserMessage { content: "look".into(), images: vec![image] })];
+        let Some(stripped) = without_images(&messages) else { panic!("images were there") };
+        assert_eq!(
+            stripped,
+            [crate::Message::User(crate::UserMessage::text(
+                "look\n[an image (image/png, PNG 1×1, 1 KB) this model cannot see]"
+            ))]
+        );
+        assert_eq!(without_images(&stripped), None);
     }
 
     #[test]

@@ -26,12 +26,15 @@ enum State {
 #[derive(Debug)]
 pub struct CallTextGuard {
     pending: String,
+    /// What was held back as a possible call since the last prose shown: the caller
+    /// shows it after all ([`CallTextGuard::flush`]) when the reply held no call.
+    held: String,
     state: State,
 }
 
 impl Default for CallTextGuard {
     fn default() -> Self {
-        CallTextGuard { pending: String::new(), state: State::Start }
+        CallTextGuard { pending: String::new(), held: String::new(), state: State::Start }
     }
 }
 
@@ -69,16 +72,17 @@ fn at_angle(text: &str) -> AtAngle {
 fn opens_like_a_call(text: &str) -> bool {
     text.starts_with(['{', '['])
         || text.starts_with("```")
-        || (text.starts_with('<') && !text.starts_with("</"))
+        || text.strip_prefix('<').is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_alphabetic()))
 }
 
 impl CallTextGuard {
-    /// At the reply's end: prose still held because it might have opened a tag.
+    /// At the reply's end: what was held back and not shown. The caller shows it when the
+    /// finished reply turned out to hold no call written as text (a code block, a JSON
+    /// answer, a literal `<tools>` in prose), and drops it otherwise.
     pub fn flush(&mut self) -> String {
-        match self.state {
-            State::Prose | State::Start => std::mem::take(&mut self.pending),
-            State::Inside(_) | State::Held => String::new(),
-        }
+        let mut rest = std::mem::take(&mut self.held);
+        rest.push_str(&std::mem::take(&mut self.pending));
+        rest
     }
 
     /// Takes a delta; returns the text that may be shown now (possibly empty).
@@ -88,6 +92,7 @@ impl CallTextGuard {
         loop {
             match self.state {
                 State::Held => {
+                    self.held.push_str(&self.pending);
                     self.pending.clear();
                     return out;
                 }
@@ -96,8 +101,13 @@ impl CallTextGuard {
                     if start.is_empty() {
                         return out;
                     }
-                    // A tag opening the reply is read below, as anywhere else.
-                    let tag = matches!(at_angle(start), AtAngle::Opens(..) | AtAngle::Undecided);
+                    // A tag opening the reply is read below, as anywhere else; one that may
+                    // still become a tag or an element waits for more.
+                    let tag = match at_angle(start) {
+                        AtAngle::Undecided => return out,
+                        AtAngle::Opens(..) => true,
+                        AtAngle::Prose => false,
+                    };
                     self.state = if !tag && opens_like_a_call(start) { State::Held } else { State::Prose };
                 }
                 State::Prose => {
@@ -109,6 +119,7 @@ impl CallTextGuard {
                     out.push_str(&self.pending[..at]);
                     match at_angle(&self.pending[at..]) {
                         AtAngle::Opens(len, close) => {
+                            self.held.push_str(&self.pending[at..at + len]);
                             self.pending.drain(..at + len);
                             self.state = State::Inside(close);
                         }
@@ -124,7 +135,9 @@ impl CallTextGuard {
                 }
                 State::Inside(close) => match self.pending.find(close) {
                     Some(at) => {
+                        // A closed call: the finished reply reads it; it is not shown.
                         self.pending.drain(..at + close.len());
+                        self.held.clear();
                         self.state = State::Prose;
                     }
                     None => {
@@ -137,7 +150,7 @@ impl CallTextGuard {
                                     && close.starts_with(&self.pending[from..])
                             })
                             .unwrap_or(self.pending.len());
-                        self.pending.drain(..keep);
+                        self.held.extend(self.pending.drain(..keep));
                         return out;
                     }
                 },
@@ -173,6 +186,37 @@ mod tests {
         assert_eq!(shown(&["<function name=\"x\"/>"]), "");
         assert_eq!(shown(&["a < b and ", "<b>bold</b> x <tool"]), "a < b and <b>bold</b> x ");
         assert_eq!(shown(&["Vec<T>", " is fine"]), "Vec<T> is fine");
+    }
+
+    #[test]
+    fn what_was_held_comes_back_at_the_end_for_the_caller_to_show_when_no_call_was_there() {
+        // A code-block answer is held whole while it streams, and handed back at the end.
+        let mut guard = CallTextGuard::default();
+        assert_eq!(guard.push("```python\nprint(1)"), "");
+        assert_eq!(guard.push("\n```"), "");
+        assert_eq!(guard.flush(), "```python\nprint(1)\n```");
+        // A literal tag in prose that is never closed: the rest comes back at the end.
+        let mut guard = CallTextGuard::default();
+        assert_eq!(guard.push("Add a <tools> section, "), "Add a ");
+        assert_eq!(guard.push("then run it."), "");
+        assert_eq!(guard.flush(), "<tools> section, then run it.");
+        // A closed call is not handed back; prose after it was shown.
+        let mut guard = CallTextGuard::default();
+        assert_eq!(guard.push("<tool_call>{}</tool_call> ok"), " ok");
+        assert_eq!(guard.flush(), "");
+        // A reply cut at `<`: the `<` comes back.
+        let mut guard = CallTextGuard::default();
+        assert_eq!(guard.push("a <"), "a ");
+        assert_eq!(guard.flush(), "<");
+    }
+
+    #[test]
+    fn an_element_call_split_at_its_angle_is_held_too() {
+        assert_eq!(shown(&["<", "function", " name=\"read_file\"/>"]), "");
+        assert_eq!(shown(&["<", "b>bold</b>"]), "");
+        let mut guard = CallTextGuard::default();
+        assert_eq!(guard.push("<"), "");
+        assert_eq!(guard.push(" is less"), "< is less");
     }
 
     proptest! {

@@ -339,12 +339,14 @@ impl<'a> Run<'a> {
         let stream = std::mem::replace(&mut self.stream, (self.new_decoder)());
         match stream.finish() {
             Ok(mut message) => {
-                if let Some(rest) = self.guard.take().map(|mut guard| guard.flush()).filter(|r| !r.is_empty())
-                {
-                    self.queue.push_back(Ok(ModelEvent::TextDelta(rest)));
-                }
                 if self.config().text_tool_calls {
                     apply_text_tool_calls(&mut message, &self.tools);
+                }
+                // What the guard held back was no call after all (a code block, a JSON
+                // answer): shown now, before the message completes.
+                let rest = self.guard.take().map(|mut guard| guard.flush()).unwrap_or_default();
+                if !rest.is_empty() && !message.has_tool_calls() {
+                    self.queue.push_back(Ok(ModelEvent::TextDelta(rest)));
                 }
                 if self.config().thoughts_as_reasoning {
                     thoughts_as_reasoning(&mut message.content);

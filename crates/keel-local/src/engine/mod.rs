@@ -448,12 +448,9 @@ impl ModelClient for LocalModel {
             return failed(ModelError::new(ModelErrorKind::Config, "the local model needs a tokio runtime"));
         };
         let stats = Arc::clone(&self.stats);
-        // Calls the model writes as text are not shown as text (empty deltas are dropped
-        // below); the finished message reads them.
-        let mut guard = keel_llm::text_calls::CallTextGuard::default();
         let map = move |message: FromEngine| -> Event {
             match message {
-                FromEngine::Text { text } => Ok(ModelEvent::TextDelta(guard.push(&text))),
+                FromEngine::Text { text } => Ok(ModelEvent::TextDelta(text)),
                 FromEngine::Restarted { reason } => {
                     Ok(ModelEvent::Retrying { attempt: 1, max_retries: 1, delay: Duration::ZERO, reason })
                 }
@@ -476,19 +473,39 @@ impl ModelClient for LocalModel {
         };
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         runtime.spawn(run_job(Arc::clone(&self.slot), spec, cancel, events_tx, map));
-        Box::pin(futures::stream::unfold((events_rx, false), |(mut rx, done)| async move {
-            if done {
-                return None;
-            }
-            let event = loop {
-                match rx.recv().await {
-                    Some(Ok(ModelEvent::TextDelta(text))) if text.is_empty() => continue,
-                    Some(event) => break event,
-                    None => break Err(ModelError::new(ModelErrorKind::Cancelled, "generation stopped")),
+        // Calls the model writes as text are not shown as text; the finished message reads
+        // them, and what was held back is shown when it held none.
+        let guard = keel_llm::text_calls::CallTextGuard::default();
+        let state = (events_rx, guard, std::collections::VecDeque::<Event>::new(), false);
+        Box::pin(futures::stream::unfold(state, |(mut rx, mut guard, mut ready, done)| async move {
+            loop {
+                if let Some(event) = ready.pop_front() {
+                    let last = matches!(event, Ok(ModelEvent::Completed(_)) | Err(_));
+                    return Some((event, (rx, guard, ready, last)));
                 }
-            };
-            let last = matches!(event, Ok(ModelEvent::Completed(_)) | Err(_));
-            Some((event, (rx, last)))
+                if done {
+                    return None;
+                }
+                match rx.recv().await {
+                    Some(Ok(ModelEvent::TextDelta(text))) => {
+                        let shown = guard.push(&text);
+                        if !shown.is_empty() {
+                            ready.push_back(Ok(ModelEvent::TextDelta(shown)));
+                        }
+                    }
+                    Some(Ok(ModelEvent::Completed(message))) => {
+                        let rest = guard.flush();
+                        if !rest.is_empty() && !message.has_tool_calls() {
+                            ready.push_back(Ok(ModelEvent::TextDelta(rest)));
+                        }
+                        ready.push_back(Ok(ModelEvent::Completed(message)));
+                    }
+                    Some(event) => ready.push_back(event),
+                    None => {
+                        ready.push_back(Err(ModelError::new(ModelErrorKind::Cancelled, "generation stopped")))
+                    }
+                }
+            }
         }))
     }
 }
