@@ -106,7 +106,14 @@ impl ImageFiles {
                 std::fs::DirBuilder::new()
                     .mode(0o700)
                     .create(&self.dir)
-                    .map_err(|e| SessionError::io(e).at_path(&self.dir))
+                    .map_err(|e| SessionError::io(e).at_path(&self.dir))?;
+                // The new folder's entry durable too, before an image in it is relied on.
+                if let Some(parent) = self.dir.parent()
+                    && let Ok(parent) = File::open(parent)
+                {
+                    let _ = parent.sync_all();
+                }
+                Ok(())
             }
             Err(e) => Err(SessionError::io(e).at_path(&self.dir)),
         }
