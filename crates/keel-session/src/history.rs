@@ -49,7 +49,8 @@ impl History {
         self.seqs.push(seq);
     }
 
-    /// Replaces the content of the result for `call_id` (the latest one) with `stub`.
+    /// Replaces the content of the result for `call_id` (the latest one) with `stub`; its
+    /// images go too.
     pub(crate) fn prune(&mut self, call_id: &str, stub: &str) {
         if let Some(Message::ToolResult(result)) = self
             .messages
@@ -58,6 +59,7 @@ impl History {
             .find(|m| matches!(m, Message::ToolResult(r) if r.call_id == call_id))
         {
             result.content = stub.to_owned();
+            result.images.clear();
         }
     }
 
@@ -91,5 +93,27 @@ impl History {
             }
         }
         dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pruned_result_loses_its_images_with_its_text() {
+        let image = keel_llm::Image::from_base64(keel_testkit::mcp::PNG_BASE64).unwrap();
+        let mut history = History::default();
+        let result = ToolResultMessage {
+            call_id: "s1".into(),
+            name: "screenshot".into(),
+            content: "[image 1 below]".into(),
+            is_error: false,
+            images: vec![image],
+        };
+        history.push_result(3, result);
+        history.prune("s1", "[output of screenshot pruned]");
+        let Some(Message::ToolResult(pruned)) = history.messages().last() else { panic!("no result") };
+        assert_eq!((pruned.content.as_str(), pruned.images.len()), ("[output of screenshot pruned]", 0));
     }
 }

@@ -125,12 +125,18 @@ pub fn prune_plan(messages: &[Message], protect: u64) -> (Vec<PrunedResult>, u64
     let mut freed = 0;
     for message in &messages[..protected_from] {
         let Message::ToolResult(result) = message else { continue };
-        let tokens = text_tokens(&result.content);
+        // A result's images go with its text (a screenshot is the bulk of an MCP result).
+        let tokens = text_tokens(&result.content) + images_tokens(&result.images);
         if tokens < MIN_PRUNED_TOKENS || result.content.starts_with("[output of ") {
             continue;
         }
+        let images = match result.images.len() {
+            0 => String::new(),
+            1 => " and an image".to_owned(),
+            n => format!(" and {n} images"),
+        };
         let stub = format!(
-            "[output of {} pruned: {}; rerun to see it]",
+            "[output of {} pruned: {}{images}; rerun to see it]",
             describe_call(calls.get(result.call_id.as_str()), &result.name),
             size_text(result.content.len())
         );

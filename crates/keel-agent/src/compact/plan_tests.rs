@@ -65,6 +65,27 @@ fn pruning_stubs_large_old_results_and_protects_the_recent_ones() {
     assert_eq!(pruned.len(), 2);
 }
 
+/// A screenshot result has little text but costs an image's tokens: it is pruned, and the
+/// stub says an image went with it.
+#[test]
+fn an_old_result_with_an_image_is_pruned_for_the_image() {
+    let image = keel_llm::Image::from_base64(keel_testkit::mcp::PNG_BASE64).unwrap();
+    let big = keel_llm::Image { pixels: Some((1280, 800)), ..image };
+    let mut shot = result("s1", "mcp__browser__screenshot", "[image: image/png; image 1 below]");
+    if let Message::ToolResult(r) = &mut shot {
+        r.images = vec![big];
+    }
+    let messages =
+        vec![user("look"), call("s1", "mcp__browser__screenshot", "{}"), shot, call("c9", "read_file", "{}")];
+    let (pruned, freed) = prune_plan(&messages, 0);
+    assert_eq!(pruned.len(), 1);
+    assert_eq!(
+        pruned[0].stub,
+        "[output of mcp__browser__screenshot pruned: 33 characters and an image; rerun to see it]"
+    );
+    assert!(freed > 1000, "{freed}");
+}
+
 #[test]
 fn the_cut_keeps_whole_steps_within_the_budget_and_never_a_lone_result() {
     let messages = session(4);
