@@ -318,6 +318,12 @@ impl JsonlStore {
 
     /// Reads every event of a session without locking it (for display and fork).
     pub fn read_events(&self, id: &str) -> Result<Vec<Event>, SessionError> {
+        self.read_events_after(id, None)
+    }
+
+    /// The events after seq `after` (all with `None`), checked as a load checks them; only
+    /// those returned get their images' bytes read back.
+    fn read_events_after(&self, id: &str, after: Option<u64>) -> Result<Vec<Event>, SessionError> {
         let id = self.resolve_id(id)?;
         let path = self.path_of(&id);
         let file = File::open(&path).map_err(|e| SessionError::io(e).at_path(&path))?;
@@ -327,6 +333,10 @@ impl JsonlStore {
         let images = ImageFiles::beside(&path);
         read_log(&path, &file, |mut event| {
             projection.check(&event)?;
+            if after.is_some_and(|after| event.seq <= after) {
+                projection.fold(event);
+                return Ok(());
+            }
             images.fill(&mut event);
             projection.fold(event.clone());
             events.push(event);
@@ -461,6 +471,11 @@ impl SessionStore for JsonlStore {
 
     fn read(&self, id: &str) -> Result<Vec<Event>, SessionError> {
         self.read_events(id)
+    }
+
+    /// Followers poll this on every change: images already sent are not read again.
+    fn read_after(&self, id: &str, after: u64) -> Result<Vec<Event>, SessionError> {
+        self.read_events_after(id, Some(after))
     }
 
     /// Appends by this store's writers (sessions opened after the call) are told at once;

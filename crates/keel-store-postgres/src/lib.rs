@@ -537,9 +537,12 @@ impl SessionStore for PgStore {
                 }
             })
             .await?;
-            rows.into_iter()
+            let mut events = rows
+                .into_iter()
                 .map(|row| rows::from_row(row.get(0), row.get(1), row.get(2), row.get(3)))
-                .collect()
+                .collect::<Result<Vec<_>, _>>()?;
+            fill_images(&inner, &id, &mut events).await?;
+            Ok(events)
         })
     }
 

@@ -449,6 +449,9 @@ pub fn images(h: &dyn StoreHarness) {
     session.close().unwrap();
 
     let read = store.read(&id).unwrap();
+    // What a follower polls: the events after a seq, as `read` has them (bytes and all).
+    let after: Vec<_> = read.iter().filter(|e| e.seq > 1).cloned().collect();
+    assert_eq!(store.read_after(&id, 1).unwrap(), after, "read_after is read's tail");
     assert_eq!(
         read.iter().flat_map(|e| e.kind.images()).collect::<Vec<_>>(),
         [&image],
