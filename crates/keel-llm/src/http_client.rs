@@ -80,9 +80,13 @@ impl HttpClient {
             .get(request.tools, |tools| wire.encode_tools(tools))
             .map_err(|e| ModelError::new(ModelErrorKind::Config, format!("cannot encode the tools: {e}")))?;
         // A model known to take no images gets notes in their place (a tool's screenshot,
-        // history from before a switch): its server would refuse every later request.
-        let stripped =
-            (self.config.images == Some(false)).then(|| crate::without_images(request.messages)).flatten();
+        // history from before a switch): its server would refuse every later request. Any
+        // other gets the newest images that fit one request's budget.
+        let stripped = if self.config.images == Some(false) {
+            crate::without_images(request.messages)
+        } else {
+            crate::within_image_budget(request.messages, crate::MAX_REQUEST_IMAGE_BYTES)
+        };
         let mut request = *request;
         if let Some(messages) = &stripped {
             request.messages = messages;

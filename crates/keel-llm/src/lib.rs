@@ -48,7 +48,10 @@ pub use config::{
 pub use error::{ModelError, ModelErrorKind};
 #[cfg(feature = "http")]
 pub use http_client::HttpClient;
-pub use image::{Image, ImageError, ImageType, MAX_IMAGE_BYTES, MAX_IMAGES_PER_MESSAGE, without_images};
+pub use image::{
+    Image, ImageError, ImageType, MAX_IMAGE_BYTES, MAX_IMAGES_PER_MESSAGE, MAX_REQUEST_IMAGE_BYTES,
+    within_image_budget, without_images,
+};
 pub use message::{
     AssistantMessage, ContentBlock, FinishReason, Message, ModelInfo, ToolCall, ToolResultMessage, Usage,
     UserMessage,

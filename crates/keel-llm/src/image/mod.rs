@@ -20,6 +20,12 @@ pub const MAX_IMAGE_BYTES: usize = 5 * 1024 * 1024;
 /// The most images one message may carry.
 pub const MAX_IMAGES_PER_MESSAGE: usize = 16;
 
+/// The most image bytes one request carries (about 21 MB once base64-encoded: under the
+/// wire APIs' request limits with the text beside it). Older images beyond it are sent as
+/// notes, so a long session with many screenshots does not grow a request the provider
+/// refuses — and refuses again on every later request.
+pub const MAX_REQUEST_IMAGE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Tokens assumed for an image whose size in pixels is unknown (the wire APIs scale
 /// large images down to about this).
 const DEFAULT_IMAGE_TOKENS: u64 = 1_600;
@@ -247,6 +253,47 @@ pub fn without_images(messages: &[crate::Message]) -> Option<Vec<crate::Message>
     Some(out)
 }
 
+/// `messages` with the oldest images replaced by notes until the rest fit in `budget`
+/// bytes, or `None` when all fit. The newest images are the ones the model needs.
+pub fn within_image_budget(messages: &[crate::Message], budget: u64) -> Option<Vec<crate::Message>> {
+    use crate::Message;
+    let images_of = |m: &Message| -> u64 {
+        match m {
+            Message::User(user) => user.images.iter().map(|i| i.bytes).sum(),
+            Message::ToolResult(result) => result.images.iter().map(|i| i.bytes).sum(),
+            Message::Assistant(_) => 0,
+        }
+    };
+    if messages.iter().map(images_of).sum::<u64>() <= budget {
+        return None;
+    }
+    let mut out = messages.to_vec();
+    let mut kept = 0u64;
+    for message in out.iter_mut().rev() {
+        let (text, images) = match message {
+            Message::User(user) => (&mut user.content, &mut user.images),
+            Message::ToolResult(result) => (&mut result.content, &mut result.images),
+            Message::Assistant(_) => continue,
+        };
+        let mut left_out = Vec::new();
+        for image in std::mem::take(images) {
+            if kept + image.bytes <= budget {
+                kept += image.bytes;
+                images.push(image);
+            } else {
+                left_out.push(image);
+            }
+        }
+        for image in left_out {
+            text.push_str(&format!(
+                "\n[an earlier image ({}) left out to keep the request within its size]",
+                image.describe()
+            ));
+        }
+    }
+    Some(out)
+}
+
 /// A 1×1 PNG for tests, with its bytes; and one whose bytes are gone.
 #[cfg(test)]
 pub(crate) fn test_images() -> (Image, Image) {
@@ -312,6 +359,24 @@ mod tests {
             ))]
         );
         assert_eq!(without_images(&stripped), None);
+    }
+
+    #[test]
+    fn the_oldest_images_give_way_when_a_request_would_carry_too_many_bytes() {
+        let image = Image::from_bytes(PNG_1X1.to_vec()).unwrap();
+        let message = |text: &str| {
+            crate::Message::User(crate::UserMessage { content: text.into(), images: vec![image.clone()] })
+        };
+        let messages = vec![message("first"), message("second"), message("third")];
+        assert_eq!(within_image_budget(&messages, 3 * 70), None);
+        let Some(fitted) = within_image_budget(&messages, 2 * 70) else { panic!("over the budget") };
+        let crate::Message::User(first) = &fitted[0] else { panic!() };
+        assert_eq!(first.images.len(), 0);
+        assert_eq!(
+            first.content,
+            "first\n[an earlier image (PNG 1×1, 1 KB) left out to keep the request within its size]"
+        );
+        assert_eq!(fitted[1..], messages[1..]);
     }
 
     #[test]
