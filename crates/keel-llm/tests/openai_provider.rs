@@ -935,3 +935,26 @@ async fn a_model_without_images_is_sent_notes_in_their_place() {
     let user = body["messages"].as_array().unwrap().iter().rfind(|m| m["role"] == "user").unwrap().clone();
     assert_eq!(user["content"], "look\n[an image (image/png, PNG 1×1, 1 KB) this model cannot see]");
 }
+
+/// With calls read from text, a reply that opens like one but is an answer (a code
+/// block) is held while it streams and shown whole before the message completes.
+#[tokio::test]
+async fn a_code_block_answer_held_as_a_possible_call_is_still_streamed() {
+    let answer = "```python\nprint(1)\n```";
+    let server = MockServer::start().await;
+    server.push(ChatStream::new().text(answer, 4).finish("stop").response());
+    let mut config = config(&server);
+    config.text_tool_calls = true;
+    let client = HttpClient::new(config).unwrap();
+    let outcome = run(&client, &user("show me")).await;
+    let streamed: String = outcome
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::TextDelta(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(streamed, answer);
+    assert_eq!(outcome.result.unwrap().text(), answer);
+}
