@@ -55,6 +55,24 @@ pub(crate) struct Job<'a> {
     pub tools: ToolRegistry,
 }
 
+/// The child's agent: the parent's settings with the definition's prompt, the step limit
+/// and, after an abort, half the parent's grace for its tools (the parent waits its whole
+/// grace for the `task` call; the other half is the child's to close its log).
+fn build(job: &Job<'_>, model: Arc<dyn keel_llm::ModelClient>) -> Agent {
+    let mut config = job.parent.config.clone();
+    config.system_prompt = job.def.prompt.clone();
+    config.max_steps = job.limits.max_steps;
+    config.summary_on_step_limit = true;
+    config.fresh_start = false;
+    config.read_intent = false;
+    config.abort_grace = job.parent.config.abort_grace / 2;
+    Agent::builder_shared(model)
+        .config(config)
+        .tools(job.tools.clone())
+        .hooks_shared(Arc::clone(&job.parent.hooks))
+        .build()
+}
+
 /// Runs `job`'s agent on `prompt` in a new child session and hands back its answer.
 pub(crate) async fn run(
     job: Job<'_>,
@@ -86,20 +104,10 @@ without them.",
         agent: job.def.name.clone(),
     };
     let cwd = ctx.workspace.display().to_string();
-    let mut session = job.spawner.create(&cwd, link).map_err(|e| start_error(SubagentError::Session(e)))?;
+    let session = job.spawner.create(&cwd, link).map_err(|e| start_error(SubagentError::Session(e)))?;
     let session_id = session.id().to_owned();
     let child_ctx = job.spawner.context(&session, &ctx.workspace);
-    let mut config = job.parent.config.clone();
-    config.system_prompt = job.def.prompt.clone();
-    config.max_steps = limits.max_steps;
-    config.summary_on_step_limit = true;
-    config.fresh_start = false;
-    config.read_intent = false;
-    let child = Agent::builder_shared(model)
-        .config(config)
-        .tools(job.tools.clone())
-        .hooks_shared(Arc::clone(&job.parent.hooks))
-        .build();
+    let child = build(&job, model);
     ctx.subagent(SubagentUpdate::Started {
         session_id: session_id.clone(),
         agent: job.def.name.clone(),
@@ -107,9 +115,22 @@ without them.",
     });
     let sink = ChildSink { parent: ctx.clone(), session_id: session_id.clone() };
     let cancel = ctx.cancel.child_token();
-    let turn = child.run_turn(&mut session, &child_ctx, &prompt, &sink, &cancel);
-    let (outcome, timed_out) = within(turn, limits.timeout, &cancel).await;
-    drop(session);
+    // Dropping this call (the parent's grace after an abort ran out, or its tool timeout)
+    // cancels the child instead of leaving it running.
+    let _cancel_on_drop = cancel.clone().drop_guard();
+    // The child runs in a task of its own, so that being dropped never cuts its turn
+    // short: cancelled, it ends the turn as an abort does and closes its log.
+    let running = tokio::spawn(async move {
+        let mut session = session;
+        let turn = child.run_turn(&mut session, &child_ctx, &prompt, &sink, &cancel);
+        within(turn, limits.timeout, &cancel).await
+    });
+    let (outcome, timed_out) = running.await.map_err(|e| {
+        ToolError::new(
+            ToolErrorKind::Panic,
+            format!("the subagent crashed ({e}); its session may be left open"),
+        )
+    })?;
     let outcome = outcome.map_err(|e| {
         ToolError::new(ToolErrorKind::IoError, format!("the subagent's session log failed: {e}"))
     })?;

@@ -11,6 +11,11 @@
 //! concurrently when one reply starts several, and draw on one token budget per parent
 //! session besides their own ([`Budget`]). A child is never offered `task`: children
 //! start no children.
+//!
+//! A cancelled child ends its turn as an aborted turn does, its log closed: it runs in a
+//! task of its own, so dropping the parent's call cancels it without cutting it off, and
+//! its tools get half the parent's abort grace, so it is done before the parent stops
+//! waiting for the call.
 
 mod budget;
 mod child;
