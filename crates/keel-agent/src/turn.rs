@@ -39,7 +39,7 @@ pub const STEP_LIMIT_SUMMARY_REQUEST: &str = "You have reached the step limit fo
 be run. Reply now without calling tools: summarize what you found and did, what remains undone, and the \
 best answer you can give from what you learned.";
 
-enum Reply {
+pub(crate) enum Reply {
     Completed(AssistantMessage),
     Aborted(AssistantMessage),
     Failed(AssistantMessage, ModelError),
@@ -73,7 +73,13 @@ impl TurnRun<'_> {
         Ok(())
     }
 
-    async fn stream_reply(&mut self, tool_choice: ToolChoice) -> Reply {
+    /// Streams the step's reply to the history derived from the log, or to `messages`
+    /// in its place (the same request with refused images as notes: [`crate::refused`]).
+    pub(crate) async fn stream_reply(
+        &mut self,
+        tool_choice: ToolChoice,
+        messages: Option<&[keel_llm::Message]>,
+    ) -> Reply {
         // Debug builds check the invariant every request relies on.
         #[cfg(debug_assertions)]
         if let Err(e) = keel_session::validate(self.session.messages()) {
@@ -83,7 +89,8 @@ impl TurnRun<'_> {
             );
             return Reply::Failed(AssistantMessage::default(), error);
         }
-        let request = ModelRequest::new(self.system, self.session.messages(), self.tools.definitions())
+        let messages = messages.unwrap_or(self.session.messages());
+        let request = ModelRequest::new(self.system, messages, self.tools.definitions())
             .tool_choice(tool_choice)
             .cache_key(self.session.id());
         let mut stream = self.model.stream(request, self.cancel.child_token());
@@ -126,7 +133,11 @@ impl TurnRun<'_> {
             self.log(EventKind::RequestHeader(self.header.clone()))?;
         }
         self.log(EventKind::StepStart(StepStart { step }))?;
-        let message = match self.stream_reply(tool_choice).await {
+        let reply = match self.stream_reply(tool_choice, None).await {
+            Reply::Failed(partial, error) => self.without_refused_images(tool_choice, partial, error).await?,
+            reply => reply,
+        };
+        let message = match reply {
             Reply::Completed(message) => message,
             Reply::Aborted(partial) => {
                 self.log(EventKind::AssistantMessage(partial))?;

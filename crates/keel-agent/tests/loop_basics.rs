@@ -47,14 +47,9 @@ async fn five_step_task_requests_are_exactly_the_derived_history() {
     let requests = model.requests();
     assert_eq!(requests.len(), 5);
     // Each request carries exactly the history derived from the log up to its step/start.
-    let step_starts: Vec<usize> = events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| matches!(e.kind, EventKind::StepStart(_)))
-        .map(|(i, _)| i)
-        .collect();
-    for (request, start) in requests.iter().zip(step_starts) {
-        assert_eq!(request.messages, derive_messages(&events[..start]).unwrap());
+    let rebuilt = requests_from_log(&events);
+    assert_eq!(requests.iter().map(|r| r.messages.clone()).collect::<Vec<_>>(), rebuilt);
+    for request in &requests {
         assert_eq!(request.system, "Be precise.");
         assert_eq!(request.tool_choice, ToolChoice::Auto);
         // The session is the conversation's cache key (Responses `prompt_cache_key`).
@@ -518,10 +513,7 @@ async fn requests_with_hook_input_are_exactly_the_derived_history() {
     let events = store.read(session.id()).unwrap();
     let requests = model.requests();
     assert_eq!(requests.len(), 4);
-    let step_starts = events.iter().enumerate().filter(|(_, e)| matches!(e.kind, EventKind::StepStart(_)));
-    for (request, (start, _)) in requests.iter().zip(step_starts) {
-        assert_eq!(request.messages, derive_messages(&events[..start]).unwrap());
-    }
+    assert_eq!(requests.iter().map(|r| r.messages.clone()).collect::<Vec<_>>(), requests_from_log(&events));
     let last_user = |i: usize| match requests[i].messages.last() {
         Some(Message::User(user)) => user.content.clone(),
         other => panic!("request {i} ends with {other:?}"),

@@ -127,3 +127,44 @@ async fn a_pasted_image_path_in_the_interactive_prompt_is_attached() {
     let user = body["messages"].as_array().unwrap().iter().rfind(|m| m["role"] == "user").unwrap().clone();
     assert_eq!(user["content"][1]["image_url"]["url"], png().data_url().unwrap());
 }
+
+/// A provider that refuses the image: the answer still comes (the request was tried again
+/// without it), and the user is told the image was withdrawn and why, on stderr and as a
+/// logged `images/withdrawn` line of `--json`.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_the_provider_refuses_is_withdrawn_with_a_notice() {
+    let env = Env::new();
+    std::fs::write(env.workspace().join("shot.png"), png().data.unwrap()).unwrap();
+    let server = MockServer::start().await;
+    server.set_handler(|request| match request.json().to_string().contains("\"image_url\"") {
+        true => keel_testkit::MockResponse::json(
+            400,
+            &serde_json::json!({"error": {"message": "image format not supported", "type": "invalid_request_error"}}),
+        ),
+        false => ChatStream::new().text("No image came through.", 2).finish("stop").response(),
+    });
+    let mut keel = env.keel(&server.base_url());
+    keel.args(["-p", "What is in this picture?", "--image", "shot.png"]);
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "No image came through.\n");
+    assert!(
+        text(&out.stderr).contains(
+            "1 image withdrawn: the provider refused it (custom rejected the request (HTTP 400): image format not supported)"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let mut keel = env.keel(&server.base_url());
+    keel.args(["--json", "What is in this picture?", "--image", "shot.png"]);
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let withdrawn: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["type"] == "images/withdrawn")
+        .collect();
+    assert_eq!(withdrawn.len(), 1, "{}", text(&out.stdout));
+    assert_eq!(withdrawn[0]["data"]["sha256"], serde_json::json!([png().sha256]));
+}

@@ -50,7 +50,7 @@ pub use error::{ModelError, ModelErrorKind};
 pub use http_client::HttpClient;
 pub use image::{
     Image, ImageError, ImageType, MAX_IMAGE_BYTES, MAX_IMAGES_PER_MESSAGE, MAX_REQUEST_IMAGE_BYTES,
-    within_image_budget, without_images,
+    images_sent, withdraw_images, within_image_budget, without_images,
 };
 pub use message::{
     AssistantMessage, ContentBlock, FinishReason, Message, ModelInfo, ToolCall, ToolResultMessage, Usage,

@@ -63,6 +63,12 @@ impl History {
         }
     }
 
+    /// Replaces the images named in `sha256` by a note, wherever they are so far
+    /// ([`keel_llm::withdraw_images`]).
+    pub(crate) fn withdraw_images(&mut self, sha256: &[String]) {
+        keel_llm::withdraw_images(&mut self.messages, sha256);
+    }
+
     /// The index of the first message at or after `seq`, if any.
     pub(crate) fn index_at(&self, seq: u64) -> Option<usize> {
         self.seqs.iter().position(|s| *s >= seq)

@@ -24,6 +24,7 @@ mod session;
 mod store;
 pub mod time;
 mod validate;
+mod withdrawn;
 
 pub use aside::{Effect, ModelAside, TaskIntent, Wants};
 pub use context::{
@@ -45,6 +46,7 @@ pub use session::{
 };
 pub use store::{ChangeNotify, MAX_SIGNAL_BYTES, SessionStore, SessionSummary, SignalNotify, StoreStats};
 pub use validate::{InvalidHistory, validate};
+pub use withdrawn::ImagesWithdrawn;
 
 /// A new session id: creation time (UTC, to the second) and 48 random bits, e.g.
 /// `20261130-051926-3fa9c1d2e08b`. Sorts by creation time. Thousands of creates in one

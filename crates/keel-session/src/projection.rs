@@ -231,6 +231,10 @@ impl Projection {
                     self.history.prune(&result.call_id, &result.stub);
                 }
             }
+            EventKind::ImagesWithdrawn(withdrawn) => {
+                self.reported_context = None;
+                self.history.withdraw_images(&withdrawn.sha256);
+            }
             EventKind::CompactionStart(_) => self.open_compaction = Some(seq),
             EventKind::ModelAside(aside) => {
                 if let Some(reply) = &aside.reply {

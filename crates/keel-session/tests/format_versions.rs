@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Log format versions: a version 1 log (written before thinking signatures, redacted
 //! thinking, provider items and message origins) still loads and derives the same
-//! messages; new logs are version 2.
+//! messages; new logs are the newest version.
 
 use keel_llm::{
     AssistantMessage, ContentBlock, FinishReason, Message, ModelInfo, ToolCall, ToolResultMessage, Usage,
@@ -165,12 +165,48 @@ fn a_version_1_log_takes_version_2_and_3_events_and_loads_again() {
 }
 
 #[test]
-fn new_sessions_are_written_as_version_4() {
+fn new_sessions_are_written_as_version_5() {
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let session = store.create("/w").unwrap();
-    assert_eq!(FORMAT_VERSION, 4);
+    assert_eq!(FORMAT_VERSION, 5);
     let first_line = std::fs::read_to_string(store.path_of(session.id())).unwrap();
     let header: serde_json::Value = serde_json::from_str(first_line.lines().next().unwrap()).unwrap();
-    assert_eq!(header["data"]["version"], 4);
+    assert_eq!(header["data"]["version"], 5);
+}
+
+/// Version 5: `images/withdrawn` turns the images it names into notes in the messages
+/// so far, in the live session and when the log is read again; images attached later
+/// are sent.
+#[test]
+fn a_withdrawal_is_folded_into_the_messages_and_survives_reopening() {
+    let (_dir, store) = store_with_v1_log();
+    let image = keel_llm::Image::from_base64(keel_testkit::mcp::PNG_BASE64).unwrap();
+    let mut session = store.open(V1_ID).unwrap();
+    let with_image = |text: &str| {
+        EventKind::UserMessage(UserInput {
+            text: text.into(),
+            source: Default::default(),
+            reason: None,
+            images: vec![image.clone()],
+        })
+    };
+    session.append(EventKind::TurnStart(TurnStart { turn: 3 })).unwrap();
+    session.append(with_image("Look.")).unwrap();
+    session
+        .append(EventKind::ImagesWithdrawn(keel_session::ImagesWithdrawn {
+            sha256: vec![image.sha256.clone()],
+            reason: "custom rejected the request (HTTP 400): bad image".into(),
+        }))
+        .unwrap();
+    session.append(with_image("Again.")).unwrap();
+    let note = format!("[an image (image/png, {}) withdrawn: the provider refused it]", image.describe());
+    let expected = Message::User(UserMessage {
+        content: format!("Look.\n{note}\n\nAgain."),
+        images: vec![image.clone()],
+    });
+    assert_eq!(session.messages().last(), Some(&expected));
+    drop(session);
+    let reopened = store.open(V1_ID).unwrap();
+    assert_eq!(reopened.messages().last(), Some(&expected));
 }

@@ -302,6 +302,9 @@ pub fn read(events: &[Event], prices: &BTreeMap<String, Price>) -> Transcript {
                 });
             }
             EventKind::HookRun(run) => out.blocks.push(Block::Note { text: hook_text(run) }),
+            EventKind::ImagesWithdrawn(withdrawn) => {
+                out.blocks.push(Block::Note { text: withdrawn.describe() })
+            }
             EventKind::TurnIntent(intent) => {
                 out.blocks.push(Block::Note { text: intent_text(intent) });
             }

@@ -470,6 +470,10 @@ impl Sink for Terminal {
                         ),
                     ));
                 }
+                // Images a provider refused: the model gets notes in their place from now on.
+                EventKind::ImagesWithdrawn(withdrawn) => {
+                    self.line(&self.paint("33", &format!("  {}", clip(&withdrawn.describe(), 300))));
+                }
                 EventKind::CompactionStart(start)
                     if start.reason == keel_session::CompactionReason::Restart => {}
                 EventKind::CompactionStart(start) => {

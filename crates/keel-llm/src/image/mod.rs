@@ -200,6 +200,16 @@ impl Image {
         format!("[an image ({}, {}) this model cannot see]", self.media_type.media_type(), self.describe())
     }
 
+    /// What a model is told in place of an image a provider refused (it was withdrawn
+    /// from the conversation: see [`withdraw_images`]).
+    pub fn refused_note(&self) -> String {
+        format!(
+            "[an image ({}, {}) withdrawn: the provider refused it]",
+            self.media_type.media_type(),
+            self.describe()
+        )
+    }
+
     /// A rough count of the tokens the image costs a model.
     pub fn estimated_tokens(&self) -> u64 {
         match self.pixels {
@@ -251,6 +261,56 @@ pub fn without_images(messages: &[crate::Message]) -> Option<Vec<crate::Message>
         }
     }
     Some(out)
+}
+
+/// The SHA-256 of every image in `messages` whose bytes are at hand (what a request
+/// sends as images), each once, in order.
+pub fn images_sent(messages: &[crate::Message]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for image in messages.iter().flat_map(images_of) {
+        if image.data.is_some() && !out.contains(&image.sha256) {
+            out.push(image.sha256.clone());
+        }
+    }
+    out
+}
+
+/// Replaces every image named in `sha256` by [`Image::refused_note`] in its message's
+/// text; returns how many were replaced. The one edit both the loop (the request it
+/// tries again) and the session's fold (an `images/withdrawn` event) make, so the two
+/// cannot differ.
+pub fn withdraw_images(messages: &mut [crate::Message], sha256: &[String]) -> usize {
+    use crate::Message;
+    let mut withdrawn = 0;
+    for message in messages {
+        let (text, images) = match message {
+            Message::User(user) => (&mut user.content, &mut user.images),
+            Message::ToolResult(result) => (&mut result.content, &mut result.images),
+            Message::Assistant(_) => continue,
+        };
+        if !images.iter().any(|image| sha256.contains(&image.sha256)) {
+            continue;
+        }
+        for image in std::mem::take(images) {
+            if sha256.contains(&image.sha256) {
+                text.push('\n');
+                text.push_str(&image.refused_note());
+                withdrawn += 1;
+            } else {
+                images.push(image);
+            }
+        }
+    }
+    withdrawn
+}
+
+/// The images a message carries.
+fn images_of(message: &crate::Message) -> &[Image] {
+    match message {
+        crate::Message::User(user) => &user.images,
+        crate::Message::ToolResult(result) => &result.images,
+        crate::Message::Assistant(_) => &[],
+    }
 }
 
 /// `messages` with the oldest images replaced by notes until the rest fit in `budget`
@@ -377,6 +437,48 @@ mod tests {
             "first\n[an earlier image (PNG 1×1, 1 KB) left out to keep the request within its size]"
         );
         assert_eq!(fitted[1..], messages[1..]);
+    }
+
+    #[test]
+    fn withdrawn_images_become_notes_where_they_were_and_others_stay() {
+        let image = Image::from_bytes(PNG_1X1.to_vec()).unwrap();
+        let mut other = image.clone();
+        other.sha256 = "f".repeat(64);
+        let hollow = Image { data: None, sha256: "e".repeat(64), ..image.clone() };
+        let mut messages = vec![
+            crate::Message::User(crate::UserMessage {
+                content: "look".into(),
+                images: vec![image.clone(), other.clone(), hollow.clone()],
+            }),
+            crate::Message::ToolResult(crate::ToolResultMessage {
+                call_id: "c".into(),
+                name: "screenshot".into(),
+                content: "[image 1 below]".into(),
+                is_error: false,
+                images: vec![image.clone()],
+            }),
+        ];
+        assert_eq!(images_sent(&messages), [image.sha256.clone(), other.sha256.clone()]);
+        assert_eq!(withdraw_images(&mut messages, std::slice::from_ref(&image.sha256)), 2);
+        let note = "[an image (image/png, PNG 1×1, 1 KB) withdrawn: the provider refused it]";
+        assert_eq!(
+            messages,
+            [
+                crate::Message::User(crate::UserMessage {
+                    content: format!("look\n{note}"),
+                    images: vec![other.clone(), hollow],
+                }),
+                crate::Message::ToolResult(crate::ToolResultMessage {
+                    call_id: "c".into(),
+                    name: "screenshot".into(),
+                    content: format!("[image 1 below]\n{note}"),
+                    is_error: false,
+                    images: Vec::new(),
+                }),
+            ]
+        );
+        assert_eq!(withdraw_images(&mut messages, std::slice::from_ref(&image.sha256)), 0);
+        assert_eq!(images_sent(&messages), [other.sha256]);
     }
 
     #[test]
