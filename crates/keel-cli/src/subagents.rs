@@ -17,7 +17,7 @@ use std::sync::Arc;
 use keel_agent::subagent::{Parent, Spawner, SubagentError, TaskLimits};
 use keel_agent::{AgentConfig, AgentDef, Hooks, Session, SessionContext, TaskTool, ToolRegistry};
 use keel_llm::{ModelClient, ProviderConfig};
-use keel_session::{SessionError, SessionStore, SpawnRef};
+use keel_session::{Event, SessionError, SessionStore, SpawnRef};
 use keel_tools::profile::ToolProfile;
 use keel_tools::skills::markdown;
 
@@ -104,6 +104,13 @@ impl Spawner for Children {
         match &self.store {
             Some(store) => store.create_spawned(cwd, link),
             None => Ok(Session::in_memory(cwd)),
+        }
+    }
+
+    fn log(&self, id: &str) -> Result<Vec<Event>, SessionError> {
+        match &self.store {
+            Some(store) => store.read(id),
+            None => Ok(Vec::new()),
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use keel_llm::CancellationToken;
 use keel_session::{SpawnRef, TurnEndReason};
 
-use super::budget::{BUDGET_SPENT, Budget, Budgeted};
+use super::budget::{Allowance, BUDGET_SPENT, Budget, Budgeted, SharedBudget, spent_in, trailer};
 use super::{AgentDef, Parent, Spawner, SubagentError, SubagentUpdate, TaskLimits};
 use crate::agent::{Agent, TurnOutcome};
 use crate::registry::ToolRegistry;
@@ -17,7 +17,7 @@ use crate::tool_error::{ToolError, ToolErrorKind};
 
 /// The budget all the children of one parent session share (a slot of its `ToolState`).
 #[derive(Default)]
-struct Shared(Option<Arc<Budget>>);
+struct Shared(Option<Arc<SharedBudget>>);
 
 /// Passes a child's tool calls to the parent's sink as [`SubagentUpdate::Tool`].
 struct ChildSink {
@@ -73,6 +73,40 @@ fn build(job: &Job<'_>, model: Arc<dyn keel_llm::ModelClient>) -> Agent {
         .build()
 }
 
+/// The budget the children of this session share, made at the first call here with what
+/// its children already spent as the session's log says (a resumed session's `task`
+/// results).
+fn shared_budget(job: &Job<'_>, ctx: &ToolContext) -> Result<Arc<SharedBudget>, ToolError> {
+    if let Some(shared) = ctx.state.with(|slot: &mut Shared| slot.0.clone()) {
+        return Ok(shared);
+    }
+    let spent = match ctx.session_id.as_deref() {
+        Some(id) if !id.is_empty() => {
+            let log = job.spawner.log(id).map_err(|e| start_error(SubagentError::Session(e)))?;
+            spent_in(&log)
+        }
+        _ => 0,
+    };
+    let fresh = Arc::new(SharedBudget::new(job.limits.session_tokens, spent));
+    Ok(ctx.state.with(|slot: &mut Shared| Arc::clone(slot.0.get_or_insert(fresh))))
+}
+
+/// The child's allowance of at most `most` tokens from `shared` (`None`: it is spent),
+/// waiting while running siblings hold what is left, unless the call is cancelled.
+async fn take_allowance(
+    shared: &Arc<SharedBudget>,
+    ctx: &ToolContext,
+    most: u64,
+) -> Result<Option<Allowance>, ToolError> {
+    tokio::select! {
+        biased;
+        () = ctx.cancel.cancelled() => {
+            Err(ToolError::new(ToolErrorKind::NotStarted, "not started: the turn was aborted"))
+        }
+        allowance = shared.take(most) => Ok(allowance),
+    }
+}
+
 /// Runs `job`'s agent on `prompt` in a new child session and hands back its answer.
 pub(crate) async fn run(
     job: Job<'_>,
@@ -81,22 +115,20 @@ pub(crate) async fn run(
     ctx: ToolContext,
 ) -> Result<ToolOutput, ToolError> {
     let limits = job.limits;
-    let shared = ctx.state.with(|slot: &mut Shared| {
-        Arc::clone(slot.0.get_or_insert_with(|| Arc::new(Budget::new(limits.session_tokens))))
-    });
-    if shared.spent() {
+    let shared = shared_budget(&job, &ctx)?;
+    let Some(allowance) = take_allowance(&shared, &ctx, limits.child_tokens).await? else {
         return Ok(ToolOutput::error(format!(
             "Not started: the subagents of this session have spent their token budget ({} tokens). Go on \
 without them.",
             shared.limit()
         )));
-    }
-    let own = Arc::new(Budget::new(limits.child_tokens));
+    };
+    let own = Arc::clone(allowance.budget());
     let model = match &job.def.model {
         Some(name) => job.spawner.model(name).map_err(start_error)?,
         None => Arc::clone(&job.parent.model),
     };
-    let model = Arc::new(Budgeted { inner: model, budgets: vec![Arc::clone(&own), Arc::clone(&shared)] });
+    let model = Arc::new(Budgeted { inner: model, budget: Arc::clone(&own) });
     let link = SpawnRef {
         id: ctx.session_id.as_deref().unwrap_or_default().to_owned(),
         seq: ctx.call_seq.unwrap_or_default(),
@@ -123,7 +155,10 @@ without them.",
     let running = tokio::spawn(async move {
         let mut session = session;
         let turn = child.run_turn(&mut session, &child_ctx, &prompt, &sink, &cancel);
-        within(turn, limits.timeout, &cancel).await
+        let ended = within(turn, limits.timeout, &cancel).await;
+        // What the child did not spend goes back to its siblings.
+        drop(allowance);
+        ended
     });
     let (outcome, timed_out) = running.await.map_err(|e| {
         ToolError::new(
@@ -141,7 +176,7 @@ without them.",
         tool_calls: outcome.tool_calls,
         usage: outcome.usage,
     });
-    let stop = Stop { timed_out, own: &own, shared: &shared, limits_minutes: limits.timeout.as_secs() / 60 };
+    let stop = Stop { timed_out, own: &own, limits };
     Ok(answer(&job.def.name, &session_id, &outcome, &stop, limits.max_result_chars).with_usage(outcome.usage))
 }
 
@@ -165,9 +200,22 @@ async fn within<T>(
 /// What bounded the child, for the words of its result.
 struct Stop<'a> {
     timed_out: bool,
+    /// The child's budget: its own limit, or what was left of the shared one.
     own: &'a Budget,
-    shared: &'a Budget,
-    limits_minutes: u64,
+    limits: TaskLimits,
+}
+
+/// Why a child whose budget is spent stopped.
+fn budget_spent(stop: &Stop<'_>) -> String {
+    let (used, limit) = (stop.own.used(), stop.own.limit());
+    if limit < stop.limits.child_tokens {
+        format!(
+            "{BUDGET_SPENT} ({used} of {limit} tokens, what was left of the {} the subagents of this session share)",
+            stop.limits.session_tokens
+        )
+    } else {
+        format!("{BUDGET_SPENT} ({used} of {limit} tokens)")
+    }
 }
 
 /// The call's result: the child's answer (cut to `max_chars`), then a line naming its
@@ -189,19 +237,14 @@ fn answer(
     } else {
         text.to_owned()
     };
-    let trailer = format!(
-        "[subagent {agent}, session {session_id}: {} step(s), {} tool call(s), {} tokens]",
-        outcome.steps,
-        outcome.tool_calls,
-        outcome.usage.input_tokens + outcome.usage.output_tokens
-    );
+    let tokens = outcome.usage.input_tokens + outcome.usage.output_tokens;
+    let trailer = trailer(agent, session_id, outcome.steps, outcome.tool_calls, tokens);
     let why = match outcome.reason {
         TurnEndReason::Completed | TurnEndReason::MaxSteps if !text.is_empty() => None,
-        _ if stop.timed_out => Some(format!("it ran out of time ({} minutes)", stop.limits_minutes)),
-        TurnEndReason::Error if stop.own.spent() || stop.shared.spent() => {
-            let spent = if stop.own.spent() { stop.own } else { stop.shared };
-            Some(format!("{BUDGET_SPENT} ({} of {} tokens)", spent.used(), spent.limit()))
+        _ if stop.timed_out => {
+            Some(format!("it ran out of time ({} minutes)", stop.limits.timeout.as_secs() / 60))
         }
+        TurnEndReason::Error if stop.own.spent() => Some(budget_spent(stop)),
         TurnEndReason::Aborted => Some("it was aborted".to_owned()),
         reason => Some(match &outcome.message {
             Some(message) => format!("it ended ({}): {message}", reason.as_str()),

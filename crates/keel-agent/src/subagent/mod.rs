@@ -9,8 +9,8 @@
 //! log leads to the other and the child can be resumed alone. Children run with the
 //! parent's hooks (the permission policy), are cancelled with the parent's call, run
 //! concurrently when one reply starts several, and draw on one token budget per parent
-//! session besides their own ([`Budget`]). A child is never offered `task`: children
-//! start no children.
+//! session: each child's own [`Budget`] is an allowance taken from the session's
+//! [`SharedBudget`]. A child is never offered `task`: children start no children.
 //!
 //! A cancelled child ends its turn as an aborted turn does, its log closed: it runs in a
 //! task of its own, so dropping the parent's call cancels it without cutting it off, and
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keel_llm::ModelClient;
-use keel_session::{Session, SessionError, SpawnRef};
+use keel_session::{Event, Session, SessionError, SpawnRef};
 
 use crate::agent::AgentConfig;
 use crate::context::SessionContext;
@@ -34,7 +34,7 @@ use crate::hooks::Hooks;
 use crate::registry::ToolRegistry;
 
 pub use crate::sink::SubagentUpdate;
-pub use budget::{BUDGET_SPENT, Budget};
+pub use budget::{Allowance, BUDGET_SPENT, Budget, SharedBudget, spent_in};
 pub use tool::{TaskArgs, TaskTool};
 
 /// The tool's name.
@@ -94,8 +94,9 @@ pub struct TaskLimits {
     pub max_steps: u32,
     /// Tokens one child may spend, prompts and replies (default 400,000).
     pub child_tokens: u64,
-    /// Tokens all the children of one parent session may spend together (default
-    /// 1,500,000).
+    /// Tokens all the children of one parent session may spend together, in every turn
+    /// and across resumes (default 1,500,000); a child starts with `child_tokens` or what
+    /// is left of these, when less.
     pub session_tokens: u64,
     /// How long a child may run (default 10 minutes).
     pub timeout: Duration,
@@ -156,6 +157,15 @@ pub trait Spawner: Send + Sync {
     fn context(&self, session: &Session, workspace: &Path) -> SessionContext {
         let _ = session;
         SessionContext::new(workspace)
+    }
+
+    /// The log of session `id` (a parent's) in the store children are kept in; the
+    /// default has none. The first `task` call of a session here reads from it what the
+    /// session's children already spent ([`spent_in`]), so a resumed session's shared
+    /// budget is not full again.
+    fn log(&self, id: &str) -> Result<Vec<Event>, SessionError> {
+        let _ = id;
+        Ok(Vec::new())
     }
 
     /// The model a definition names. The default knows none but the parent's.

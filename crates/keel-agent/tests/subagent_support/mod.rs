@@ -58,6 +58,10 @@ impl Spawner for Store {
         self.store.create_spawned(cwd, link)
     }
 
+    fn log(&self, id: &str) -> Result<Vec<Event>, SessionError> {
+        self.store.read(id)
+    }
+
     fn model(&self, name: &str) -> Result<Arc<dyn ModelClient>, SubagentError> {
         match self.models.get(name) {
             Some(model) => Ok(Arc::new(model.clone())),
