@@ -139,13 +139,40 @@ pub(crate) enum ResultContent<'a> {
     Blocks(Vec<Block<'a>>),
 }
 
-/// Each image as an image block, or the note that stands for one whose bytes are gone.
+/// The largest image the API takes, measured on its base64 text (`image exceeds 5 MB
+/// maximum: 6275800 bytes > 5242880 bytes` for a 4.7 MB file): 3.75 MB of bytes, below
+/// keel's own limit ([`crate::MAX_IMAGE_BYTES`]).
+pub(crate) const MAX_IMAGE_BASE64: usize = 5 * 1024 * 1024;
+
+/// The length of `bytes` bytes once base64-encoded (padded).
+fn base64_len(bytes: usize) -> usize {
+    bytes.div_ceil(3).saturating_mul(4)
+}
+
+/// What the model is told in place of an image too large for the API.
+fn too_large_note(image: &Image, encoded: usize) -> String {
+    format!(
+        "[an image ({}, {}) left out: this API takes images of at most {MAX_IMAGE_BASE64} bytes once base64-encoded, and it is {encoded}]",
+        image.media_type.media_type(),
+        image.describe(),
+    )
+}
+
+/// Each image as an image block, or the note that stands for one whose bytes are gone or
+/// that is too large for the API (which would refuse the request, and every later one).
 fn image_blocks<'a>(images: &[Image]) -> impl Iterator<Item = Block<'a>> + use<'a, '_> {
-    images.iter().map(|image| match image.base64() {
-        Some(data) => Block::Image {
-            source: ImageSource { kind: "base64", media_type: image.media_type.media_type(), data },
-        },
-        None => Block::Text { text: Cow::Owned(image.missing_note()), cache_control: None },
+    images.iter().map(|image| {
+        let note = |text: String| Block::Text { text: Cow::Owned(text), cache_control: None };
+        let encoded = image.data.as_ref().map_or(0, |data| base64_len(data.len()));
+        if encoded > MAX_IMAGE_BASE64 {
+            return note(too_large_note(image, encoded));
+        }
+        match image.base64() {
+            Some(data) => Block::Image {
+                source: ImageSource { kind: "base64", media_type: image.media_type.media_type(), data },
+            },
+            None => note(image.missing_note()),
+        }
     })
 }
 

@@ -286,3 +286,30 @@ fn images_are_image_blocks_in_user_messages_and_tool_results() {
     );
     assert_eq!(body["messages"][2]["content"][0]["content"], json!([{"type": "text", "text": "shot"}, png]));
 }
+
+/// The API measures its 5 MB per image on the base64 text: an image of more than 3.75 MB
+/// (keel takes up to 5 MB) goes as a note saying why, not as a request the API refuses.
+#[test]
+fn an_image_over_the_apis_base64_limit_is_a_note_saying_why() {
+    let (image, _) = crate::image::test_images();
+    let sized = |len: usize| {
+        let mut bytes = image.data.clone().unwrap().to_vec();
+        bytes.resize(len, 0);
+        Image::from_bytes(bytes).unwrap()
+    };
+    let largest = sized(MAX_IMAGE_BASE64 / 4 * 3);
+    let over = sized(MAX_IMAGE_BASE64 / 4 * 3 + 1);
+    assert_eq!(largest.base64().unwrap().len(), MAX_IMAGE_BASE64);
+    assert!(over.bytes < crate::MAX_IMAGE_BYTES as u64);
+    let messages =
+        vec![Message::User(UserMessage { content: "look".into(), images: vec![largest.clone(), over] })];
+    let body = body(&messages, &config(Thinking::Off), ToolChoice::Auto);
+    let content = body["messages"][0]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 3);
+    assert_eq!(content[1]["source"]["data"].as_str().map(str::len), Some(MAX_IMAGE_BASE64));
+    assert_eq!(
+        content[2],
+        json!({"type": "text", "cache_control": {"type": "ephemeral"},
+            "text": "[an image (image/png, PNG 1×1, 3.8 MB) left out: this API takes images of at most 5242880 bytes once base64-encoded, and it is 5242884]"})
+    );
+}

@@ -14,7 +14,8 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// The largest image keel accepts, in bytes (the tightest of the wire APIs' limits).
+/// The largest image keel accepts, in bytes (the wire APIs' 5 MB; Anthropic measures its
+/// 5 MB on the base64 text, so its encoder sends an image over 3.75 MB as a note).
 pub const MAX_IMAGE_BYTES: usize = 5 * 1024 * 1024;
 
 /// The most images one message may carry.
