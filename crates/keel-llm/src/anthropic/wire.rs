@@ -14,7 +14,8 @@
 //!   not begin with thinking, thinking is off for that request: the API refuses a tool
 //!   loop whose last assistant message does not start with a thinking block.
 //! - Prompt caching: `cache_control` breakpoints on the last tool, the system prompt
-//!   and the last block of the last user message (three of the four allowed).
+//!   and the last block of the last user message, whatever its kind (text, image, tool
+//!   result): three of the four allowed.
 
 use std::borrow::Cow;
 
@@ -108,9 +109,13 @@ pub(crate) enum Block<'a> {
         id: Cow<'a, str>,
         name: &'a str,
         input: Input<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
     },
     Image {
         source: ImageSource,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
     },
     ToolResult {
         tool_use_id: Cow<'a, str>,
@@ -170,6 +175,7 @@ fn image_blocks<'a>(images: &[Image]) -> impl Iterator<Item = Block<'a>> + use<'
         match image.base64() {
             Some(data) => Block::Image {
                 source: ImageSource { kind: "base64", media_type: image.media_type.media_type(), data },
+                cache_control: None,
             },
             None => note(image.missing_note()),
         }
@@ -191,13 +197,18 @@ impl Block<'_> {
         matches!(self, Block::Thinking { .. } | Block::RedactedThinking { .. })
     }
 
+    /// Makes this block a cache breakpoint. Every kind takes one but thinking (which is
+    /// never the last block of a user message, where breakpoints go).
     fn set_cache_control(&mut self) -> bool {
         match self {
-            Block::Text { cache_control, .. } | Block::ToolResult { cache_control, .. } => {
+            Block::Text { cache_control, .. }
+            | Block::Image { cache_control, .. }
+            | Block::ToolUse { cache_control, .. }
+            | Block::ToolResult { cache_control, .. } => {
                 *cache_control = Some(EPHEMERAL);
                 true
             }
-            _ => false,
+            Block::Thinking { .. } | Block::RedactedThinking { .. } => false,
         }
     }
 }
@@ -248,9 +259,12 @@ fn assistant_blocks<'a>(message: &'a AssistantMessage, me: &ModelInfo, thinking:
                 Some(Block::Thinking { thinking: text, signature })
             }
             ContentBlock::RedactedThinking { data } if own => Some(Block::RedactedThinking { data }),
-            ContentBlock::ToolCall(call) => {
-                Some(Block::ToolUse { id: wire_id(&call.id), name: &call.name, input: input(call) })
-            }
+            ContentBlock::ToolCall(call) => Some(Block::ToolUse {
+                id: wire_id(&call.id),
+                name: &call.name,
+                input: input(call),
+                cache_control: None,
+            }),
             _ => None,
         })
         .collect()

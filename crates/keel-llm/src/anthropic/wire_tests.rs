@@ -313,3 +313,51 @@ fn an_image_over_the_apis_base64_limit_is_a_note_saying_why() {
             "text": "[an image (image/png, PNG 1×1, 3.8 MB) left out: this API takes images of at most 5242880 bytes once base64-encoded, and it is 5242884]"})
     );
 }
+
+/// A prompt that ends with an image (a screenshot pasted after the question) still gets
+/// its cache breakpoint, on the image block; so does a stray result's last image.
+#[test]
+fn the_cache_breakpoint_lands_on_a_last_block_that_is_an_image() {
+    let (image, _) = crate::image::test_images();
+    let data = image.base64().unwrap();
+    let messages = vec![
+        user("Hi."),
+        Message::User(UserMessage { content: "What is this?".into(), images: vec![image.clone()] }),
+    ];
+    assert_eq!(
+        body(&messages, &config(Thinking::Off), ToolChoice::Auto),
+        json!({
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 8192,
+            "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Hi."},
+                    {"type": "text", "text": "What is this?"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data},
+                     "cache_control": {"type": "ephemeral"}}
+                ]}
+            ],
+            "tools": [
+                {"name": "read_file", "description": "read_file.", "input_schema": {"type": "object"}},
+                {"name": "shell", "description": "shell.", "input_schema": {"type": "object"},
+                 "cache_control": {"type": "ephemeral"}}
+            ],
+            "stream": true
+        })
+    );
+
+    let mut stray = result("toolu_9", "shot");
+    let Message::ToolResult(r) = &mut stray else { panic!() };
+    r.images = vec![image];
+    let body = body(&[user("Look."), stray], &config(Thinking::Off), ToolChoice::Auto);
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "Look."},
+            {"type": "text", "text": "[result of the read_file call toolu_9]\nshot"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data},
+             "cache_control": {"type": "ephemeral"}}
+        ]}])
+    );
+}
