@@ -1,9 +1,11 @@
 //! One writer per open session: a task holding the session's lease, fed by a channel.
 //! `append` hands the event over and returns; the task hands what has arrived to the
 //! store's committer in batches, in order, one batch at a time; a sync is acknowledged
-//! once everything before it is committed. A commit that fails because the database
-//! cannot be reached is retried with backoff while the lease can still hold; after each
-//! commit the session's durable seq is reported to whoever watches it.
+//! once everything before it is committed. Images named by a batch are kept first, in
+//! one statement that checks the lease as a commit does. A commit or an image put that
+//! fails because the database cannot be reached is retried with backoff while the lease
+//! can still hold; after each commit the session's durable seq is reported to whoever
+//! watches it.
 
 use std::sync::Arc;
 
@@ -14,7 +16,7 @@ use keel_session::{DurableNotify, Event, EventWriter, SessionError, SessionError
 use tokio::sync::{mpsc, oneshot};
 
 use crate::commit::{Committer, Failed};
-use crate::lease::{Failure, Hold, Leases, fail, failure_of};
+use crate::lease::{Failure, Hold, Leases, fail, failure_of, lost};
 use crate::rows::{Row, to_row};
 
 /// Most events of one session handed to the committer at once.
@@ -182,7 +184,7 @@ async fn run(leases: Arc<Leases>, committer: Committer, hold: Hold, mut rx: mpsc
         // A lost lease (noticed by the renewal task) or an earlier failure stops it.
         let last = rows.last().and_then(|row| u64::try_from(row.seq).ok());
         if failure_of(&hold.failure).is_none()
-            && let Err(e) = put_images(&leases, id, &images).await
+            && let Err(e) = put_images_retrying(&leases, &hold, &images).await
         {
             tracing::warn!(session = %id, error = %e, "keeping an image in PostgreSQL failed");
             fail(&hold.failure, e.kind, e.message);
@@ -224,43 +226,105 @@ async fn run(leases: Arc<Leases>, committer: Committer, hold: Hold, mut rx: mpsc
     }
 }
 
-/// Keeps images' bytes (content-addressed: a second copy changes nothing).
-async fn put_images(leases: &Leases, id: &str, images: &[(String, Arc<[u8]>)]) -> Result<(), SessionError> {
+/// Tries a write again while the database cannot be reached: with backoff, for as long
+/// as the lease lasts (past that another node may have taken the session over), and not
+/// once the lease is known to be lost.
+struct Retry<'a> {
+    leases: &'a Leases,
+    hold: &'a Hold,
+    deadline: Instant,
+    backoff: Duration,
+}
+
+impl<'a> Retry<'a> {
+    fn new(leases: &'a Leases, hold: &'a Hold) -> Self {
+        Retry { leases, hold, deadline: Instant::now() + leases.ttl, backoff: FIRST_BACKOFF }
+    }
+
+    /// The writer's failure, when its lease was lost meanwhile (the renewal noticed):
+    /// the writer stops.
+    fn still_held(&self) -> Result<(), SessionError> {
+        failure_of(&self.hold.failure).map_or(Ok(()), Err)
+    }
+
+    /// After a try of `what` failed with `error`: waits and returns `Ok` when it may be
+    /// tried again (the database was unavailable and the lease still lasts), else gives
+    /// `error` back.
+    async fn again(&mut self, what: &str, error: SessionError) -> Result<(), SessionError> {
+        if error.kind != SessionErrorKind::Unavailable || Instant::now() + self.backoff > self.deadline {
+            return Err(error);
+        }
+        tracing::warn!(session = %self.hold.id, error = %error, retry_in_ms = self.backoff.as_millis() as u64, "the database is unavailable; {what} will be tried again");
+        self.leases.stats.retries.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(self.backoff).await;
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        Ok(())
+    }
+}
+
+/// Keeps images' bytes, tried again as a commit is ([`Retry`]).
+async fn put_images_retrying(
+    leases: &Leases,
+    hold: &Hold,
+    images: &[(String, Arc<[u8]>)],
+) -> Result<(), SessionError> {
     if images.is_empty() {
         return Ok(());
     }
-    let client = leases.pool.get().await?;
-    for (sha256, data) in images {
-        client
-            .execute(
-                "INSERT INTO keel_images (session_id, sha256, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                &[&id, sha256, &&data[..]],
-            )
-            .await
-            .map_err(crate::db_error)?;
+    let mut retry = Retry::new(leases, hold);
+    loop {
+        retry.still_held()?;
+        match put_images(leases, &hold.id, images).await {
+            Ok(()) => return Ok(()),
+            Err(error) => retry.again("keeping the images", error).await?,
+        }
     }
-    Ok(())
 }
 
-/// Commits `rows`, trying again while the database is unreachable (with backoff, for as
-/// long as the lease lasts: past that another node may have taken the session over).
-/// After a failed try the batch may have been committed all the same (the connection
-/// dropped before the answer), so the next try first asks how far the log goes.
+/// Keeps images' bytes (content-addressed: a second copy changes nothing) in one
+/// statement, if this store still holds the session's lease, as a commit checks it: the
+/// session's row is locked (`FOR SHARE`, so a takeover waits for this statement) and
+/// the images are inserted only from it. Without the lease nothing is written.
+async fn put_images(leases: &Leases, id: &str, images: &[(String, Arc<[u8]>)]) -> Result<(), SessionError> {
+    let sha256: Vec<&str> = images.iter().map(|(sha256, _)| sha256.as_str()).collect();
+    let data: Vec<&[u8]> = images.iter().map(|(_, data)| &data[..]).collect();
+    let client = leases.pool.get().await?;
+    let row = client
+        .query_one(
+            "WITH l AS (
+                SELECT id FROM keel_sessions
+                WHERE id = $1 AND lease_owner = $4 AND lease_expires > now()
+                FOR SHARE
+             ), i AS (
+                INSERT INTO keel_images (session_id, sha256, data)
+                SELECT l.id, u.sha256, u.data FROM l, unnest($2::text[], $3::bytea[]) AS u(sha256, data)
+                ON CONFLICT DO NOTHING
+             )
+             SELECT count(*) FROM l",
+            &[&id, &sha256, &data, &leases.owner],
+        )
+        .await
+        .map_err(crate::db_error)?;
+    match row.try_get::<_, i64>(0).map_err(crate::db_error)? {
+        0 => Err(lost(id)),
+        _ => Ok(()),
+    }
+}
+
+/// Commits `rows`, tried again while the database is unreachable ([`Retry`]). After a
+/// failed try the batch may have been committed all the same (the connection dropped
+/// before the answer), so the next try first asks how far the log goes.
 async fn commit_retrying(
     leases: &Leases,
     committer: &Committer,
     hold: &Hold,
     mut rows: Vec<Row>,
 ) -> Result<(), SessionError> {
-    let deadline = Instant::now() + leases.ttl;
+    let mut retry = Retry::new(leases, hold);
     let first = rows.first().map_or(0, |row| row.seq);
-    let mut backoff = FIRST_BACKOFF;
     let mut tried = false;
     loop {
-        if failure_of(&hold.failure).is_some() {
-            // The lease was lost meanwhile (the renewal noticed): the writer stops.
-            return failure_of(&hold.failure).map_or(Ok(()), Err);
-        }
+        retry.still_held()?;
         let outcome = if tried {
             match leases.committed_through(&hold.id).await {
                 Ok(Some(last)) if last >= first => return Ok(()),
@@ -274,16 +338,10 @@ async fn commit_retrying(
             Ok(()) => return Ok(()),
             Err(failed) => failed,
         };
-        if error.kind != SessionErrorKind::Unavailable
-            || back.is_empty()
-            || Instant::now() + backoff > deadline
-        {
+        if back.is_empty() {
             return Err(error);
         }
-        tracing::warn!(session = %hold.id, error = %error, retry_in_ms = backoff.as_millis() as u64, "the database is unavailable; the commit will be tried again");
-        leases.stats.retries.fetch_add(1, Ordering::Relaxed);
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        retry.again("the commit", error).await?;
         rows = back;
         tried = true;
     }
