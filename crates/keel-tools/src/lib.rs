@@ -14,6 +14,7 @@ pub mod answer;
 mod blank_lines;
 pub mod change;
 pub mod changes;
+mod deny_list;
 mod deny_net;
 mod diffs;
 pub mod edit;
@@ -53,7 +54,8 @@ use std::time::Duration;
 
 use keel_agent::{ToolContext, ToolRegistry};
 
-pub use policy::{AskAnswer, AskFn, AskRequest, DEFAULT_DENY, PermissionMode, PermissionPolicy};
+pub use deny_list::DEFAULT_DENY;
+pub use policy::{AskAnswer, AskFn, AskRequest, PermissionMode, PermissionPolicy};
 
 /// Settings shared by the built-in tools.
 #[derive(Debug, Clone)]

@@ -1,11 +1,11 @@
 //! The permission policy: which calls run, decided per call before the tool starts.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use keel_agent::{HookDecision, Hooks, ToolCallRequest};
-use regex::{Regex, RegexSet};
 
+use crate::deny_list::DenyList;
 use crate::rules::{PermissionRules, RuleKind, RuleVerdict};
 
 /// How much the agent may do without asking.
@@ -93,92 +93,12 @@ impl AskRequest {
 /// Asks the user (the CLI implements it with a prompt).
 pub type AskFn = Arc<dyn Fn(AskRequest) -> BoxFuture<'static, AskAnswer> + Send + Sync>;
 
-/// A path that names the whole home folder or the whole file system, in the common
-/// spellings: `/`, `~`, `$HOME`, `${HOME}`, quoted or not, with an optional trailing `/`,
-/// `/*` or `/.` (`~/*`, `"$HOME"/`, `'/'*`).
-macro_rules! everything {
-    () => {
-        r#"["']?(?:/|~|\$HOME|\$\{HOME\})["']?/?["']?(?:\*|\.)?["']?"#
-    };
-}
-
-/// What may follow a word: its end, a separator, a closing quote or parenthesis.
-macro_rules! word_end {
-    () => {
-        r#"(?:$|[\s;&|)"'`])"#
-    };
-}
-
-/// Where a command word starts: the start, a space, a separator, an opening quote or
-/// parenthesis, a `/` (`/bin/rm`) or a backslash (`\rm`); not `-` (`docker run --rm /`).
-macro_rules! command_start {
-    () => {
-        r#"(?:^|[\s;&|(`"'/\\])"#
-    };
-}
-
-/// Shell commands refused by default. This is a net for accidents, not a sandbox: a
-/// command can always be spelled so that no pattern sees it (a script, a variable, an
-/// encoding), and shell commands run with the user's rights. Each pattern below is
-/// tested shape by shape, with ordinary commands that must still run.
-pub const DEFAULT_DENY: &[&str] = &[
-    // rm of the home folder or the root, whatever the flags and quoting (`--` included),
-    // also inside `bash -c "…"` or `eval '…'`.
-    concat!(command_start!(), r"rm\s(?:[^;&|\n]*\s)?", everything!(), word_end!()),
-    r"--no-preserve-root",
-    // `cd ~ && rm -rf *` (and `cd` alone, which goes home).
-    concat!(
-        r"\bcd(?:\s+",
-        everything!(),
-        r#")?\s*(?:&&|;|\|\||\n)\s*rm\s(?:[^;&|\n]*\s)?["']?(?:\*|\.|\./\*)["']?"#,
-        word_end!()
-    ),
-    // find on the home folder or the root that deletes.
-    concat!(
-        r"\bfind\s+(?:-[HLP]\s+)*",
-        everything!(),
-        r"\s[^;&|\n]*(?:-delete\b|-exec(?:dir)?\s+(?:\S*/)?rm\b)"
-    ),
-    // Force pushes: --force, -f (also in combined flags), --force-with-lease, +refspecs.
-    r"\bgit\s+(?:-\S+(?:\s+\S+)?\s+)*?push\b[^;&|\n]*\s(?:--force(?:-with-lease|-if-includes)?(?:=\S*)?|-[a-zA-Z]*f[a-zA-Z]*)(?:$|[\s;&|)])",
-    r"\bgit\s+(?:-\S+(?:\s+\S+)?\s+)*?push\b[^;&|\n]*\s\+[^\s;&|]",
-    // Decoded text run by a shell: `base64 -d … | sh`.
-    r"\bbase64\s[^;&|\n]*(?:-d|--decode|-D)\b[^;&\n]*\|\s*(?:sudo\s+)?(?:ba|da|z|k)?sh\b",
-    // Every process of the user (`kill -9 -1`) is seen on the parsed command
-    // (`deny_net`): a pattern here also caught `kill $P; ps | head -1`.
-    r"\bmkfs(\.\w+)?\b",
-    r"\bdd\b[^;&|]*\bof=/dev/",
-    r">\s*/dev/(sd|nvme|hd|vd)[a-z]",
-    r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:",
-    r"(^|[;&|]\s*)(sudo\s+)?(shutdown|reboot|halt|poweroff)\b",
-    // Recursive permission or owner changes of the home folder or the root.
-    concat!(r"\b(?:chmod|chown|chgrp)\s+(?:\S+\s+)*?-\S*R\S*\s+(?:\S+\s+)*?", everything!(), word_end!()),
-];
-
-/// The default patterns plus the home folder spelled out (`rm -rf /home/me`), when `HOME`
-/// names one.
-fn default_patterns() -> Vec<String> {
-    let mut patterns: Vec<String> = DEFAULT_DENY.iter().map(|p| (*p).to_owned()).collect();
-    if let Some(home) = std::env::var("HOME").ok().map(|h| h.trim_end_matches('/').to_owned())
-        && !home.is_empty()
-    {
-        let home = regex::escape(&home);
-        patterns.push(format!(
-            r#"{}rm\s(?:[^;&|\n]*\s)?["']?{home}["']?/?["']?(?:\*|\.)?["']?{}"#,
-            command_start!(),
-            word_end!()
-        ));
-    }
-    patterns
-}
-
 /// Decides each call: the deny-list for shell commands, then the rules (deny, ask,
 /// allow), then the mode.
 pub struct PermissionPolicy {
     mode: PermissionMode,
-    deny: Vec<String>,
-    /// Compiled on the first shell call: compiling costs milliseconds at start-up.
-    deny_set: OnceLock<Option<RegexSet>>,
+    /// Compiled on the first shell call.
+    deny: DenyList,
     ask: Option<AskFn>,
     /// The configured rules plus those "always" added.
     rules: Mutex<PermissionRules>,
@@ -189,7 +109,7 @@ impl std::fmt::Debug for PermissionPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PermissionPolicy")
             .field("mode", &self.mode)
-            .field("deny", &self.deny)
+            .field("deny", &self.deny.patterns().collect::<Vec<_>>())
             .field("stop_on_deny", &self.stop_on_deny)
             .finish_non_exhaustive()
     }
@@ -201,8 +121,7 @@ impl PermissionPolicy {
     pub fn new(mode: PermissionMode) -> Self {
         PermissionPolicy {
             mode,
-            deny: default_patterns(),
-            deny_set: OnceLock::new(),
+            deny: DenyList::builtin(),
             ask: None,
             rules: Mutex::new(PermissionRules::default()),
             stop_on_deny: false,
@@ -225,10 +144,8 @@ impl PermissionPolicy {
         patterns: I,
     ) -> Result<Self, regex::Error> {
         for p in patterns {
-            Regex::new(p.as_ref())?;
-            self.deny.push(p.as_ref().to_owned());
+            self.deny.add(p.as_ref())?;
         }
-        self.deny_set = OnceLock::new();
         Ok(self)
     }
 
@@ -283,9 +200,7 @@ impl PermissionPolicy {
         if let Some(why) = crate::deny_net::refused(command) {
             return Some(why);
         }
-        let set = self.deny_set.get_or_init(|| RegexSet::new(&self.deny).ok()).as_ref()?;
-        let index = set.matches(command).iter().next()?;
-        self.deny.get(index).map(String::as_str)
+        self.deny.matching(command)
     }
 
     async fn decide(&self, request: ToolCallRequest<'_>) -> HookDecision {
