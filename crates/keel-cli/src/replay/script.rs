@@ -253,6 +253,25 @@ impl Reader {
                     }
                 }
             }
+            // The step's first request was refused for its images and the loop sent it again
+            // with notes in their place: replay the refusal, then compare the retry with the
+            // log as it reads after the withdrawal.
+            EventKind::ImagesWithdrawn(withdrawn) => {
+                if let Some((step_at, false)) = &mut self.step {
+                    let refused = ModelCall {
+                        at: *step_at,
+                        kind: CallKind::Step,
+                        answer: Answer::Failed(
+                            AssistantMessage::default(),
+                            ModelErrorKind::InvalidRequest,
+                            withdrawn.reason.clone(),
+                        ),
+                        steers_after: Vec::new(),
+                    };
+                    step_at.index = index + 1;
+                    self.push(refused);
+                }
+            }
             // A step with no reply stays open until what follows tells how it failed.
             EventKind::StepEnd(_) if matches!(self.step, Some((_, true))) => self.step = None,
             EventKind::ModelAside(aside) => {

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use keel_agent::{NullSink, SessionContext};
-use keel_llm::{CancellationToken, ModelInfo};
+use keel_agent::{NullSink, Prompt, SessionContext};
+use keel_llm::{CancellationToken, Image, ModelError, ModelErrorKind, ModelInfo};
 use keel_session::{Event, EventKind, JsonlStore, SessionStore};
 use keel_testkit::{ReplyBuilder, ScriptedModel, reply};
 use keel_tools::{PermissionMode, PermissionPolicy};
@@ -38,6 +38,12 @@ struct Recorded {
 /// Runs one turn per task with the agent keel builds from `settings`, in a workspace with
 /// `hello.py` and `notes.txt`.
 async fn record(settings: &Settings, turns: &[&str], replies: Vec<ReplyBuilder>) -> Recorded {
+    let prompts = turns.iter().map(|t| Prompt::from(*t)).collect();
+    record_prompts(settings, prompts, replies).await
+}
+
+/// [`record`] with prompts that may carry images.
+async fn record_prompts(settings: &Settings, turns: Vec<Prompt>, replies: Vec<ReplyBuilder>) -> Recorded {
     let workspace = tempfile::tempdir().unwrap();
     let root = workspace.path().canonicalize().unwrap();
     std::fs::write(root.join("hello.py"), "print('hello')\n").unwrap();
@@ -51,7 +57,7 @@ async fn record(settings: &Settings, turns: &[&str], replies: Vec<ReplyBuilder>)
     let mut session = store.create(&root.display().to_string()).unwrap();
     let ctx = SessionContext::new(&root).artifacts(artifacts.path()).environment("Folder: the project");
     for task in turns {
-        agent.run_turn(&mut session, &ctx, *task, &NullSink, &CancellationToken::new()).await.unwrap();
+        agent.run_turn(&mut session, &ctx, task, &NullSink, &CancellationToken::new()).await.unwrap();
     }
     assert_eq!(model.remaining(), 0, "the script was used up");
     let events = store.read(session.id()).unwrap();
@@ -293,4 +299,24 @@ async fn a_turn_that_now_stops_sooner_is_flagged() {
     let report = rendered(&outcome);
     let fewer = outcome.differences.iter().find(|d| d.what.starts_with("keel made no more requests"));
     assert!(fewer.is_some_and(|d| (d.at.turn, d.at.step) == (1, 4)), "{report}");
+}
+
+#[tokio::test]
+async fn a_step_whose_images_were_refused_and_withdrawn_replays_as_recorded() {
+    let settings = settings();
+    let image = Image::from_base64(keel_testkit::mcp::PNG_BASE64).unwrap();
+    let prompt = Prompt::text("What is in this picture?").with_images(vec![image]);
+    let refused = ModelError::new(ModelErrorKind::InvalidRequest, "image format not supported");
+    let replies = vec![
+        reply().fail(refused),
+        reply().text("I cannot see the picture; it was withdrawn."),
+        reply().text("Still no picture."),
+    ];
+    let recorded = record_prompts(&settings, vec![prompt, Prompt::text("And now?")], replies).await;
+    let withdrawn =
+        recorded.events.iter().filter(|e| matches!(e.kind, EventKind::ImagesWithdrawn(_))).count();
+    assert_eq!(withdrawn, 1, "the recording has the withdrawal");
+    let outcome = replay_with(&settings, &recorded, recorded.events.clone(), false).await;
+    assert!(outcome.differences.is_empty(), "{}", rendered(&outcome));
+    assert_eq!((outcome.requests, outcome.turns), (3, 2));
 }
