@@ -77,6 +77,12 @@ impl Bridge {
         *lock(&self.turn) = cancel;
     }
 
+    /// The tools the session's turns offer, for the kinds of their calls (see
+    /// [`Translator::set_tools`]).
+    pub fn set_tools(&self, tools: keel_agent::ToolRegistry) {
+        lock(&self.translator).set_tools(tools);
+    }
+
     /// The last reply's finish reason and the provider's word for it (for the stop reason).
     pub fn last_finish(&self) -> Option<(keel_llm::FinishReason, Option<String>)> {
         lock(&self.translator).last_finish()

@@ -173,6 +173,7 @@ async fn load_session(
 fn replay(live: &Live, events: &[keel_session::Event]) {
     let window = live.settings.compaction.window.or_else(|| live.model.context_window());
     let mut translator = Translator::new(&live.workspace, window, true);
+    translator.set_tools(live.agent.tools_for(&live.ctx).clone());
     for event in events {
         translator.logged(event).into_iter().for_each(|update| live.bridge.send(update));
     }
@@ -213,6 +214,7 @@ async fn turn(
             Err(error) => return (live, Err(failed(error.to_string()))),
         }
     }
+    live.bridge.set_tools(live.agent.tools_for(&live.ctx).clone());
     live.bridge.set_turn(Some(cancel.clone()));
     let Live { session, agent, ctx, bridge, .. } = &mut *live;
     let outcome = agent.run_turn(session, ctx, text, &**bridge, &cancel).await;

@@ -10,8 +10,9 @@ use agent_client_protocol::v1::schema::{
     PlanEntryStatus, SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
     ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
 };
+use keel_agent::ToolRegistry;
 use keel_llm::ModelEvent;
-use keel_session::{Event, EventKind, FileChange, InputSource, ToolResultData};
+use keel_session::{Effect, Event, EventKind, FileChange, InputSource, PlanStatus, PlanStep, ToolResultData};
 use serde_json::Value;
 
 /// Most characters of a tool's result shown in the client (the model got all of it).
@@ -25,8 +26,11 @@ pub struct Translator {
     workspace: PathBuf,
     /// The model's context window in tokens, for usage updates (none when unknown).
     window: Option<u64>,
-    /// Every announced call: id → (tool name, raw arguments).
-    calls: HashMap<String, (String, String)>,
+    /// The session's tools: what a call does ([`Effect`]) is read from them, never from
+    /// its name.
+    tools: ToolRegistry,
+    /// Every announced call: id → what the client was told of it.
+    calls: HashMap<String, Announced>,
     /// Calls announced and not yet started, in order (a permission question is about one).
     waiting: Vec<String>,
     /// The user's own input is shown (a replay); in a live turn the client sent it.
@@ -44,6 +48,7 @@ impl Translator {
         Translator {
             workspace: workspace.to_path_buf(),
             window,
+            tools: ToolRegistry::default(),
             calls: HashMap::new(),
             waiting: Vec::new(),
             echo_user,
@@ -51,6 +56,12 @@ impl Translator {
             streamed_thinking: false,
             last_finish: None,
         }
+    }
+
+    /// The tools the session's turns offer, whose declared effects give each call's kind
+    /// and locations (until set, every call is of kind `other`).
+    pub fn set_tools(&mut self, tools: ToolRegistry) {
+        self.tools = tools;
     }
 
     /// A live delta of the model's reply: text or reasoning chunks.
@@ -80,7 +91,9 @@ impl Translator {
     pub fn waiting_call(&self, tool: &str, arguments: &str) -> Option<String> {
         self.waiting
             .iter()
-            .find(|id| self.calls.get(*id).is_some_and(|(name, args)| name == tool && args == arguments))
+            .find(|id| {
+                self.calls.get(*id).is_some_and(|call| call.name == tool && call.arguments == arguments)
+            })
             .cloned()
     }
 
@@ -106,6 +119,7 @@ impl Translator {
                 std::iter::once(SessionUpdate::UserMessageChunk(chunk(&input.text))).chain(images).collect()
             }
             EventKind::AssistantMessage(message) => self.reply(message),
+            EventKind::ToolCall(started) => self.started_logged(started).into_iter().collect(),
             EventKind::ToolResult(result) => self.result(result),
             _ => Vec::new(),
         }
@@ -126,14 +140,14 @@ impl Translator {
                     updates.push(SessionUpdate::AgentThoughtChunk(chunk(text)));
                 }
                 keel_llm::ContentBlock::ToolCall(call) => {
-                    self.calls.insert(call.id.clone(), (call.name.clone(), call.arguments.clone()));
+                    let announced = Announced {
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                        effect: self.tools.effect_of(call),
+                    };
+                    updates.push(SessionUpdate::ToolCall(tool_call(&call.id, &announced, &self.workspace)));
+                    self.calls.insert(call.id.clone(), announced);
                     self.waiting.push(call.id.clone());
-                    updates.push(SessionUpdate::ToolCall(tool_call(
-                        &call.id,
-                        &call.name,
-                        &call.arguments,
-                        &self.workspace,
-                    )));
                 }
                 _ => {}
             }
@@ -148,16 +162,31 @@ impl Translator {
         updates
     }
 
-    /// A call's result: its status and content, and the plan when it was `update_plan`.
+    /// A logged call start: its effect as logged is what the call does. When it differs
+    /// from the one announced (a replay whose tools are not all here, a tool that came or
+    /// went between the reply and the call), the client is told the call's kind and
+    /// locations again.
+    fn started_logged(&mut self, started: &keel_session::ToolCallStarted) -> Option<SessionUpdate> {
+        let effect = started.effect.clone()?;
+        let call = self.calls.get_mut(&started.call_id)?;
+        if call.effect == effect {
+            return None;
+        }
+        call.effect = effect;
+        let fields = ToolCallUpdateFields::new()
+            .kind(kind(&call.effect))
+            .locations(locations(&call.effect, &self.workspace));
+        Some(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(started.call_id.clone(), fields)))
+    }
+
+    /// A call's result: its status and content, and the plan when the call set one.
     fn result(&mut self, result: &ToolResultData) -> Vec<SessionUpdate> {
         self.waiting.retain(|id| *id != result.call_id);
         let mut updates = vec![SessionUpdate::ToolCallUpdate(tool_result(result, &self.workspace))];
-        if result.name == keel_tools::plan::UpdatePlan::NAME
-            && !result.is_error
-            && let Some((_, arguments)) = self.calls.get(&result.call_id)
-            && let Some(plan) = plan(arguments)
+        if !result.is_error
+            && let Some(Announced { effect: Effect::Plans { steps }, .. }) = self.calls.get(&result.call_id)
         {
-            updates.push(SessionUpdate::Plan(plan));
+            updates.push(SessionUpdate::Plan(plan(steps)));
         }
         // A result that concludes the turn is its answer (the `answer` tool of the small
         // profile): the client shows it as the agent's message, as the terminal does.
@@ -178,16 +207,39 @@ fn chunk(text: &str) -> ContentChunk {
     ContentChunk::new(ContentBlock::Text(TextContent::new(text.to_owned())))
 }
 
-/// What kind of work a keel tool does, for the client's icons and grouping.
-fn kind(tool: &str) -> ToolKind {
-    match tool {
-        "read_file" => ToolKind::Read,
-        "write_file" | "edit_file" | "change_file" => ToolKind::Edit,
-        "shell" => ToolKind::Execute,
-        "grep" | "glob" | "list_files" => ToolKind::Search,
-        "web_fetch" => ToolKind::Fetch,
-        "update_plan" => ToolKind::Think,
-        _ => ToolKind::Other,
+/// A call as announced to the client.
+#[derive(Debug)]
+struct Announced {
+    /// The tool's name.
+    name: String,
+    /// The raw arguments.
+    arguments: String,
+    /// What the call does, as its tool declares it (or as the log says, once it started).
+    effect: Effect,
+}
+
+/// What kind of work a call does, for the client's icons and grouping: read from the
+/// effect its tool declares, so an MCP tool or a new tool gets its kind without a name
+/// list here.
+fn kind(effect: &Effect) -> ToolKind {
+    match effect {
+        Effect::Reads { path: Some(_) } => ToolKind::Read,
+        Effect::Reads { path: None } => ToolKind::Search,
+        Effect::Writes { .. } => ToolKind::Edit,
+        Effect::Runs => ToolKind::Execute,
+        Effect::Fetches { .. } => ToolKind::Fetch,
+        Effect::Plans { .. } => ToolKind::Think,
+        Effect::Concludes | Effect::Other => ToolKind::Other,
+    }
+}
+
+/// The files a call reads or writes, as absolute paths.
+fn locations(effect: &Effect, workspace: &Path) -> Vec<ToolCallLocation> {
+    match effect {
+        Effect::Reads { path: Some(path) } | Effect::Writes { path } => {
+            vec![ToolCallLocation::new(workspace.join(path))]
+        }
+        _ => Vec::new(),
     }
 }
 
@@ -197,21 +249,17 @@ fn main_argument(arguments: &Value) -> Option<&str> {
 }
 
 /// An announced call: pending until it starts.
-fn tool_call(id: &str, tool: &str, arguments: &str, workspace: &Path) -> ToolCall {
+fn tool_call(id: &str, call: &Announced, workspace: &Path) -> ToolCall {
     let parsed: Value =
-        serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_owned()));
+        serde_json::from_str(&call.arguments).unwrap_or_else(|_| Value::String(call.arguments.clone()));
     let title = match main_argument(&parsed) {
-        Some(what) => format!("{tool}: {}", clip(what, 120)),
-        None => tool.to_owned(),
-    };
-    let locations: Vec<ToolCallLocation> = match (kind(tool), parsed.get("path").and_then(Value::as_str)) {
-        (ToolKind::Read | ToolKind::Edit, Some(path)) => vec![ToolCallLocation::new(workspace.join(path))],
-        _ => Vec::new(),
+        Some(what) => format!("{}: {}", call.name, clip(what, 120)),
+        None => call.name.clone(),
     };
     ToolCall::new(id.to_owned(), title)
-        .kind(kind(tool))
+        .kind(kind(&call.effect))
         .status(ToolCallStatus::Pending)
-        .locations(locations)
+        .locations(locations(&call.effect, workspace))
         .raw_input(parsed)
 }
 
@@ -257,19 +305,17 @@ fn push_line(out: &mut String, line: &str) {
     out.push('\n');
 }
 
-/// `update_plan`'s arguments as ACP's plan.
-pub fn plan(arguments: &str) -> Option<Plan> {
-    let parsed: Value = serde_json::from_str(arguments).ok()?;
-    let entries = parsed.get("plan")?.as_array()?.iter().filter_map(|item| {
-        let step = item.get("step")?.as_str()?;
-        let status = match item.get("status")?.as_str()? {
-            "completed" => PlanEntryStatus::Completed,
-            "in_progress" => PlanEntryStatus::InProgress,
-            _ => PlanEntryStatus::Pending,
+/// A plan as a call set it, as ACP's plan.
+pub fn plan(steps: &[PlanStep]) -> Plan {
+    let entries = steps.iter().map(|step| {
+        let status = match step.status {
+            PlanStatus::Completed => PlanEntryStatus::Completed,
+            PlanStatus::InProgress => PlanEntryStatus::InProgress,
+            PlanStatus::Pending => PlanEntryStatus::Pending,
         };
-        Some(PlanEntry::new(step.to_owned(), PlanEntryPriority::Medium, status))
+        PlanEntry::new(step.step.clone(), PlanEntryPriority::Medium, status)
     });
-    Some(Plan::new(entries.collect()))
+    Plan::new(entries.collect())
 }
 
 /// `text` cut to at most `max` characters, with a note of what was left out.

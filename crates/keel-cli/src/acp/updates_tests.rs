@@ -37,6 +37,11 @@ fn result(call_id: &str, name: &str, content: &str, change: Option<FileChange>) 
     })
 }
 
+/// keel's built-in tools, whose declared effects give the calls' kinds.
+fn builtin_tools() -> ToolRegistry {
+    keel_tools::builtin(std::sync::Arc::new(keel_tools::ToolsConfig::default()))
+}
+
 fn text_chunk(text: &str) -> ContentChunk {
     ContentChunk::new(ContentBlock::Text(TextContent::new(text)))
 }
@@ -78,6 +83,7 @@ fn a_replayed_log_gives_every_step_as_updates() {
         event(6, result("c2", "update_plan", "Plan updated", None)),
     ];
     let mut translator = Translator::new(workspace, Some(1000), true);
+    translator.set_tools(builtin_tools());
     let updates: Vec<SessionUpdate> = events.iter().flat_map(|e| translator.logged(e)).collect();
     let write_call = ToolCall::new("c1", "write_file: notes.txt")
         .kind(ToolKind::Edit)
@@ -120,6 +126,7 @@ fn a_replayed_log_gives_every_step_as_updates() {
 #[test]
 fn live_deltas_are_sent_once_and_calls_go_pending_in_progress_failed() {
     let mut translator = Translator::new(Path::new("/w"), None, false);
+    translator.set_tools(builtin_tools());
     assert_eq!(translator.logged(&event(1, user("hi", InputSource::Prompt))), vec![]);
     assert_eq!(translator.logged(&event(2, EventKind::StepStart(StepStart { step: 1 }))), vec![]);
     assert_eq!(
@@ -170,7 +177,7 @@ fn live_deltas_are_sent_once_and_calls_go_pending_in_progress_failed() {
 }
 
 #[test]
-fn a_created_file_has_no_old_text_and_a_bad_plan_is_none() {
+fn a_created_file_has_no_old_text() {
     let change = FileChange {
         path: "src/new.rs".into(),
         created: true,
@@ -180,8 +187,103 @@ fn a_created_file_has_no_old_text_and_a_bad_plan_is_none() {
         cut_lines: 0,
     };
     assert_eq!(diff(&change, Path::new("/w")), Diff::new("/w/src/new.rs", "fn a() {}\nfn b() {}\n"));
-    assert_eq!(plan("not json"), None);
-    assert_eq!(plan(r#"{"plan": 3}"#), None);
+}
+
+/// A tool keel does not know by name (an MCP server's, say) that declares it reads one
+/// file.
+struct Lookup(keel_llm::ToolDefinition);
+
+impl keel_agent::DynTool for Lookup {
+    fn definition(&self) -> &keel_llm::ToolDefinition {
+        &self.0
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn is_concurrency_safe(&self) -> bool {
+        true
+    }
+
+    fn prepare(&self, _arguments: &str) -> Result<keel_agent::PreparedCall, keel_agent::ToolError> {
+        Err(keel_agent::ToolError::msg("not runnable here"))
+    }
+
+    fn effect(&self, arguments: &str) -> Effect {
+        let path = serde_json::from_str::<Value>(arguments)
+            .ok()
+            .and_then(|v| v.get("page").and_then(Value::as_str).map(str::to_owned));
+        Effect::Reads { path }
+    }
+}
+
+/// A call's kind and locations come from the effect its tool declares, not its name: a
+/// tool with any name that reads a file is a read of that file; a call of a tool the
+/// translator does not have is `other` until its logged start says what it does, and
+/// then the client is told again (a replay whose MCP servers are not running).
+#[test]
+fn kinds_and_locations_come_from_declared_and_logged_effects() {
+    let mut tools = ToolRegistry::new();
+    let parameters = serde_json::value::RawValue::from_string("{}".into()).unwrap();
+    let definition =
+        keel_llm::ToolDefinition { name: "docs__lookup".into(), description: String::new(), parameters };
+    tools.register_dyn(std::sync::Arc::new(Lookup(definition)));
+    let mut translator = Translator::new(Path::new("/w"), None, false);
+    translator.set_tools(tools);
+    let calls = vec![
+        keel_llm::ContentBlock::ToolCall(keel_llm::ToolCall::new("l1", "docs__lookup", r#"{"page":"a.md"}"#)),
+        keel_llm::ContentBlock::ToolCall(keel_llm::ToolCall::new("w1", "write_file", r#"{"path":"b.txt"}"#)),
+    ];
+    let updates = translator.logged(&event(1, reply(calls, Usage::default())));
+    let lookup = ToolCall::new("l1", "docs__lookup")
+        .kind(ToolKind::Read)
+        .status(ToolCallStatus::Pending)
+        .locations(vec![ToolCallLocation::new("/w/a.md")])
+        .raw_input(serde_json::json!({"page": "a.md"}));
+    let write = ToolCall::new("w1", "write_file: b.txt")
+        .kind(ToolKind::Other)
+        .status(ToolCallStatus::Pending)
+        .raw_input(serde_json::json!({"path": "b.txt"}));
+    assert_eq!(updates, vec![SessionUpdate::ToolCall(lookup), SessionUpdate::ToolCall(write)]);
+
+    let started = |call_id: &str, name: &str, effect: Option<Effect>| {
+        EventKind::ToolCall(keel_session::ToolCallStarted {
+            call_id: call_id.into(),
+            name: name.into(),
+            arguments: String::new(),
+            effect,
+        })
+    };
+    // The same effect as announced, or none logged (an old log): nothing new to say.
+    let same = started("l1", "docs__lookup", Some(Effect::Reads { path: Some("a.md".into()) }));
+    assert_eq!(translator.logged(&event(2, same)), vec![]);
+    assert_eq!(translator.logged(&event(3, started("w1", "write_file", None))), vec![]);
+    let written = started("w1", "write_file", Some(Effect::Writes { path: "b.txt".into() }));
+    let fields =
+        ToolCallUpdateFields::new().kind(ToolKind::Edit).locations(vec![ToolCallLocation::new("/w/b.txt")]);
+    assert_eq!(
+        translator.logged(&event(4, written)),
+        vec![SessionUpdate::ToolCallUpdate(ToolCallUpdate::new("w1", fields))]
+    );
+}
+
+/// Each effect's kind, so a new effect is given one on purpose.
+#[test]
+fn every_effect_has_a_kind() {
+    let cases = [
+        (Effect::Reads { path: Some("a".into()) }, ToolKind::Read),
+        (Effect::Reads { path: None }, ToolKind::Search),
+        (Effect::Writes { path: "a".into() }, ToolKind::Edit),
+        (Effect::Runs, ToolKind::Execute),
+        (Effect::Fetches { url: "https://example.com".into() }, ToolKind::Fetch),
+        (Effect::Plans { steps: Vec::new() }, ToolKind::Think),
+        (Effect::Concludes, ToolKind::Other),
+        (Effect::Other, ToolKind::Other),
+    ];
+    for (effect, expected) in cases {
+        assert_eq!(kind(&effect), expected, "{effect:?}");
+    }
 }
 
 /// A result that concludes the turn (the small profile's `answer` tool) is the agent's
