@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use keel_llm::{Image, ImageError, MAX_IMAGE_BYTES};
 
+use crate::quoted::{Backslash, words};
+
 /// Why a file could not be attached.
 #[derive(Debug)]
 pub enum AttachError {
@@ -90,7 +92,7 @@ pub struct Pasted {
 /// (too large) is returned with its error, so the user hears why.
 pub fn pasted_in(line: &str, home: Option<&Path>) -> Vec<Pasted> {
     let mut found = Vec::new();
-    for word in words(line) {
+    for word in words(line, Backslash::Escapes) {
         let Some(path) = explicit_path(&word, home) else { continue };
         let Ok(meta) = std::fs::metadata(&path) else { continue };
         if !meta.is_file() || found.iter().any(|p: &Pasted| p.path == path) {
@@ -111,7 +113,9 @@ pub fn pasted_in(line: &str, home: Option<&Path>) -> Vec<Pasted> {
 /// True when the line opens with the path of an existing file (a dropped screenshot
 /// with a question after it): a prompt, not a slash command.
 pub fn opens_with_file(line: &str) -> bool {
-    words(line).first().is_some_and(|word| word.starts_with('/') && Path::new(word).is_file())
+    words(line, Backslash::Escapes)
+        .first()
+        .is_some_and(|word| word.starts_with('/') && Path::new(word).is_file())
 }
 
 /// The path a word names, when it is written as one.
@@ -126,61 +130,11 @@ fn explicit_path(word: &str, home: Option<&Path>) -> Option<PathBuf> {
     (word.starts_with('/') || word.starts_with("./") || word.starts_with("../")).then(|| PathBuf::from(word))
 }
 
-/// A line split into words as a shell would for quoting: `'…'` and `"…"` group, a
-/// backslash escapes the next character (terminals paste `my\ shot.png`).
-fn words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut quote: Option<char> = None;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => word.push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                in_word = true;
-            }
-            (None, '\\') => {
-                if let Some(next) = chars.next() {
-                    word.push(next);
-                }
-                in_word = true;
-            }
-            (None, c) if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                }
-                in_word = false;
-            }
-            (None, c) => {
-                word.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if in_word {
-        words.push(word);
-    }
-    words
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x02\0\0\0\x03\x08\x06\0\0\0";
-
-    #[test]
-    fn words_keep_quoted_and_escaped_spaces_together() {
-        assert_eq!(
-            words(r#"look at '/tmp/my shot.png' and /tmp/other\ one.png "x y""#),
-            ["look", "at", "/tmp/my shot.png", "and", "/tmp/other one.png", "x y"]
-        );
-        assert_eq!(words("  "), Vec::<String>::new());
-        assert_eq!(words("''"), [""]);
-    }
 
     #[test]
     fn pasted_paths_of_images_are_found_and_other_words_are_text() {

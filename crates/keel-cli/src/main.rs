@@ -28,6 +28,7 @@ mod profile_choice;
 mod project_rules;
 mod prompt;
 mod provider;
+mod quoted;
 mod remote;
 mod render;
 mod replay;

@@ -3,43 +3,12 @@
 //! the words of the first line (quotes group words; a missing one is empty). A text with
 //! neither gets the arguments after it, so nothing typed is dropped.
 
-/// The words of `line`: separated by whitespace, `"…"` and `'…'` grouping (the quotes
-/// removed).
-pub fn words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut quote: Option<char> = None;
-    for c in line.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => word.push(c),
-            None if c == '"' || c == '\'' => {
-                quote = Some(c);
-                in_word = true;
-            }
-            None if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            None => {
-                word.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if in_word {
-        words.push(word);
-    }
-    words
-}
+use crate::quoted::{Backslash, words};
 
 /// `body` with `arguments` put in.
 pub fn expand(body: &str, arguments: &str) -> String {
     let arguments = arguments.trim();
-    let positional = words(arguments.lines().next().unwrap_or_default());
+    let positional = words(arguments.lines().next().unwrap_or_default(), Backslash::IsText);
     let mut out = String::with_capacity(body.len() + arguments.len());
     let mut used = false;
     let mut rest = body;
@@ -95,6 +64,5 @@ mod tests {
             "Explain this:\nthis\n```\nlog line\n```"
         );
         assert_eq!(expand("Price: $ARGUMENTSs", "5"), "Price: 5s");
-        assert_eq!(words(" a 'b c' \"d\"e '' "), ["a", "b c", "de", ""]);
     }
 }
