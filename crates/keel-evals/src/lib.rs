@@ -1,7 +1,9 @@
 //! The real-task suite: small coding tasks (`evals/tasks`) that keel runs with a real
 //! model, each checked by its own script. See `evals/README.md`.
 
+pub mod breakdown;
 pub mod freeze;
+pub mod merge;
 pub mod nudge;
 pub mod record;
 pub mod report;

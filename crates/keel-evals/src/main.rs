@@ -28,6 +28,10 @@ enum Command {
         /// Runs per task (run N uses seed N).
         #[arg(long, default_value_t = 1)]
         runs: u32,
+        /// The number of the first run (and its seed): `--first-run 2 --runs 2` makes runs
+        /// 2 and 3, to be merged with a record of run 1 (`keel-evals merge`).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        first_run: u32,
         /// Only these tasks (comma-separated names).
         #[arg(long, value_delimiter = ',')]
         tasks: Vec<String>,
@@ -63,6 +67,15 @@ enum Command {
         #[arg(long)]
         tasks_dir: Option<PathBuf>,
     },
+    /// Merge records of one configuration made in parts (`--first-run`) into one.
+    Merge {
+        /// Where the merged record goes (a summary.json; its folder is made).
+        #[arg(long)]
+        out: PathBuf,
+        /// The records (summary.json files).
+        #[arg(required = true)]
+        records: Vec<PathBuf>,
+    },
     /// Compare two records (summary.json files), task by task.
     Compare {
         /// The record before.
@@ -75,6 +88,16 @@ enum Command {
 fn load_record(path: &PathBuf) -> anyhow::Result<SuiteRecord> {
     let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
     serde_json::from_str(&text).with_context(|| path.display().to_string())
+}
+
+/// The table of a record, then its restarts, twins and tools.
+fn print_report(record: &SuiteRecord) {
+    print!("{}", report::table(&record.summary));
+    println!("{}", report::restarts_line(&record.runs));
+    if let Some(twins) = keel_evals::breakdown::twins_line(&record.runs) {
+        println!("{twins}");
+    }
+    print!("{}", keel_evals::breakdown::tools_table(&record.runs));
 }
 
 fn default_keel() -> PathBuf {
@@ -112,6 +135,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{} tasks, {bad} with problems", tasks.len());
             Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
+        Command::Merge { out, records } => {
+            let records = records.iter().map(load_record).collect::<anyhow::Result<Vec<_>>>()?;
+            let merged = keel_evals::merge::merge(records)?;
+            if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
+            }
+            let json = serde_json::to_string_pretty(&merged)?;
+            std::fs::write(&out, json).with_context(|| out.display().to_string())?;
+            print_report(&merged);
+            println!("record: {}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Compare { before, after } => {
             print!("{}", report::compare(&load_record(&before)?, &load_record(&after)?));
             Ok(ExitCode::SUCCESS)
@@ -119,6 +154,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run {
             keel,
             runs,
+            first_run,
             tasks,
             max_steps,
             timeout,
@@ -160,7 +196,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let mut record =
                 SuiteRecord { label, keel_args, started_unix, runs: Vec::new(), summary: Summary::default() };
             let path = out_dir.join("summary.json");
-            for run in 1..=runs {
+            for run in first_run..first_run.saturating_add(runs) {
                 for task in &all {
                     let result = run_task(task, run, &settings)?;
                     println!("{}", report::run_line(&result));
@@ -171,8 +207,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     std::fs::write(&path, json).with_context(|| path.display().to_string())?;
                 }
             }
-            print!("\n{}", report::table(&record.summary));
-            println!("{}", report::restarts_line(&record.runs));
+            println!();
+            print_report(&record);
             println!("record: {}", path.display());
             if !keep {
                 let _ = std::fs::remove_dir_all(&settings.scratch);

@@ -16,6 +16,9 @@ pub struct RunRecord {
     /// The task's set ("original" in records made before sets existed).
     #[serde(default = "crate::task::original_set")]
     pub set: String,
+    /// The task that asks the same in another language (see [`crate::task::Task::twin`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twin: Option<String>,
     /// Run number, from 1; also the sampling seed given to keel.
     pub run: u32,
     /// The verification passed.

@@ -108,6 +108,7 @@ pub fn run_task(task: &Task, run: u32, settings: &RunSettings) -> Result<RunReco
     record.task = task.name.clone();
     record.category = task.category.clone();
     record.set = task.set.clone();
+    record.twin = task.twin.clone();
     record.run = run;
     record.seconds = (seconds * 10.0).round() / 10.0;
     record.exit_code = status.and_then(|s| s.code()).unwrap_or(-1);

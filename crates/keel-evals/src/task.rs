@@ -33,6 +33,9 @@ pub struct Task {
     pub category: String,
     /// Which set of tasks it belongs to ("original", "grown", …), reported on its own.
     pub set: String,
+    /// The task that asks the same in another language, if any: the two are reported
+    /// side by side, so a language that does worse shows.
+    pub twin: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -43,6 +46,8 @@ struct TaskFile {
     category: String,
     #[serde(default = "original_set")]
     set: String,
+    #[serde(default)]
+    twin: Option<String>,
 }
 
 /// The outcome of a script run in a workspace.
@@ -68,7 +73,17 @@ impl Task {
         if file.set.trim().is_empty() {
             return Err(EvalError::Task(format!("{name}: task.toml: `set` is empty")));
         }
-        Ok(Task { name, dir: dir.to_path_buf(), prompt: file.prompt, category: file.category, set: file.set })
+        if file.twin.as_deref() == Some(name.as_str()) {
+            return Err(EvalError::Task(format!("{name}: task.toml: a task is not its own `twin`")));
+        }
+        Ok(Task {
+            name,
+            dir: dir.to_path_buf(),
+            prompt: file.prompt,
+            category: file.category,
+            set: file.set,
+            twin: file.twin,
+        })
     }
 
     /// Every task under `root`, sorted by name.
@@ -78,7 +93,18 @@ impl Task {
         let mut dirs: Vec<PathBuf> =
             entries.flatten().map(|e| e.path()).filter(|p| p.join("task.toml").is_file()).collect();
         dirs.sort();
-        dirs.iter().map(|d| Task::load(d)).collect()
+        let tasks: Vec<Task> = dirs.iter().map(|d| Task::load(d)).collect::<Result<_, _>>()?;
+        for task in &tasks {
+            if let Some(twin) = &task.twin
+                && !tasks.iter().any(|t| &t.name == twin)
+            {
+                return Err(EvalError::Task(format!(
+                    "{}: task.toml: no task named `{twin}` (its twin)",
+                    task.name
+                )));
+            }
+        }
+        Ok(tasks)
     }
 
     /// Makes a fresh workspace in `workspace` (which must not exist): copies `files/`,
