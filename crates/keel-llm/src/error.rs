@@ -26,6 +26,10 @@ pub enum ModelErrorKind {
     /// (`response_deadline`), the output `max_tokens` allows, the size of one event or
     /// body. A server that does this is broken or hostile. Not retried.
     LimitExceeded,
+    /// The model fell into writing the same line over and over ([`crate::repeats`]):
+    /// its reply was stopped there. Not retried as it was; a route that samples may ask
+    /// again, hotter and with another seed.
+    Repeating,
     /// The request was cancelled by the caller.
     Cancelled,
     /// Misconfiguration on keel's side (bad URL, missing model name).
@@ -33,6 +37,27 @@ pub enum ModelErrorKind {
 }
 
 impl ModelErrorKind {
+    /// Every kind, in the order declared.
+    pub const ALL: [ModelErrorKind; 12] = [
+        ModelErrorKind::Auth,
+        ModelErrorKind::ContextOverflow,
+        ModelErrorKind::RateLimited,
+        ModelErrorKind::Server,
+        ModelErrorKind::Network,
+        ModelErrorKind::Idle,
+        ModelErrorKind::InvalidRequest,
+        ModelErrorKind::InvalidResponse,
+        ModelErrorKind::LimitExceeded,
+        ModelErrorKind::Repeating,
+        ModelErrorKind::Cancelled,
+        ModelErrorKind::Config,
+    ];
+
+    /// The kind whose [`as_str`](Self::as_str) name is `name`.
+    pub fn from_name(name: &str) -> Option<ModelErrorKind> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+
     /// Whether a fresh attempt of the same request may succeed.
     pub fn is_retryable(self) -> bool {
         matches!(
@@ -56,6 +81,7 @@ impl ModelErrorKind {
             ModelErrorKind::InvalidRequest => "invalid_request",
             ModelErrorKind::InvalidResponse => "invalid_response",
             ModelErrorKind::LimitExceeded => "limit_exceeded",
+            ModelErrorKind::Repeating => "repeating",
             ModelErrorKind::Cancelled => "cancelled",
             ModelErrorKind::Config => "config",
         }
@@ -92,5 +118,40 @@ impl ModelError {
     pub fn with_retry_after(mut self, delay: Option<Duration>) -> Self {
         self.retry_after = delay;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind is in `ALL` once and is found again by its name (the engine process and
+    /// `keel replay` pass kinds by name).
+    #[test]
+    fn every_kind_is_found_by_its_name() {
+        for kind in ModelErrorKind::ALL {
+            assert_eq!(ModelErrorKind::from_name(kind.as_str()), Some(kind));
+            // A kind added to the enum fails to compile here until it is listed: list it in
+            // ALL too.
+            match kind {
+                ModelErrorKind::Auth
+                | ModelErrorKind::ContextOverflow
+                | ModelErrorKind::RateLimited
+                | ModelErrorKind::Server
+                | ModelErrorKind::Network
+                | ModelErrorKind::Idle
+                | ModelErrorKind::InvalidRequest
+                | ModelErrorKind::InvalidResponse
+                | ModelErrorKind::LimitExceeded
+                | ModelErrorKind::Repeating
+                | ModelErrorKind::Cancelled
+                | ModelErrorKind::Config => {}
+            }
+        }
+        let mut names: Vec<&str> = ModelErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ModelErrorKind::ALL.len());
+        assert_eq!(ModelErrorKind::from_name("bogus"), None);
     }
 }

@@ -30,6 +30,7 @@ pub mod lenient;
 mod message;
 #[cfg(feature = "http")]
 pub mod openai;
+pub mod repeats;
 #[cfg(feature = "http")]
 pub mod responses;
 pub mod sse;

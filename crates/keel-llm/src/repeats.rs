@@ -1,10 +1,16 @@
-//! Noticing a reply that writes the same line over and over with only a leading line
-//! number changing (`28\tdef total(…)`, `29\tdef total(…)`, …): the token-level check in
-//! the engine misses it, since the digits keep the tokens distinct. Small models fall into
+//! Noticing a reply that writes the same line over and over, alike or with only a leading
+//! line number changing (`28\tdef total(…)`, `29\tdef total(…)`, …): the token-level
+//! check in the embedded engine misses the second, since the digits keep the tokens
+//! distinct. Both routes that sample a small model use it: the embedded engine and
+//! llama-server's `/completion` (the `completion` module). Small models fall into
 //! this while copying numbered output into a call's argument, and then run to
 //! `max_tokens` (minutes on a laptop).
 //!
 //! Lines end at a line break or at the escape `\n` (inside a JSON string argument).
+
+/// The lowest temperature a stuck reply is sampled again at (with another seed): the
+/// likeliest tokens are what got it stuck.
+pub const RESAMPLE_TEMPERATURE: f32 = 0.8;
 
 /// Lines the same but for a leading line number, in a row, that count as stuck.
 pub const STUCK_LINES: u32 = 24;

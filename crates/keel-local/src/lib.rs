@@ -1,7 +1,7 @@
 //! keel's embedded local model.
 //!
 //! Pure Rust, always built: reading GGUF metadata ([`gguf`]), rendering the model's own
-//! chat template ([`template`]), noticing a reply stuck on one line ([`repeats`]), the
+//! chat template ([`template`]), the
 //! model cache and downloads ([`models`],
 //! [`download`]), and [`engine::LocalModel`], a `keel_llm::ModelClient` that runs the
 //! weights in an engine process. With the `llama` feature the engine itself is built in
@@ -12,7 +12,6 @@ pub mod engine;
 pub mod gguf;
 pub mod grammar;
 pub mod models;
-pub mod repeats;
 pub mod reply;
 pub mod server;
 pub mod template;

@@ -8,14 +8,16 @@
 //! by construction, as with `--local`.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use keel_llm::completion::{
     CompletionClient, CompletionReply, CompletionRequest, FinishReply, until_cancelled,
 };
+use keel_llm::repeats::RESAMPLE_TEMPERATURE;
 use keel_llm::{
-    AssistantMessage, ModelClient, ModelError, ModelErrorKind, ModelInfo, ModelRequest, ModelStream,
-    ProviderConfig, ToolChoice, ToolDefinition,
+    AssistantMessage, ModelClient, ModelError, ModelErrorKind, ModelEvent, ModelInfo, ModelRequest,
+    ModelStream, ProviderConfig, ToolChoice, ToolDefinition,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -152,6 +154,52 @@ impl TemplatedServer {
     }
 }
 
+/// The reply to `ask`. One the transport stopped for writing the same line over and
+/// over ([`ModelErrorKind::Repeating`]) is asked for once more, hotter and with another
+/// seed, as the embedded engine samples a stuck reply again (a `Retrying` event tells the
+/// loop to drop what it had of the first); stuck a second time, it fails.
+fn sampled_again_when_stuck<'a>(
+    completion: &'a CompletionClient,
+    ask: CompletionRequest,
+    finish: Arc<Calls>,
+    cancel: CancellationToken,
+) -> ModelStream<'a> {
+    let first = completion.stream(&ask, Arc::clone(&finish) as Arc<dyn FinishReply>, cancel.clone());
+    let state = (first, Some((ask, finish, cancel)));
+    Box::pin(futures::stream::unfold(Some(state), move |state| async move {
+        let (mut stream, again) = state?;
+        match stream.next().await {
+            Some(Err(error)) if error.kind == ModelErrorKind::Repeating => {
+                // The stuck reply's connection closes here, which ends its generation.
+                drop(stream);
+                let Some((mut ask, finish, cancel)) = again else {
+                    let error = ModelError::new(
+                        ModelErrorKind::Repeating,
+                        format!(
+                            "{}, also when sampled again; try rephrasing the task or a larger model",
+                            error.message
+                        ),
+                    );
+                    return Some((Err(error), None));
+                };
+                ask.temperature =
+                    Some(ask.temperature.map_or(RESAMPLE_TEMPERATURE, |t| t.max(RESAMPLE_TEMPERATURE)));
+                ask.seed = Some(ask.seed.map_or(1, |seed| seed.wrapping_add(1)));
+                let retry = completion.stream(&ask, finish, cancel);
+                let retrying = ModelEvent::Retrying {
+                    attempt: 1,
+                    max_retries: 1,
+                    delay: Duration::ZERO,
+                    reason: format!("{}; sampling again", error.message),
+                };
+                Some((Ok(retrying), Some((retry, None))))
+            }
+            Some(item) => Some((item, Some((stream, again)))),
+            None => None,
+        }
+    }))
+}
+
 /// Whether a llama-server's `/props` shows a chat template that writes calls as
 /// `<tool_call>` (Qwen, Hermes): the family this route was measured on.
 pub fn writes_tagged_calls(props: &Value) -> bool {
@@ -181,7 +229,7 @@ impl ModelClient for TemplatedServer {
                 prepared = self.prepare() => prepared,
             };
             match prepared.and_then(|prepared| self.ask(prepared, &request)) {
-                Ok((ask, calls)) => self.completion.stream(&ask, Arc::new(calls), cancel),
+                Ok((ask, calls)) => sampled_again_when_stuck(&self.completion, ask, Arc::new(calls), cancel),
                 Err(error) => until_cancelled(Box::pin(futures::stream::once(async { Err(error) })), cancel),
             }
         };

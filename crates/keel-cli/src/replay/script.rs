@@ -135,21 +135,9 @@ fn summary_reply(summary: &str) -> String {
 fn failure(message: Option<&str>) -> (ModelErrorKind, String) {
     let text = message.unwrap_or_default();
     let parsed = text.strip_prefix("model request failed (").and_then(|rest| rest.split_once("): "));
-    let kinds = [
-        ModelErrorKind::Auth,
-        ModelErrorKind::ContextOverflow,
-        ModelErrorKind::RateLimited,
-        ModelErrorKind::Server,
-        ModelErrorKind::Network,
-        ModelErrorKind::Idle,
-        ModelErrorKind::InvalidRequest,
-        ModelErrorKind::InvalidResponse,
-        ModelErrorKind::LimitExceeded,
-        ModelErrorKind::Config,
-    ];
     match parsed {
         Some((kind, rest)) => {
-            let kind = kinds.into_iter().find(|k| k.as_str() == kind).unwrap_or(ModelErrorKind::Server);
+            let kind = ModelErrorKind::from_name(kind).unwrap_or(ModelErrorKind::Server);
             (kind, rest.to_owned())
         }
         None => (ModelErrorKind::Server, text.to_owned()),

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::client::ModelEvent;
 use crate::error::{ModelError, ModelErrorKind};
 use crate::message::{AssistantMessage, FinishReason};
+use crate::repeats::{LineRepeats, STUCK_LINES};
 use crate::sse::SseEvent;
 use crate::transport::errors::classify_error_object;
 use crate::transport::escapes::parse_json;
@@ -60,12 +61,20 @@ pub(super) struct Reading {
     text: String,
     stop: Option<Stop>,
     meter: OutputMeter,
+    /// Lines in a row that are the same: a model stuck on one line is stopped.
+    lines: LineRepeats,
     finish: Arc<dyn FinishReply>,
 }
 
 impl Reading {
     fn new(limits: DecodeLimits, finish: Arc<dyn FinishReply>) -> Self {
-        Reading { text: String::new(), stop: None, meter: OutputMeter::new(limits.max_output_bytes), finish }
+        Reading {
+            text: String::new(),
+            stop: None,
+            meter: OutputMeter::new(limits.max_output_bytes),
+            lines: LineRepeats::new(),
+            finish,
+        }
     }
 
     fn on_chunk(&mut self, chunk: Chunk, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
@@ -74,8 +83,19 @@ impl Reading {
         }
         if let Some(text) = chunk.content.filter(|t| !t.is_empty()) {
             self.meter.charge(text.len())?;
+            let stuck = self.lines.push(text.as_bytes());
             self.text.push_str(&text);
             out.push(ModelEvent::TextDelta(text));
+            // Stopped here: dropping the stream closes the connection, which ends
+            // llama-server's generation instead of letting it run to `n_predict`.
+            if stuck && !chunk.stop {
+                return Err(ModelError::new(
+                    ModelErrorKind::Repeating,
+                    format!(
+                        "the model wrote one line {STUCK_LINES} times in a row; its reply was stopped there"
+                    ),
+                ));
+            }
         }
         if chunk.stop {
             let cut = chunk.stop_type.as_deref() == Some("limit") || chunk.stopped_limit == Some(true);
@@ -252,5 +272,31 @@ mod tests {
         let mut out = Vec::new();
         let error = decoder.feed(b"data: {\"content\":\"Hello\",\"stop\":false}\n\n", &mut out).unwrap_err();
         assert_eq!(error.kind, ModelErrorKind::LimitExceeded);
+    }
+
+    /// A model stuck writing one line (here inside a call's JSON argument, where lines
+    /// end at `\n` escapes) is stopped at the line that makes it stuck, not left to run
+    /// to `n_predict`; lines that differ go on.
+    #[test]
+    fn a_reply_stuck_on_one_line_is_stopped() {
+        let mut decoder = decoder(DecodeLimits::default(), Arc::new(plain));
+        let mut out = Vec::new();
+        let line = r#"data: {"content":"pip install tasker\\n","stop":false}"#;
+        let mut fed = 0;
+        let error = loop {
+            fed += 1;
+            match decoder.feed(format!("{line}\n\n").as_bytes(), &mut out) {
+                Ok(done) => assert!(!done && fed < 100),
+                Err(error) => break error,
+            }
+        };
+        assert_eq!((error.kind, fed), (ModelErrorKind::Repeating, STUCK_LINES as usize));
+        assert!(error.message.contains("24 times in a row"), "{}", error.message);
+
+        let mut decoder = super::decoder(DecodeLimits::default(), Arc::new(plain));
+        for n in 0..100 {
+            let event = format!("data: {{\"content\":\"value = compute({n})\\n\",\"stop\":false}}\n\n");
+            decoder.feed(event.as_bytes(), &mut out).unwrap();
+        }
     }
 }

@@ -401,14 +401,7 @@ fn crash_error(crash: &Crash, retried: bool) -> ModelError {
 }
 
 fn kind_of(name: &str) -> ModelErrorKind {
-    match name {
-        "context_overflow" => ModelErrorKind::ContextOverflow,
-        "invalid_response" => ModelErrorKind::InvalidResponse,
-        "config" => ModelErrorKind::Config,
-        "cancelled" => ModelErrorKind::Cancelled,
-        "limit_exceeded" => ModelErrorKind::LimitExceeded,
-        _ => ModelErrorKind::Server,
-    }
+    ModelErrorKind::from_name(name).unwrap_or(ModelErrorKind::Server)
 }
 
 impl ModelClient for LocalModel {

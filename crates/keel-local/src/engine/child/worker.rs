@@ -64,7 +64,7 @@ struct Reply<'v> {
     /// The last tokens, to notice a model stuck repeating itself.
     recent: std::collections::VecDeque<Token>,
     /// Lines the same but for a leading line number, to notice a numbered copy loop.
-    lines: crate::repeats::LineRepeats,
+    lines: keel_llm::repeats::LineRepeats,
     /// The reply was sampled again once already.
     resampled: bool,
     /// Sampling stopped because the model kept repeating itself.
@@ -214,7 +214,7 @@ impl<'m> Engine<'m> {
         };
         if reply.degenerate {
             channel.send(failed(
-                ModelErrorKind::InvalidResponse,
+                ModelErrorKind::Repeating,
                 "the local model kept repeating itself (the same few tokens, or one line with only its line number changing), also when sampled again; try rephrasing the task or a larger model".into(),
             ));
             return;
@@ -344,7 +344,7 @@ impl<'m> Engine<'m> {
             position: tokens.len(),
             logits_index: self.batch.len() - 1,
             recent: std::collections::VecDeque::with_capacity(REPEAT_WINDOW),
-            lines: crate::repeats::LineRepeats::new(),
+            lines: keel_llm::repeats::LineRepeats::new(),
             resampled: false,
             degenerate: false,
         };
@@ -383,8 +383,8 @@ impl<'m> Engine<'m> {
                     return (reply, Ended::Finished(FinishReason::Error));
                 }
                 reply.resampled = true;
-                temperature = temperature.max(0.8);
-                call_temperature = call_temperature.max(0.8);
+                temperature = temperature.max(keel_llm::repeats::RESAMPLE_TEMPERATURE);
+                call_temperature = call_temperature.max(keel_llm::repeats::RESAMPLE_TEMPERATURE);
                 seed = seed.wrapping_add(1);
                 let Some(hotter) = sampling::free(self.api, temperature, seed) else {
                     return (reply, Ended::Finished(FinishReason::Error));
@@ -494,7 +494,7 @@ impl<'m> Engine<'m> {
         reply.held.clear();
         reply.pending.clear();
         reply.recent.clear();
-        reply.lines = crate::repeats::LineRepeats::new();
+        reply.lines = keel_llm::repeats::LineRepeats::new();
         reply.position = tokens.len();
         reply.logits_index = 0;
         true
