@@ -147,10 +147,13 @@ impl FinishCheck {
                 "finish_check/copied_example: the final answer repeats an example answer of the instructions",
             ));
         }
+        // "Nothing was changed" holds only when no call that could change anything
+        // succeeded: a command that ran (`git revert HEAD`) changes files without a
+        // changing tool's effect.
         if let Some(error) = &activity.last_error
             && !asked(GAVE_UP)
             && intent.asks_for_change()
-            && !activity.changed
+            && !activity.acted
         {
             let error: String = error.chars().take(MAX_ERROR_CHARS).collect();
             return Some(Nudge::new(
@@ -158,8 +161,8 @@ impl FinishCheck {
                     "{GAVE_UP} {error} Nothing was changed for the task yet: \"{task}\". Fix the call (the error says \
                      how) and make it again now."
                 ),
-                "finish_check/gave_up: the last call failed, no changing call succeeded this turn, and the task asks \
-                 for a change (turn/intent)",
+                "finish_check/gave_up: the last call failed, no call that could change anything succeeded this turn \
+                 (a changing tool or a command), and the task asks for a change (turn/intent)",
             ));
         }
         if !activity.acted
@@ -391,6 +394,18 @@ mod tests {
         let question = [user("Why does the test fail?"), call("1", "shell"), result("1", true)];
         assert_eq!(nudge_for(ANSWER, &question, "The helper rounds down."), None);
         assert_eq!(nudge_for(UNKNOWN, &question, "The helper rounds down."), None);
+        // Regression (suite run of 2026-12-06, revert-last-commit): `git revert HEAD`
+        // made the change; a later `git commit` failed ("nothing to commit"), and "Nothing
+        // was changed for the task yet … make it again now" had the model revert the
+        // revert. A command that succeeded may have changed the project.
+        let reverted = [
+            user("Revert the last commit."),
+            call("1", "shell"),
+            result("1", false),
+            call("2", "shell"),
+            result("2", true),
+        ];
+        assert_eq!(nudge_for(CHANGE, &reverted, "Reverted the last commit."), None);
     }
 
     #[test]
