@@ -25,6 +25,7 @@ pub mod grounded;
 pub mod list;
 mod loose;
 mod near;
+mod no_repository;
 pub mod output;
 pub mod overwrite;
 mod pasted;

@@ -154,6 +154,10 @@ async fn run(config: &ToolsConfig, args: ShellArgs, ctx: ToolContext) -> Result<
     drop(running);
     tracing::debug!(?prepared, ?spawned, done = ?started.elapsed(), "shell call's phases");
     let mut output = render(capture, watched);
+    if let Some(note) = crate::no_repository::note(&args.command, output.is_error, &workdir) {
+        output.content.push('\n');
+        output.content.push_str(note);
+    }
     if config.relative_output_paths {
         let forms = [roots.root(), &*ctx.workspace];
         output.content = crate::output::relative_paths(&output.content, &forms);

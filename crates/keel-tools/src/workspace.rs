@@ -150,7 +150,10 @@ impl Roots {
 
     /// Refuses a path in (or named) `.git`: the file tools never write git's own files
     /// (a small model "initialised" a repository by writing a file named `.git`, after
-    /// which every git command failed); git commands in the shell change them.
+    /// which every git command failed); git commands in the shell change them. The
+    /// refusal names no git command: naming `git init` there was followed by `git init`
+    /// in the next step, for tasks that had nothing to do with git (suite run of
+    /// 2026-12-06, bump-version and revert-last-commit).
     pub fn refuse_git_internals(&self, path: &str) -> Result<(), ToolError> {
         let lexical = self.lexical(path);
         let inside = lexical.strip_prefix(&self.root).unwrap_or(&lexical);
@@ -158,7 +161,7 @@ impl Roots {
             return Err(ToolError::new(
                 ToolErrorKind::GitInternals,
                 format!(
-                    "`{path}` is git's own data: the file tools do not write it. Use git commands in the shell (git init, git add, git commit)."
+                    "`{path}` is git's own data: the file tools do not write it. The task is done in the project's own files; git's data changes only through git commands."
                 ),
             ));
         }

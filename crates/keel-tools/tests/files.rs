@@ -451,6 +451,8 @@ async fn the_file_tools_never_write_gits_own_files() {
             .await
             .unwrap_err();
         assert_eq!(error.kind, ToolErrorKind::GitInternals, "{path}");
+        // No git command is suggested: a small model ran the one named.
+        assert!(!error.message.contains("git init"), "{}", error.message);
     }
     assert!(!ws.path().join(".git").exists());
     std::fs::create_dir(ws.path().join(".git")).unwrap();

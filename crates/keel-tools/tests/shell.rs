@@ -316,3 +316,26 @@ async fn small_models_see_paths_under_the_project_relative_to_it() {
     }
     assert!(run(false).await.contains(&format!("in {root}\n")));
 }
+
+/// A git command that fails where there is no repository gets a note under its output
+/// (small models were seen to `git init` the user's folder after "not a git
+/// repository"); one that works, or fails inside a repository, gets none. Git runs only
+/// through bash here: the test needs git on the machine and says so when it is missing.
+#[tokio::test]
+async fn a_failed_git_command_outside_a_repository_is_explained() {
+    let ws = tempfile::tempdir().unwrap();
+    assert!(std::process::Command::new("git").arg("--version").output().is_ok(), "this test needs git");
+    let out = call(ws.path(), "shell", json!({"command": "git status"})).await.unwrap();
+    assert!(out.is_error, "{}", out.content);
+    assert!(out.content.contains("not a git repository"), "{}", out.content);
+    assert!(
+        out.content.ends_with("do not make a repository unless the user asked for one.]"),
+        "{}",
+        out.content
+    );
+    let out = call(ws.path(), "shell", json!({"command": "git --version"})).await.unwrap();
+    assert!(!out.is_error && !out.content.contains("[keel:"), "{}", out.content);
+    let out = call(ws.path(), "shell", json!({"command": "git init -q && git log"})).await.unwrap();
+    assert!(out.is_error, "an empty repository has no log: {}", out.content);
+    assert!(!out.content.contains("[keel:"), "{}", out.content);
+}
