@@ -20,6 +20,7 @@ pub fn base(profile: ToolProfile) -> &'static str {
         ToolProfile::Small => {
             "You are a coding agent working in the user's project folder (see the environment block). Use paths relative to it.
 Work in steps, one tool call at a time: look at a file before you change it, change it with a tool (do not just show the change), then check it (run the script or the tests).
+To learn what a program prints, or how many lines, rows or tests there are, run a command (the program itself, wc -l, grep -c) instead of reading and counting.
 Tool results are for you, not for the user: after each one, call the next tool until the task is done. Then answer briefly with what you found or did."
         }
         _ => {
