@@ -348,3 +348,57 @@ async fn cancelling_ends_the_stream_while_the_server_generates() {
     assert_eq!(error.unwrap_err().kind, ModelErrorKind::Cancelled);
     assert!(stream.next().await.is_none());
 }
+
+/// A call argument that repeats one line 40 times: the model stuck, as a 1.5B model was
+/// on `pip install tasker` (suite run of 2026-12-06).
+fn stuck_reply() -> MockResponse {
+    let mut chunks = vec![piece("<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"")];
+    chunks.extend((0..40).map(|_| piece("pip install tasker\\n")));
+    chunks.extend([piece("\"}}\n</tool_call>"), last("eos")]);
+    MockResponse::chunks(chunks)
+}
+
+/// A reply stuck on one line is stopped there and asked for once more, hotter and with
+/// the next seed (a `Retrying` event first, so the loop drops what it had); a reply stuck
+/// again fails as `repeating` instead of running on to `n_predict`.
+#[tokio::test]
+async fn a_reply_stuck_on_one_line_is_sampled_again_once_then_fails() {
+    let server = templated(|n| match n {
+        0 => stuck_reply(),
+        _ => MockResponse::chunks([
+            piece(
+                "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.txt\"}}\n</tool_call>",
+            ),
+            last("eos"),
+        ]),
+    })
+    .await;
+    let client = TemplatedServer::new(config(&server)).unwrap().seed(Some(7));
+    let first = events(&client, ToolChoice::Required).await;
+    let retries: Vec<&ModelEvent> = first
+        .iter()
+        .filter_map(|e| e.as_ref().ok())
+        .filter(|e| matches!(e, ModelEvent::Retrying { .. }))
+        .collect();
+    assert_eq!(retries.len(), 1, "{first:?}");
+    let ModelEvent::Retrying { reason, .. } = retries[0] else { unreachable!() };
+    assert!(reason.contains("24 times in a row") && reason.ends_with("sampling again"), "{reason}");
+    let Some(Ok(ModelEvent::Completed(message))) = first.last() else { panic!("{first:?}") };
+    assert_eq!(message.tool_calls().next().unwrap().arguments, r#"{"path":"a.txt"}"#);
+    let bodies = completions(&server);
+    assert_eq!(bodies.len(), 2);
+    assert_eq!((bodies[0]["seed"].clone(), bodies[1]["seed"].clone()), (json!(7), json!(8)));
+    assert_eq!(bodies[1]["temperature"].as_f64().map(|t| (t * 10.0).round()), Some(8.0));
+
+    let server = templated(|_| stuck_reply()).await;
+    let client = TemplatedServer::new(config(&server)).unwrap();
+    let events = events(&client, ToolChoice::Required).await;
+    let Some(Err(error)) = events.last() else { panic!("{events:?}") };
+    assert_eq!(error.kind, ModelErrorKind::Repeating);
+    assert!(
+        error.message.ends_with("also when sampled again; try rephrasing the task or a larger model"),
+        "{}",
+        error.message
+    );
+    assert_eq!(completions(&server).len(), 2, "asked twice, not more");
+}
