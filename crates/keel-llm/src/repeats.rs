@@ -86,6 +86,66 @@ impl LineRepeats {
     }
 }
 
+/// Bytes looked at for a short cycle: about 60 tokens of text.
+pub const CYCLE_WINDOW: usize = 256;
+
+/// Longest unit that counts as a short cycle.
+const MAX_CYCLE: usize = 16;
+
+/// Notices text whose last [`CYCLE_WINDOW`] bytes repeat one unit of at most 16 bytes
+/// (`typo typo typo …`): a model stuck inside one line, which [`LineRepeats`] cannot
+/// see. The embedded engine sees it by its tokens (at most 3 distinct in 48); a route
+/// that gets only text uses this.
+#[derive(Debug, Clone, Default)]
+pub struct ShortCycles {
+    recent: std::collections::VecDeque<u8>,
+}
+
+impl ShortCycles {
+    /// A fresh window.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the next bytes of the reply; true once the window is one short unit over
+    /// and over.
+    pub fn push(&mut self, bytes: &[u8]) -> bool {
+        let mut stuck = false;
+        for &byte in bytes {
+            if self.recent.len() == CYCLE_WINDOW {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(byte);
+            if self.recent.len() == CYCLE_WINDOW {
+                let window = self.recent.make_contiguous();
+                stuck |=
+                    (1..=MAX_CYCLE).any(|unit| window[unit..].iter().zip(window.iter()).all(|(a, b)| a == b));
+            }
+        }
+        stuck
+    }
+}
+
+/// Both checks a text-only route makes: [`LineRepeats`] and [`ShortCycles`].
+#[derive(Debug, Clone, Default)]
+pub struct Repeats {
+    lines: LineRepeats,
+    cycles: ShortCycles,
+}
+
+impl Repeats {
+    /// Fresh counters.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the next bytes of the reply; true once it is stuck either way.
+    pub fn push(&mut self, bytes: &[u8]) -> bool {
+        let lines = self.lines.push(bytes);
+        self.cycles.push(bytes) | lines
+    }
+}
+
 /// `line` without a leading line number (`28\t`, `  7: `, or `28\\t` inside a JSON
 /// string), as read_file and grep print them: numbered copies of one line differ only
 /// there. Other digits stay, so data rows that differ in their numbers are different.
@@ -155,5 +215,25 @@ mod tests {
         assert!(!feed(&names, 5).0);
         // A long line without an end is dropped rather than kept growing.
         assert!(!feed(&"x".repeat(3 * MAX_LINE_BYTES), 100).0);
+    }
+
+    #[test]
+    fn a_short_unit_over_and_over_is_stuck_and_varied_text_is_not() {
+        let stuck = |text: &str| {
+            let mut cycles = ShortCycles::new();
+            text.as_bytes().chunks(3).any(|chunk| cycles.push(chunk))
+        };
+        assert!(stuck(&format!("The file now reads: {}", "typo ".repeat(60))));
+        assert!(stuck(&"ab".repeat(200)));
+        assert!(!stuck(&"typo ".repeat(40)), "under the window");
+        let code: String = (0..40).map(|n| format!("    total += item_{n}.price\n")).collect();
+        assert!(!stuck(&code));
+        assert!(!stuck(&"-".repeat(80)), "a rule line is short of the window");
+        // A unit longer than 16 bytes is the line check's to judge.
+        assert!(!stuck(&"value = compute(x); ".repeat(20)));
+        let mut both = Repeats::new();
+        assert!(both.push("typo ".repeat(60).as_bytes()));
+        let mut both = Repeats::new();
+        assert!(both.push("pip install tasker\n".repeat(30).as_bytes()));
     }
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::client::ModelEvent;
 use crate::error::{ModelError, ModelErrorKind};
 use crate::message::{AssistantMessage, FinishReason};
-use crate::repeats::{LineRepeats, STUCK_LINES};
+use crate::repeats::Repeats;
 use crate::sse::SseEvent;
 use crate::transport::errors::classify_error_object;
 use crate::transport::escapes::parse_json;
@@ -61,8 +61,8 @@ pub(super) struct Reading {
     text: String,
     stop: Option<Stop>,
     meter: OutputMeter,
-    /// Lines in a row that are the same: a model stuck on one line is stopped.
-    lines: LineRepeats,
+    /// A model stuck repeating itself (one line, or a few characters) is stopped.
+    repeats: Repeats,
     finish: Arc<dyn FinishReply>,
 }
 
@@ -72,7 +72,7 @@ impl Reading {
             text: String::new(),
             stop: None,
             meter: OutputMeter::new(limits.max_output_bytes),
-            lines: LineRepeats::new(),
+            repeats: Repeats::new(),
             finish,
         }
     }
@@ -83,7 +83,7 @@ impl Reading {
         }
         if let Some(text) = chunk.content.filter(|t| !t.is_empty()) {
             self.meter.charge(text.len())?;
-            let stuck = self.lines.push(text.as_bytes());
+            let stuck = self.repeats.push(text.as_bytes());
             self.text.push_str(&text);
             out.push(ModelEvent::TextDelta(text));
             // Stopped here: dropping the stream closes the connection, which ends
@@ -91,9 +91,8 @@ impl Reading {
             if stuck && !chunk.stop {
                 return Err(ModelError::new(
                     ModelErrorKind::Repeating,
-                    format!(
-                        "the model wrote one line {STUCK_LINES} times in a row; its reply was stopped there"
-                    ),
+                    "the model kept repeating itself (one line, or a few characters, over and over); its \
+                     reply was stopped there",
                 ));
             }
         }
@@ -290,8 +289,8 @@ mod tests {
                 Err(error) => break error,
             }
         };
-        assert_eq!((error.kind, fed), (ModelErrorKind::Repeating, STUCK_LINES as usize));
-        assert!(error.message.contains("24 times in a row"), "{}", error.message);
+        assert_eq!((error.kind, fed), (ModelErrorKind::Repeating, crate::repeats::STUCK_LINES as usize));
+        assert!(error.message.contains("kept repeating itself"), "{}", error.message);
 
         let mut decoder = super::decoder(DecodeLimits::default(), Arc::new(plain));
         for n in 0..100 {
