@@ -98,7 +98,12 @@ const MAX_CYCLE: usize = 16;
 /// that gets only text uses this.
 #[derive(Debug, Clone, Default)]
 pub struct ShortCycles {
-    recent: std::collections::VecDeque<u8>,
+    /// The last [`MAX_CYCLE`] bytes, the newest last.
+    last: std::collections::VecDeque<u8>,
+    /// For each unit length `n` (index `n - 1`): how many bytes in a row equalled the
+    /// byte `n` places before them. The last [`CYCLE_WINDOW`] bytes repeat a unit of `n`
+    /// once that reaches `CYCLE_WINDOW - n`; constant work per byte.
+    runs: [usize; MAX_CYCLE],
 }
 
 impl ShortCycles {
@@ -107,20 +112,21 @@ impl ShortCycles {
         Self::default()
     }
 
-    /// Takes the next bytes of the reply; true once the window is one short unit over
-    /// and over.
+    /// Takes the next bytes of the reply; true once the last [`CYCLE_WINDOW`] bytes are
+    /// one short unit over and over.
     pub fn push(&mut self, bytes: &[u8]) -> bool {
         let mut stuck = false;
         for &byte in bytes {
-            if self.recent.len() == CYCLE_WINDOW {
-                self.recent.pop_front();
+            for (index, run) in self.runs.iter_mut().enumerate() {
+                let unit = index + 1;
+                let same = self.last.len() >= unit && self.last[self.last.len() - unit] == byte;
+                *run = if same { *run + 1 } else { 0 };
+                stuck |= *run >= CYCLE_WINDOW - unit;
             }
-            self.recent.push_back(byte);
-            if self.recent.len() == CYCLE_WINDOW {
-                let window = self.recent.make_contiguous();
-                stuck |=
-                    (1..=MAX_CYCLE).any(|unit| window[unit..].iter().zip(window.iter()).all(|(a, b)| a == b));
+            if self.last.len() == MAX_CYCLE {
+                self.last.pop_front();
             }
+            self.last.push_back(byte);
         }
         stuck
     }
@@ -226,6 +232,9 @@ mod tests {
         assert!(stuck(&format!("The file now reads: {}", "typo ".repeat(60))));
         assert!(stuck(&"ab".repeat(200)));
         assert!(!stuck(&"typo ".repeat(40)), "under the window");
+        // Stuck exactly when the window is full of the unit, not a byte before.
+        assert!(!stuck(&"ab".repeat(CYCLE_WINDOW / 2 - 1)));
+        assert!(stuck(&"ab".repeat(CYCLE_WINDOW / 2)));
         let code: String = (0..40).map(|n| format!("    total += item_{n}.price\n")).collect();
         assert!(!stuck(&code));
         assert!(!stuck(&"-".repeat(80)), "a rule line is short of the window");
