@@ -211,4 +211,22 @@ mod tests {
         let unknown = task_with("prompt = \"x\"\nsets = \"grown\"\n").unwrap_err().to_string();
         assert!(unknown.contains("unknown field"), "{unknown}");
     }
+
+    #[test]
+    fn a_twin_must_be_another_task_that_exists() {
+        let own = task_with("prompt = \"x\"\ntwin = \"some-task\"\n").unwrap_err().to_string();
+        assert!(own.contains("not its own `twin`"), "{own}");
+        let root = tempfile::tempdir().unwrap();
+        for (name, twin) in [("zh-a", "en-a"), ("en-a", "zh-a"), ("de-b", "en-b")] {
+            let dir = root.path().join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("task.toml"), format!("prompt = \"x\"\ntwin = \"{twin}\"\n")).unwrap();
+            std::fs::write(dir.join("verify.sh"), "exit 1\n").unwrap();
+        }
+        let missing = Task::load_all(root.path()).unwrap_err().to_string();
+        assert!(missing.contains("de-b: task.toml: no task named `en-b` (its twin)"), "{missing}");
+        std::fs::remove_dir_all(root.path().join("de-b")).unwrap();
+        let tasks = Task::load_all(root.path()).unwrap();
+        assert_eq!(tasks.iter().map(|t| t.twin.as_deref()).collect::<Vec<_>>(), [Some("zh-a"), Some("en-a")]);
+    }
 }
