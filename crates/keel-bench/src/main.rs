@@ -5,10 +5,16 @@
 //! only those.
 //! `many-real` (not in the default run) repeats `many` with real shell processes;
 //! `http [N] [N_PG]` (not in the default run) runs sessions over HTTP against keel-server.
+//! `codex [RUNS]` (not in the default run) runs keel and the Codex CLI on the task side by
+//! side (`CODEX_BIN`).
+//! `hot-code [FILE]` (not a figure) rewrites the list of functions the linker places
+//! first in `keel` (crates/keel-cli/hot-code.txt), from a callgrind run of the task.
 //! See docs/performance.md for what each figure means and the latest results.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod codex;
+mod hot_code;
 mod http;
 #[cfg(feature = "local")]
 mod local;
@@ -26,6 +32,7 @@ fn main() {
         Some("reopen-child") => return sections::reopen_child(&which[1], &which[2]),
         Some("noop") => return println!("{}", measure::peak_rss()),
         Some("serve") => return task::serve(which.get(1).and_then(|ms| ms.parse().ok()).unwrap_or(0)),
+        Some("hot-code") => return hot_code::hot_code(which.get(1).map(String::as_str)),
         Some("http-child") => return http::child(&which[1], &which[2], &which[3]),
         #[cfg(feature = "local")]
         Some(keel_local::engine::EngineCommand::SUBCOMMAND) => {
@@ -59,6 +66,10 @@ fn main() {
     if which.iter().any(|w| w == "http") {
         let n = |i: usize, default: usize| which.get(i).and_then(|v| v.parse().ok()).unwrap_or(default);
         http::http(n(1, 1000), n(2, 1000));
+    }
+    if which.iter().any(|w| w == "codex") {
+        let runs = which.iter().skip_while(|w| *w != "codex").nth(1).and_then(|n| n.parse().ok());
+        codex::codex(runs.unwrap_or(10));
     }
     if which.iter().any(|w| w == "many-real") {
         many::many(1000, true);

@@ -10,21 +10,22 @@ use keel_testkit::MockServer;
 use crate::measure::{fmt, mb, median, run_measured};
 use crate::trajectory;
 
-struct Run {
-    wall: Duration,
-    first_request: Duration,
-    gaps: Vec<Duration>,
-    harness_gaps: Vec<Duration>,
-    tools: Duration,
-    peak_rss: u64,
-    cpu: Duration,
-    own_cpu: Duration,
-    own_rss: u64,
-    first_bytes: usize,
-    system_bytes: usize,
-    tools_bytes: usize,
-    all_bytes: usize,
-    ok: bool,
+/// One run of the task by keel.
+pub(crate) struct Run {
+    pub(crate) wall: Duration,
+    pub(crate) first_request: Duration,
+    pub(crate) gaps: Vec<Duration>,
+    pub(crate) harness_gaps: Vec<Duration>,
+    pub(crate) tools: Duration,
+    pub(crate) peak_rss: u64,
+    pub(crate) cpu: Duration,
+    pub(crate) own_cpu: Duration,
+    pub(crate) own_rss: u64,
+    pub(crate) first_bytes: usize,
+    pub(crate) system_bytes: usize,
+    pub(crate) tools_bytes: usize,
+    pub(crate) all_bytes: usize,
+    pub(crate) ok: bool,
 }
 
 /// The keel binary: `$KEEL_BIN`, or `target/release/keel` next to this benchmark.
@@ -36,26 +37,14 @@ pub fn keel_binary() -> PathBuf {
     exe.parent().unwrap().join("keel")
 }
 
-fn one(runtime: &tokio::runtime::Runtime, keel: &Path) -> Run {
+/// One run of the task by `keel`, measured.
+pub(crate) fn one(runtime: &tokio::runtime::Runtime, keel: &Path) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     trajectory::workspace(&ws);
     let server = runtime.block_on(MockServer::start());
     server.set_handler(|request| trajectory::response(trajectory::step_of(&request.body)));
-    let mut command = Command::new(keel);
-    command
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", dir.path())
-        .env("KEEL_HOME", dir.path().join("home"))
-        .env("KEEL_CONFIG_DIR", dir.path().join("config"))
-        .env("KEEL_STATS_FILE", dir.path().join("stats.json"))
-        .args(["--base-url", &server.base_url(), "--model", "mock", "-C"])
-        .arg(&ws)
-        .arg(trajectory::TASK)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let command = task_command(Command::new(keel), dir.path(), &ws, &server.base_url());
     let spawned = Instant::now();
     let usage = run_measured(command);
     let requests = server.requests();
@@ -113,6 +102,26 @@ fn one(runtime: &tokio::runtime::Runtime, keel: &Path) -> Run {
         all_bytes: requests.iter().map(|r| r.body.len()).sum(),
         ok,
     }
+}
+
+/// `command` (keel, or a profiler with keel as its program) completed with the task's
+/// environment and arguments: a clean environment with its homes under `dir`, the
+/// workspace `ws`, the mock server at `base_url`.
+pub fn task_command(mut command: Command, dir: &Path, ws: &Path, base_url: &str) -> Command {
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("KEEL_HOME", dir.join("home"))
+        .env("KEEL_CONFIG_DIR", dir.join("config"))
+        .env("KEEL_STATS_FILE", dir.join("stats.json"))
+        .args(["--base-url", base_url, "--model", "mock", "-C"])
+        .arg(ws)
+        .arg(trajectory::TASK)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
 }
 
 /// Runs the task `runs` times and prints medians.
