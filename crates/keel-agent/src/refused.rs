@@ -12,11 +12,26 @@ use keel_session::{EventKind, ImagesWithdrawn, SessionError};
 use crate::run::TurnRun;
 use crate::turn::Reply;
 
-/// Whether a failed request may have been refused for its images: the provider called
-/// it invalid (not a context overflow, credentials, limits or its own failure) before
-/// any output.
+/// Whether a failed request may have been refused for its content, images included:
+/// the provider called it invalid (not a context overflow, credentials, limits or its
+/// own failure), and not because nothing answers at that address (404, 405) or the
+/// server does not implement the request (501): those fail the same without images.
+pub(crate) fn may_be_refused_content(error: &ModelError) -> bool {
+    error.kind == ModelErrorKind::InvalidRequest && !matches!(error.status, Some(404 | 405 | 501))
+}
+
+/// Whether a failed request may have been refused for its images: refused for its
+/// content ([`may_be_refused_content`]) before any output.
 fn refused_as_invalid(partial: &AssistantMessage, error: &ModelError) -> bool {
-    error.kind == ModelErrorKind::InvalidRequest && partial.is_empty()
+    may_be_refused_content(error) && partial.is_empty()
+}
+
+/// The first refusal, its message extended with how the request without its `images`
+/// images fared, so the log and the user keep both.
+pub(crate) fn refused_both_times(first: ModelError, images: usize, second: &ModelError) -> ModelError {
+    let what = if images == 1 { "its image".to_owned() } else { format!("its {images} images") };
+    let message = format!("{}; tried again without {what}, it failed too: {}", first.message, second.message);
+    ModelError { message, ..first }
 }
 
 impl TurnRun<'_> {
@@ -49,7 +64,10 @@ impl TurnRun<'_> {
         if !taken {
             return Ok(match retried {
                 Reply::Aborted(nothing) => Reply::Aborted(nothing),
-                _ => Reply::Failed(partial, error),
+                Reply::Failed(_, second) => {
+                    Reply::Failed(partial, refused_both_times(error, sha256.len(), &second))
+                }
+                Reply::Completed(_) => Reply::Failed(partial, error),
             });
         }
         self.log(EventKind::ImagesWithdrawn(ImagesWithdrawn { sha256, reason: error.message }))?;

@@ -9,11 +9,15 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use keel_agent::{Agent, NullSink, Prompt, RecordedEvent, RecordingSink, SessionContext, Tool, ToolContext};
+use keel_agent::{
+    Agent, AgentConfig, NullSink, Prompt, RecordedEvent, RecordingSink, SessionContext, Tool, ToolContext,
+};
 use keel_agent::{ToolError, ToolOutput};
 use keel_llm::{CancellationToken, HttpClient, Image, Message, ModelError, ModelErrorKind, ProviderConfig};
 use keel_llm::{ModelRequest, ToolChoice};
-use keel_session::{Event, EventKind, ImagesWithdrawn, JsonlStore, SessionStore, TurnEndReason};
+use keel_session::{
+    CompactionOutcome, Event, EventKind, ImagesWithdrawn, JsonlStore, SessionStore, TurnEndReason,
+};
 use keel_testkit::mcp::PNG_BASE64;
 use keel_testkit::{ChatStream, HttpRequest, MockResponse, MockServer, ScriptedModel, reply};
 use pretty_assertions::assert_eq;
@@ -188,7 +192,7 @@ async fn a_refusal_that_stays_without_the_images_withdraws_nothing() {
     assert_eq!(
         outcome.message.as_deref(),
         Some(
-            "model request failed (invalid_request): custom rejected the request (HTTP 400): first refusal, with the image"
+            "model request failed (invalid_request): custom rejected the request (HTTP 400): first refusal, with the image; tried again without its image, it failed too: custom rejected the request (HTTP 400): second refusal, without it"
         )
     );
     assert_eq!(server.requests().iter().map(has_image).collect::<Vec<_>>(), [true, false]);
@@ -245,4 +249,108 @@ async fn requests_around_a_withdrawal_are_exactly_the_derived_history() {
     assert_eq!((retried.content.clone(), retried.images.len()), (format!("[image 1 below]\n{}", note()), 0));
     assert_eq!(withdrawals(&events).len(), 1);
     assert_provider_valid(session.messages());
+}
+
+/// A 404 or a 501 says nothing answers the request at that address: the same request
+/// without its images would fail the same, so it is not made.
+#[tokio::test]
+async fn a_wrong_address_is_not_tried_again_without_the_images() {
+    for status in [404u16, 501] {
+        let server = MockServer::start().await;
+        let error =
+            serde_json::json!({"error": {"message": "no such route", "type": "invalid_request_error"}});
+        server.set_handler(move |_| MockResponse::json(status, &error));
+        let agent = Agent::builder(client(&server)).build();
+        let mut session = keel_agent::Session::in_memory("/w");
+        let prompt = Prompt::text("What is this?").with_images(vec![png()]);
+        let sink = RecordingSink::new();
+        let outcome = agent
+            .run_turn(&mut session, &SessionContext::default(), prompt, &sink, &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!((outcome.reason, server.request_count()), (TurnEndReason::Error, 1), "HTTP {status}");
+        assert_eq!(withdrawals(&logged(&sink)), [], "HTTP {status}");
+    }
+}
+
+/// A compaction's summary request carries the older part's images; refused for them, it
+/// is tried once without them, and the images are withdrawn in the log between the
+/// compaction's start and end, so the summary is made and later requests send notes.
+#[tokio::test]
+async fn a_summary_request_refused_for_its_images_is_made_without_them() {
+    let refused =
+        ModelError::new(ModelErrorKind::InvalidRequest, "the image could not be processed").with_status(400);
+    let model = ScriptedModel::new([
+        reply().call("screenshot", "{}"),
+        reply().text("A login form."),
+        reply().text("Noted."),
+        reply().fail(refused),
+        reply().text("The user asked for a screenshot; it showed a login form."),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::new(dir.path());
+    let mut session = store.create("/w").unwrap();
+    let config = AgentConfig { context_window: Some(100_000), ..AgentConfig::default() };
+    let agent = Agent::builder(model.clone()).tool(Screenshot).config(config).build();
+    let ctx = SessionContext::default();
+    let cancel = CancellationToken::new();
+    agent.run_turn(&mut session, &ctx, "Take a screenshot", &NullSink, &cancel).await.unwrap();
+    agent.run_turn(&mut session, &ctx, "Thanks", &NullSink, &cancel).await.unwrap();
+    let sink = RecordingSink::new();
+    let end = agent.compact(&mut session, &ctx, None, &sink, &cancel).await.unwrap().unwrap();
+    assert_eq!((end.outcome, end.failure), (CompactionOutcome::Compacted, None));
+
+    let requests = model.requests();
+    let images = |r: &keel_testkit::RecordedRequest| keel_llm::images_sent(&r.messages).len();
+    assert_eq!(requests.iter().map(images).collect::<Vec<_>>(), [0, 1, 1, 1, 0]);
+    let events = store.read(session.id()).unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.type_name()).collect();
+    let at = kinds.iter().position(|k| *k == "images/withdrawn").unwrap();
+    assert_eq!(kinds[at - 1..=at + 1], ["compaction/start", "images/withdrawn", "compaction/end"]);
+    assert_eq!(
+        withdrawals(&events),
+        [ImagesWithdrawn {
+            sha256: vec![png().sha256],
+            reason: "the image could not be processed".to_owned()
+        }]
+    );
+    assert_eq!(withdrawals(&logged(&sink)), withdrawals(&events));
+    assert!(keel_llm::images_sent(session.messages()).is_empty());
+    assert_eq!(session.messages(), keel_session::derive_messages(&events).unwrap().as_slice());
+    assert_provider_valid(session.messages());
+}
+
+/// Refused with and without its images, the summary request fails with both refusals
+/// said, and nothing is withdrawn.
+#[tokio::test]
+async fn a_summary_request_refused_both_times_says_both() {
+    let refused = |message: &str| ModelError::new(ModelErrorKind::InvalidRequest, message).with_status(400);
+    let model = ScriptedModel::new([
+        reply().call("screenshot", "{}"),
+        reply().text("A login form."),
+        reply().text("Noted."),
+        reply().fail(refused("bad image")),
+        reply().fail(refused("bad request")),
+    ]);
+    let mut session = keel_agent::Session::in_memory("/w");
+    let config = AgentConfig { context_window: Some(100_000), ..AgentConfig::default() };
+    let agent = Agent::builder(model.clone()).tool(Screenshot).config(config).build();
+    let ctx = SessionContext::default();
+    let cancel = CancellationToken::new();
+    agent.run_turn(&mut session, &ctx, "Take a screenshot", &NullSink, &cancel).await.unwrap();
+    agent.run_turn(&mut session, &ctx, "Thanks", &NullSink, &cancel).await.unwrap();
+    let sink = RecordingSink::new();
+    let end = agent.compact(&mut session, &ctx, None, &sink, &cancel).await.unwrap().unwrap();
+    assert_eq!(
+        (end.outcome, end.failure.as_deref()),
+        (
+            CompactionOutcome::Aborted,
+            Some(
+                "the summary request failed: bad image; tried again without its image, it failed too: bad request"
+            )
+        )
+    );
+    assert_eq!(model.requests().len(), 5);
+    assert_eq!(withdrawals(&logged(&sink)), []);
+    assert_eq!(keel_llm::images_sent(session.messages()).len(), 1);
 }

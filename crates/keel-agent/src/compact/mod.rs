@@ -46,9 +46,9 @@ pub(crate) enum SummaryFailure {
     #[error("aborted")]
     Aborted,
     /// The request failed; the model's error is kept whole (its message is in the text,
-    /// so it is not the source).
-    #[error("the summary request failed: {}", .0.message)]
-    Request(ModelError),
+    /// so it is not the source), and whether the model had written anything first.
+    #[error("the summary request failed: {}", .error.message)]
+    Request { error: ModelError, after_output: bool },
     /// The stream ended without a reply.
     #[error("the summary request ended without a reply")]
     NoReply,
@@ -228,6 +228,14 @@ impl Compactor<'_> {
             )
             .await
         };
+        let summary = match summary {
+            Err(SummaryFailure::Request { error, after_output: false })
+                if crate::refused::may_be_refused_content(&error) && !self.cancel.is_cancelled() =>
+            {
+                self.summary_without_images(&older, &instruction, error).await?
+            }
+            summary => summary,
+        };
         if self.cancel.is_cancelled() {
             let end = aborted(tokens_before, summary.as_ref().map(|s| s.1).unwrap_or_default());
             self.log(EventKind::CompactionEnd(end.clone()))?;
@@ -283,6 +291,46 @@ impl Compactor<'_> {
     }
 }
 
+impl Compactor<'_> {
+    /// After the summary request of `older` was refused as invalid with `error`: the
+    /// same request with each image replaced by a note, when `older` carried images. If
+    /// the provider takes that one, the images are withdrawn in the log (as a step's
+    /// would be, [`crate::refused`]) before the compaction ends, so the kept part and
+    /// later requests send the notes too. Otherwise the first refusal stands, with how
+    /// the second request fared.
+    async fn summary_without_images(
+        &mut self,
+        older: &[keel_llm::Message],
+        instruction: &str,
+        error: ModelError,
+    ) -> Result<Result<(String, Usage), SummaryFailure>, SessionError> {
+        let sha256 = keel_llm::images_sent(older);
+        if sha256.is_empty() {
+            return Ok(Err(SummaryFailure::Request { error, after_output: false }));
+        }
+        let mut bare = older.to_vec();
+        keel_llm::withdraw_images(&mut bare, &sha256);
+        tracing::info!(images = sha256.len(), error = %error, "the summary request was refused; trying it without its images");
+        let id = self.session.id().to_owned();
+        let tools = self.tools.definitions();
+        let retried =
+            request_summary(self.model, self.system, tools, &id, self.cancel, &bare, instruction).await;
+        Ok(match retried {
+            Ok(summary) => {
+                let reason = error.message;
+                self.log(EventKind::ImagesWithdrawn(keel_session::ImagesWithdrawn { sha256, reason }))?;
+                Ok(summary)
+            }
+            Err(SummaryFailure::Request { error: second, after_output }) => Err(SummaryFailure::Request {
+                error: crate::refused::refused_both_times(error, sha256.len(), &second),
+                after_output,
+            }),
+            Err(SummaryFailure::Aborted) => Err(SummaryFailure::Aborted),
+            Err(_) => Err(SummaryFailure::Request { error, after_output: false }),
+        })
+    }
+}
+
 /// Asks the model for the summary, offering no tools. The request's messages are the
 /// logged older part plus the logged instruction. (A free function: the future must not
 /// hold a borrow of the session, which is not `Sync`.)
@@ -299,6 +347,7 @@ async fn request_summary(
     let request =
         ModelRequest::new(system, &messages, tools).tool_choice(ToolChoice::None).cache_key(session_id);
     let mut stream = model.stream(request, cancel.child_token());
+    let mut after_output = false;
     loop {
         let item = tokio::select! {
             biased;
@@ -307,8 +356,9 @@ async fn request_summary(
         };
         match item {
             Some(Ok(ModelEvent::Completed(message))) => return Ok((message.text(), message.usage)),
-            Some(Ok(_)) => {}
-            Some(Err(error)) => return Err(SummaryFailure::Request(error)),
+            Some(Ok(ModelEvent::Retrying { .. })) => {}
+            Some(Ok(_)) => after_output = true,
+            Some(Err(error)) => return Err(SummaryFailure::Request { error, after_output }),
             None => return Err(SummaryFailure::NoReply),
         }
     }
@@ -400,7 +450,7 @@ mod tests {
         let cancel = CancellationToken::new();
         let ask = || request_summary(&model, "system", &[], "s", &cancel, &[], "summarize");
         let failure = ask().await.unwrap_err();
-        let SummaryFailure::Request(error) = &failure else { panic!("{failure:?}") };
+        let SummaryFailure::Request { error, after_output: false } = &failure else { panic!("{failure:?}") };
         assert_eq!(error.kind, ModelErrorKind::RateLimited);
         assert_eq!(failure.to_string(), "the summary request failed: slow down");
         cancel.cancel();

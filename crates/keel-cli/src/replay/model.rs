@@ -267,11 +267,17 @@ impl State {
                 {
                     self.found(Found::Plain(d));
                 }
+                // The instruction is the last user message, or ends it when the older part
+                // ends with the user's own message.
                 let last = match request.messages.last() {
                     Some(Message::User(user)) => self.paths.text(&user.content),
                     _ => String::new(),
                 };
-                if let Some(d) = compare::text(at, "summary request: instruction", instruction, &last) {
+                let asked = match last.strip_suffix(instruction.as_str()) {
+                    Some(before) if before.is_empty() || before.ends_with("\n\n") => instruction.as_str(),
+                    _ => last.as_str(),
+                };
+                if let Some(d) = compare::text(at, "summary request: instruction", instruction, asked) {
                     self.found(Found::Plain(d));
                 }
             }

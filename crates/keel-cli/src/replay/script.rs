@@ -153,6 +153,9 @@ struct Reader {
     step_number: u32,
     /// A compaction whose summary request is waiting for its end.
     summary: Option<(Place, String)>,
+    /// That compaction's summary requests refused for their images, before the one that
+    /// went through.
+    summary_refusals: Vec<ModelCall>,
     /// Calls' effects, from their `tool/call`.
     effects: HashMap<String, Effect>,
 }
@@ -167,6 +170,16 @@ impl Reader {
         match &mut self.turn {
             Some(turn) => turn.calls.push(call),
             None => self.script.actions.push(Action::Compact(vec![call])),
+        }
+    }
+
+    /// The calls of one compaction: in the turn it happened in, or one compaction between
+    /// turns.
+    fn push_compaction(&mut self, calls: Vec<ModelCall>) {
+        match &mut self.turn {
+            Some(turn) => turn.calls.extend(calls),
+            None if calls.is_empty() => {}
+            None => self.script.actions.push(Action::Compact(calls)),
         }
     }
 
@@ -241,23 +254,30 @@ impl Reader {
                     }
                 }
             }
-            // The step's first request was refused for its images and the loop sent it again
-            // with notes in their place: replay the refusal, then compare the retry with the
-            // log as it reads after the withdrawal.
+            // The step's (or a compaction's summary) first request was refused for its images
+            // and the loop sent it again with notes in their place: replay the refusal, then
+            // compare the retry with the log as it reads after the withdrawal.
             EventKind::ImagesWithdrawn(withdrawn) => {
+                let refusal = Answer::Failed(
+                    AssistantMessage::default(),
+                    ModelErrorKind::InvalidRequest,
+                    withdrawn.reason.clone(),
+                );
                 if let Some((step_at, false)) = &mut self.step {
                     let refused = ModelCall {
                         at: *step_at,
                         kind: CallKind::Step,
-                        answer: Answer::Failed(
-                            AssistantMessage::default(),
-                            ModelErrorKind::InvalidRequest,
-                            withdrawn.reason.clone(),
-                        ),
+                        answer: refusal,
                         steers_after: Vec::new(),
                     };
                     step_at.index = index + 1;
                     self.push(refused);
+                } else if let Some((summary_at, instruction)) = &mut self.summary {
+                    let kind = CallKind::Summary { instruction: instruction.clone() };
+                    let refused =
+                        ModelCall { at: *summary_at, kind, answer: refusal, steers_after: Vec::new() };
+                    summary_at.index = index + 1;
+                    self.summary_refusals.push(refused);
                 }
             }
             // A step with no reply stays open until what follows tells how it failed.
@@ -304,10 +324,12 @@ impl Reader {
                         (_, Some(_)) => Some(reply(String::new())),
                         (_, None) => Some(Answer::Aborted(AssistantMessage::default())),
                     };
+                    let mut calls = std::mem::take(&mut self.summary_refusals);
                     if let Some(answer) = answer {
                         let kind = CallKind::Summary { instruction };
-                        self.push(ModelCall { at, kind, answer, steers_after: Vec::new() });
+                        calls.push(ModelCall { at, kind, answer, steers_after: Vec::new() });
                     }
+                    self.push_compaction(calls);
                 }
             }
             EventKind::ToolCall(call) => {

@@ -44,6 +44,16 @@ async fn record(settings: &Settings, turns: &[&str], replies: Vec<ReplyBuilder>)
 
 /// [`record`] with prompts that may carry images.
 async fn record_prompts(settings: &Settings, turns: Vec<Prompt>, replies: Vec<ReplyBuilder>) -> Recorded {
+    record_and_compact(settings, turns, replies, false).await
+}
+
+/// [`record_prompts`], then `/compact` when `compact` says so.
+async fn record_and_compact(
+    settings: &Settings,
+    turns: Vec<Prompt>,
+    replies: Vec<ReplyBuilder>,
+    compact: bool,
+) -> Recorded {
     let workspace = tempfile::tempdir().unwrap();
     let root = workspace.path().canonicalize().unwrap();
     std::fs::write(root.join("hello.py"), "print('hello')\n").unwrap();
@@ -58,6 +68,9 @@ async fn record_prompts(settings: &Settings, turns: Vec<Prompt>, replies: Vec<Re
     let ctx = SessionContext::new(&root).artifacts(artifacts.path()).environment("Folder: the project");
     for task in turns {
         agent.run_turn(&mut session, &ctx, task, &NullSink, &CancellationToken::new()).await.unwrap();
+    }
+    if compact {
+        agent.compact(&mut session, &ctx, None, &NullSink, &CancellationToken::new()).await.unwrap();
     }
     assert_eq!(model.remaining(), 0, "the script was used up");
     let events = store.read(session.id()).unwrap();
@@ -319,4 +332,27 @@ async fn a_step_whose_images_were_refused_and_withdrawn_replays_as_recorded() {
     let outcome = replay_with(&settings, &recorded, recorded.events.clone(), false).await;
     assert!(outcome.differences.is_empty(), "{}", rendered(&outcome));
     assert_eq!((outcome.requests, outcome.turns), (3, 2));
+}
+
+#[tokio::test]
+async fn a_summary_whose_images_were_refused_and_withdrawn_replays_as_recorded() {
+    let settings = settings();
+    let image = Image::from_base64(keel_testkit::mcp::PNG_BASE64).unwrap();
+    let prompt = Prompt::text("What is in this picture?").with_images(vec![image]);
+    let refused =
+        ModelError::new(ModelErrorKind::InvalidRequest, "image format not supported").with_status(400);
+    let replies = vec![
+        reply().text("A cat."),
+        reply().text("Yes, a cat."),
+        reply().fail(refused),
+        reply().text("The user showed a picture of a cat."),
+    ];
+    let turns = vec![prompt, Prompt::text("Sure?")];
+    let recorded = record_and_compact(&settings, turns, replies, true).await;
+    let kinds: Vec<&str> = recorded.events.iter().map(|e| e.kind.type_name()).collect();
+    let at = kinds.iter().position(|k| *k == "images/withdrawn").expect("the recording has the withdrawal");
+    assert_eq!(kinds[at - 1..=at + 1], ["compaction/start", "images/withdrawn", "compaction/end"]);
+    let outcome = replay_with(&settings, &recorded, recorded.events.clone(), false).await;
+    assert!(outcome.differences.is_empty(), "{}", rendered(&outcome));
+    assert_eq!((outcome.requests, outcome.turns), (4, 2));
 }
