@@ -103,7 +103,7 @@ async fn a_new_file_is_created_with_the_files_the_task_names_shown_to_the_editor
     assert!(prompt.contains("This is `people.csv`:\n```\nname,age\nada,36\n```\n"), "{prompt}");
     assert!(
         prompt.ends_with(
-            "`people.json` does not exist yet. Reply with its complete content in one code block."
+            "`people.json` does not exist yet. Reply with its complete content in one code block: the text it is to hold, not a program or command that would write it."
         )
     );
 }

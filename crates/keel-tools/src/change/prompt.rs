@@ -50,6 +50,11 @@ pub(crate) fn fence_for<'a>(texts: impl IntoIterator<Item = &'a str>) -> String 
 /// model's words out when the task names the file made no difference where they were
 /// wrong code (fix-failing-test 3 of 5 without, 2 of 5 with) and lost the sorted names
 /// it had already printed (sort-lines 2 of 3 without, 3 of 3 with), so they stay.
+/// For a new file the request asks for the text itself: told only "its complete content",
+/// the editor given "11" for error_count.txt wrote a bash script that counts, and given
+/// `echo 11 > error_count.txt` wrote that command; saying "not a program or command that
+/// would write it" it wrote `11` for both (create-run-script, csv-to-json and gitignore
+/// passed as before).
 pub(super) fn editor_prompt(task: Option<&str>, args: &ChangeArgs, inputs: &Inputs) -> String {
     let fence = fence_for(
         inputs.current.iter().map(String::as_str).chain(inputs.related.iter().map(|(_, t)| t.as_str())),
@@ -71,7 +76,7 @@ pub(super) fn editor_prompt(task: Option<&str>, args: &ChangeArgs, inputs: &Inpu
             with_newline(text)
         )),
         None => prompt.push_str(&format!(
-            "\n`{path}` does not exist yet. Reply with its complete content in one code block."
+            "\n`{path}` does not exist yet. Reply with its complete content in one code block: the text it is to hold, not a program or command that would write it."
         )),
     }
     prompt
