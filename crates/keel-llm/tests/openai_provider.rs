@@ -958,3 +958,23 @@ async fn a_code_block_answer_held_as_a_possible_call_is_still_streamed() {
     assert_eq!(streamed, answer);
     assert_eq!(outcome.result.unwrap().text(), answer);
 }
+
+/// llama-server closes the connection after every streamed reply, though its headers
+/// say keep-alive: a plain-HTTP server gets a new connection for every request, so the
+/// next request is answered at once instead of failing on the closed one and being
+/// retried (28 retries in a suite run before).
+#[tokio::test]
+async fn a_server_that_closes_after_each_stream_is_never_sent_a_request_on_a_closed_connection() {
+    let server = MockServer::start().await;
+    server.close_after_streams();
+    server.set_handler(|_| ChatStream::new().text("hi", 2).finish("stop").usage(5, 1).response());
+    let client = HttpClient::new(config(&server)).unwrap();
+    for turn in 0..3 {
+        let outcome = run(&client, &user("hello")).await;
+        let retries: Vec<&ModelEvent> =
+            outcome.events.iter().filter(|e| matches!(e, ModelEvent::Retrying { .. })).collect();
+        assert_eq!(retries, Vec::<&ModelEvent>::new(), "request {turn}");
+        assert_eq!(outcome.result.unwrap().text(), "hi", "request {turn}");
+    }
+    assert_eq!(server.request_count(), 3);
+}

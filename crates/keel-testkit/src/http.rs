@@ -188,6 +188,7 @@ struct Shared {
     handler: Mutex<Option<Handler>>,
     routes: Mutex<Vec<(String, String, MockResponse)>>,
     not_recording: AtomicBool,
+    closes_after_streams: AtomicBool,
 }
 
 /// Whether `request` asks what a server knows of its model (llama.cpp's `GET /props`,
@@ -258,6 +259,14 @@ impl MockServer {
     /// Answers every request with `handler` (the queue is used first while not empty).
     pub fn set_handler(&self, handler: impl Fn(&HttpRequest) -> MockResponse + Send + Sync + 'static) {
         *self.shared.handler.lock().unwrap() = Some(Arc::new(handler));
+    }
+
+    /// Behaves as llama.cpp's llama-server does: after a streamed (chunked) reply the
+    /// connection is closed though the reply did not say so, so a client that sends its
+    /// next request on it gets no answer. To be certain the client tries, the server
+    /// reads that next request first (it is not recorded), then closes.
+    pub fn close_after_streams(&self) {
+        self.shared.closes_after_streams.store(true, Ordering::Relaxed);
     }
 
     /// Stops keeping request copies (for load tests).
@@ -403,6 +412,17 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) -> std::io::Result<()
                     }
                 }
                 match response.ending {
+                    Ending::Complete if shared.closes_after_streams.load(Ordering::Relaxed) => {
+                        stream.write_all(b"0\r\n\r\n").await?;
+                        stream.flush().await?;
+                        if let Some(index) = index
+                            && let Some(request) = shared.requests.lock().unwrap().get_mut(index)
+                        {
+                            request.responded_at = Some(Instant::now());
+                        }
+                        let _ = read_request(&mut stream, &mut buf).await;
+                        return Ok(());
+                    }
                     Ending::Complete => stream.write_all(b"0\r\n\r\n").await?,
                     Ending::Drop => return Ok(()),
                     Ending::Stall => {
