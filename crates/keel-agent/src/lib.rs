@@ -50,6 +50,7 @@ pub mod intent;
 mod loops;
 mod narrow;
 mod prompt;
+mod refusal;
 mod refused;
 mod registry;
 mod restart;

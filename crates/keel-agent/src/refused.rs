@@ -6,32 +6,16 @@
 //! `images/withdrawn` ([`keel_session::ImagesWithdrawn`]) before the step's reply, and
 //! every later request, and every request rebuilt from the log, sends the notes too.
 
-use keel_llm::{AssistantMessage, ModelError, ModelErrorKind, ToolChoice};
+use keel_llm::{AssistantMessage, ModelError, ToolChoice};
 use keel_session::{EventKind, ImagesWithdrawn, SessionError};
 
 use crate::run::TurnRun;
 use crate::turn::Reply;
 
-/// Whether a failed request may have been refused for its content, images included:
-/// the provider called it invalid (not a context overflow, credentials, limits or its
-/// own failure), and not because nothing answers at that address (404, 405) or the
-/// server does not implement the request (501): those fail the same without images.
-pub(crate) fn may_be_refused_content(error: &ModelError) -> bool {
-    error.kind == ModelErrorKind::InvalidRequest && !matches!(error.status, Some(404 | 405 | 501))
-}
-
 /// Whether a failed request may have been refused for its images: refused for its
 /// content ([`may_be_refused_content`]) before any output.
 fn refused_as_invalid(partial: &AssistantMessage, error: &ModelError) -> bool {
-    may_be_refused_content(error) && partial.is_empty()
-}
-
-/// The first refusal, its message extended with how the request without its `images`
-/// images fared, so the log and the user keep both.
-pub(crate) fn refused_both_times(first: ModelError, images: usize, second: &ModelError) -> ModelError {
-    let what = if images == 1 { "its image".to_owned() } else { format!("its {images} images") };
-    let message = format!("{}; tried again without {what}, it failed too: {}", first.message, second.message);
-    ModelError { message, ..first }
+    crate::refusal::may_be_refused_content(error) && partial.is_empty()
 }
 
 impl TurnRun<'_> {
@@ -65,7 +49,7 @@ impl TurnRun<'_> {
             return Ok(match retried {
                 Reply::Aborted(nothing) => Reply::Aborted(nothing),
                 Reply::Failed(_, second) => {
-                    Reply::Failed(partial, refused_both_times(error, sha256.len(), &second))
+                    Reply::Failed(partial, crate::refusal::refused_both_times(error, sha256.len(), &second))
                 }
                 Reply::Completed(_) => Reply::Failed(partial, error),
             });

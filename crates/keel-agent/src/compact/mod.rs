@@ -230,7 +230,7 @@ impl Compactor<'_> {
         };
         let summary = match summary {
             Err(SummaryFailure::Request { error, after_output: false })
-                if crate::refused::may_be_refused_content(&error) && !self.cancel.is_cancelled() =>
+                if crate::refusal::may_be_refused_content(&error) && !self.cancel.is_cancelled() =>
             {
                 self.summary_without_images(&older, &instruction, error).await?
             }
@@ -295,7 +295,7 @@ impl Compactor<'_> {
     /// After the summary request of `older` was refused as invalid with `error`: the
     /// same request with each image replaced by a note, when `older` carried images. If
     /// the provider takes that one, the images are withdrawn in the log (as a step's
-    /// would be, [`crate::refused`]) before the compaction ends, so the kept part and
+    /// would be, [`crate::refusal`]) before the compaction ends, so the kept part and
     /// later requests send the notes too. Otherwise the first refusal stands, with how
     /// the second request fared.
     async fn summary_without_images(
@@ -322,7 +322,7 @@ impl Compactor<'_> {
                 Ok(summary)
             }
             Err(SummaryFailure::Request { error: second, after_output }) => Err(SummaryFailure::Request {
-                error: crate::refused::refused_both_times(error, sha256.len(), &second),
+                error: crate::refusal::refused_both_times(error, sha256.len(), &second),
                 after_output,
             }),
             Err(SummaryFailure::Aborted) => Err(SummaryFailure::Aborted),
