@@ -13,7 +13,7 @@ use crate::run::TurnRun;
 use crate::turn::Reply;
 
 /// Whether a failed request may have been refused for its images: refused for its
-/// content ([`may_be_refused_content`]) before any output.
+/// content ([`crate::refusal::may_be_refused_content`]) before any output.
 fn refused_as_invalid(partial: &AssistantMessage, error: &ModelError) -> bool {
     crate::refusal::may_be_refused_content(error) && partial.is_empty()
 }
