@@ -164,7 +164,7 @@ impl Sink for RecordingSink {
     }
 }
 
-/// News of a running child, for the parent's sink ([`AgentEvent::Subagent`](AgentEvent::Subagent)).
+/// News of a running child, for the parent's sink ([`AgentEvent::Subagent`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum SubagentUpdate {

@@ -68,7 +68,7 @@ struct Books {
     held: u64,
 }
 
-/// The budget the children of one parent session share: see [the module](self).
+/// The budget the children of one parent session share (the module doc says how).
 #[derive(Debug)]
 pub struct SharedBudget {
     limit: u64,
