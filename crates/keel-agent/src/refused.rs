@@ -33,12 +33,9 @@ impl TurnRun<'_> {
         if !refused_as_invalid(&partial, &error) || self.cancel.is_cancelled() {
             return Ok(Reply::Failed(partial, error));
         }
-        let sha256 = keel_llm::images_sent(self.session.messages());
-        if sha256.is_empty() {
+        let Some((sha256, messages)) = crate::refusal::without_images(self.session.messages()) else {
             return Ok(Reply::Failed(partial, error));
-        }
-        let mut messages = self.session.messages().to_vec();
-        keel_llm::withdraw_images(&mut messages, &sha256);
+        };
         tracing::info!(images = sha256.len(), error = %error, "the request was refused; trying it without its images");
         let retried = self.stream_reply(tool_choice, Some(&messages)).await;
         let taken = match &retried {

@@ -180,14 +180,7 @@ async fn a_refusal_that_stays_without_the_images_withdraws_nothing() {
         true => refusal("first refusal, with the image"),
         false => refusal("second refusal, without it"),
     });
-    let agent = Agent::builder(client(&server)).build();
-    let mut session = keel_agent::Session::in_memory("/w");
-    let prompt = Prompt::text("What is this?").with_images(vec![png()]);
-    let sink = RecordingSink::new();
-    let outcome = agent
-        .run_turn(&mut session, &SessionContext::default(), prompt, &sink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let (session, sink, outcome) = turn_with_an_image(&server).await;
     assert_eq!(outcome.reason, TurnEndReason::Error);
     assert_eq!(
         outcome.message.as_deref(),
@@ -251,6 +244,39 @@ async fn requests_around_a_withdrawal_are_exactly_the_derived_history() {
     assert_provider_valid(session.messages());
 }
 
+/// One turn asking "What is this?" with an image, against `server`: the session, what
+/// its sink was shown, and the outcome.
+async fn turn_with_an_image(
+    server: &MockServer,
+) -> (keel_agent::Session, RecordingSink, keel_agent::TurnOutcome) {
+    let agent = Agent::builder(client(server)).build();
+    let mut session = keel_agent::Session::in_memory("/w");
+    let prompt = Prompt::text("What is this?").with_images(vec![png()]);
+    let sink = RecordingSink::new();
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::default(), prompt, &sink, &CancellationToken::new())
+        .await
+        .unwrap();
+    (session, sink, outcome)
+}
+
+/// Two turns in `session` (a screenshot, then thanks) and `/compact`, with `model`
+/// playing the replies: the compaction's end and what its sink was shown.
+async fn screenshot_then_compact(
+    model: &ScriptedModel,
+    session: &mut keel_agent::Session,
+) -> (keel_session::CompactionEnd, RecordingSink) {
+    let config = AgentConfig { context_window: Some(100_000), ..AgentConfig::default() };
+    let agent = Agent::builder(model.clone()).tool(Screenshot).config(config).build();
+    let ctx = SessionContext::default();
+    let cancel = CancellationToken::new();
+    agent.run_turn(session, &ctx, "Take a screenshot", &NullSink, &cancel).await.unwrap();
+    agent.run_turn(session, &ctx, "Thanks", &NullSink, &cancel).await.unwrap();
+    let sink = RecordingSink::new();
+    let end = agent.compact(session, &ctx, None, &sink, &cancel).await.unwrap().unwrap();
+    (end, sink)
+}
+
 /// A 404 or a 501 says nothing answers the request at that address: the same request
 /// without its images would fail the same, so it is not made.
 #[tokio::test]
@@ -260,14 +286,7 @@ async fn a_wrong_address_is_not_tried_again_without_the_images() {
         let error =
             serde_json::json!({"error": {"message": "no such route", "type": "invalid_request_error"}});
         server.set_handler(move |_| MockResponse::json(status, &error));
-        let agent = Agent::builder(client(&server)).build();
-        let mut session = keel_agent::Session::in_memory("/w");
-        let prompt = Prompt::text("What is this?").with_images(vec![png()]);
-        let sink = RecordingSink::new();
-        let outcome = agent
-            .run_turn(&mut session, &SessionContext::default(), prompt, &sink, &CancellationToken::new())
-            .await
-            .unwrap();
+        let (_, sink, outcome) = turn_with_an_image(&server).await;
         assert_eq!((outcome.reason, server.request_count()), (TurnEndReason::Error, 1), "HTTP {status}");
         assert_eq!(withdrawals(&logged(&sink)), [], "HTTP {status}");
     }
@@ -290,14 +309,7 @@ async fn a_summary_request_refused_for_its_images_is_made_without_them() {
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let mut session = store.create("/w").unwrap();
-    let config = AgentConfig { context_window: Some(100_000), ..AgentConfig::default() };
-    let agent = Agent::builder(model.clone()).tool(Screenshot).config(config).build();
-    let ctx = SessionContext::default();
-    let cancel = CancellationToken::new();
-    agent.run_turn(&mut session, &ctx, "Take a screenshot", &NullSink, &cancel).await.unwrap();
-    agent.run_turn(&mut session, &ctx, "Thanks", &NullSink, &cancel).await.unwrap();
-    let sink = RecordingSink::new();
-    let end = agent.compact(&mut session, &ctx, None, &sink, &cancel).await.unwrap().unwrap();
+    let (end, sink) = screenshot_then_compact(&model, &mut session).await;
     assert_eq!((end.outcome, end.failure), (CompactionOutcome::Compacted, None));
 
     let requests = model.requests();
@@ -333,14 +345,7 @@ async fn a_summary_request_refused_both_times_says_both() {
         reply().fail(refused("bad request")),
     ]);
     let mut session = keel_agent::Session::in_memory("/w");
-    let config = AgentConfig { context_window: Some(100_000), ..AgentConfig::default() };
-    let agent = Agent::builder(model.clone()).tool(Screenshot).config(config).build();
-    let ctx = SessionContext::default();
-    let cancel = CancellationToken::new();
-    agent.run_turn(&mut session, &ctx, "Take a screenshot", &NullSink, &cancel).await.unwrap();
-    agent.run_turn(&mut session, &ctx, "Thanks", &NullSink, &cancel).await.unwrap();
-    let sink = RecordingSink::new();
-    let end = agent.compact(&mut session, &ctx, None, &sink, &cancel).await.unwrap().unwrap();
+    let (end, sink) = screenshot_then_compact(&model, &mut session).await;
     assert_eq!(
         (end.outcome, end.failure.as_deref()),
         (

@@ -27,8 +27,8 @@ pub enum ModelErrorKind {
     /// body. A server that does this is broken or hostile. Not retried.
     LimitExceeded,
     /// The model fell into repeating itself, one line or a few characters over and over
-    /// ([`crate::repeats`]): its reply was stopped there. Not retried as it was; a route that samples may ask
-    /// again, hotter and with another seed.
+    /// ([`crate::repeats`]): its reply was stopped there. Not retried as it was; a route
+    /// that samples may ask again, hotter and with another seed.
     Repeating,
     /// The request was cancelled by the caller.
     Cancelled,

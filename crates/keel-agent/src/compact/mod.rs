@@ -304,12 +304,9 @@ impl Compactor<'_> {
         instruction: &str,
         error: ModelError,
     ) -> Result<Result<(String, Usage), SummaryFailure>, SessionError> {
-        let sha256 = keel_llm::images_sent(older);
-        if sha256.is_empty() {
+        let Some((sha256, bare)) = crate::refusal::without_images(older) else {
             return Ok(Err(SummaryFailure::Request { error, after_output: false }));
-        }
-        let mut bare = older.to_vec();
-        keel_llm::withdraw_images(&mut bare, &sha256);
+        };
         tracing::info!(images = sha256.len(), error = %error, "the summary request was refused; trying it without its images");
         let id = self.session.id().to_owned();
         let tools = self.tools.definitions();
