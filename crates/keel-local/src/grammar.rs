@@ -5,8 +5,8 @@
 //!
 //! The grammar is built from the tools' JSON schemas: objects (properties in schema
 //! order, optional ones may be left out, no others), strings, integers, numbers,
-//! booleans, `enum`/`const`, arrays, `anyOf`/`oneOf`, type lists; anything else is any
-//! JSON value.
+//! booleans, `enum`/`const`, arrays, `anyOf`/`oneOf`, type lists, references into the
+//! schema's own `$defs`/`definitions`; anything else is any JSON value.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -139,7 +139,10 @@ pub fn tool_calls(
     let mut builder = Builder::default();
     let mut alternatives = Vec::new();
     for tool in tools {
-        let schema: Value = serde_json::from_str(tool.parameters.get()).unwrap_or(Value::Null);
+        builder.root = serde_json::from_str(tool.parameters.get()).unwrap_or(Value::Null);
+        builder.refs.clear();
+        builder.ref_prefix = format!("{}-def", sanitize(&tool.name));
+        let schema = builder.root.clone();
         let args = builder.value(&schema, &format!("{}-args", sanitize(&tool.name)), 0);
         // Arguments are always an object.
         let args = if args == "value" { "object".to_owned() } else { args };
@@ -223,6 +226,13 @@ array ::= "[" ws (value (ws "," ws value)*)? ws "]"
 #[derive(Default)]
 struct Builder {
     rules: BTreeMap<String, String>,
+    /// The schema of the tool being built, for `$ref`.
+    root: Value,
+    /// The rule made for each `$ref` of that tool: built once, so a schema that refers
+    /// to itself makes a recursive rule, not an expansion that grows with every level.
+    refs: BTreeMap<String, String>,
+    /// The prefix of those rules' names (the tool's).
+    ref_prefix: String,
 }
 
 impl Builder {
@@ -243,6 +253,9 @@ impl Builder {
         let Value::Object(schema) = schema else { return "value".into() };
         if depth > MAX_DEPTH {
             return "value".into();
+        }
+        if let Some(Value::String(reference)) = schema.get("$ref") {
+            return self.reference(reference, depth);
         }
         if let Some(Value::Array(options)) = schema.get("enum") {
             let literals: Vec<String> = options.iter().map(|v| literal(&v.to_string())).collect();
@@ -275,6 +288,23 @@ impl Builder {
             _ if schema.contains_key("properties") => self.typed("object", schema, name, depth),
             _ => "value".into(),
         }
+    }
+
+    /// The rule for the schema `reference` names inside the tool's own schema
+    /// (`#/$defs/X`, `#/definitions/X`, any local JSON pointer); any value for other
+    /// documents or a pointer to nothing.
+    fn reference(&mut self, reference: &str, depth: usize) -> String {
+        if let Some(rule) = self.refs.get(reference) {
+            return rule.clone();
+        }
+        let Some(pointer) = reference.strip_prefix('#') else { return "value".into() };
+        let target = if pointer.is_empty() { Some(&self.root) } else { self.root.pointer(pointer) };
+        let Some(target) = target.cloned() else { return "value".into() };
+        let rule = format!("{}{}", self.ref_prefix, self.refs.len());
+        self.refs.insert(reference.to_owned(), rule.clone());
+        let body = self.value(&target, &format!("{rule}-v"), depth + 1);
+        self.add(&rule, body);
+        rule
     }
 
     fn typed(

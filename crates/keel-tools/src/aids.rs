@@ -40,6 +40,8 @@ pub struct Aids {
     pub grounded_answers: bool,
     /// Every step must call a tool (the `answer` tool finishes).
     pub always_call: bool,
+    /// `update_plan` is offered.
+    pub plan: bool,
 }
 
 impl Aids {
@@ -74,6 +76,12 @@ impl Aids {
         } else {
             profile::tools(self.profile, config)
         };
+        let offered = tools.get(crate::plan::UpdatePlan::NAME).is_some();
+        if self.plan && !offered {
+            tools.register_dyn(profile::small_plan());
+        } else if !self.plan && offered {
+            tools = tools.filtered(|tool| tool.definition().name != crate::plan::UpdatePlan::NAME);
+        }
         if self.always_call && self.small() && self.grounded_answers {
             tools.register(crate::grounded::GroundedAnswer::new(Arc::clone(model)));
         } else if self.always_call {
@@ -89,7 +97,14 @@ mod tests {
     use keel_testkit::ScriptedModel;
 
     fn aids(profile: ToolProfile, always_call: bool) -> Aids {
-        Aids { profile, finish_check: true, change_file: true, grounded_answers: true, always_call }
+        Aids {
+            profile,
+            finish_check: true,
+            change_file: true,
+            grounded_answers: true,
+            always_call,
+            plan: false,
+        }
     }
 
     fn names(aids: Aids) -> Vec<String> {
@@ -109,6 +124,26 @@ mod tests {
             ["shell", "read_file", "write_file", "edit_file", "list_files", "grep", "answer"]
         );
         assert!(aids(ToolProfile::Small, false).reads_intent());
+    }
+
+    #[test]
+    fn the_plan_tool_is_offered_as_configured_in_either_profile() {
+        let small = Aids { plan: true, ..aids(ToolProfile::Small, true) };
+        assert_eq!(
+            names(small),
+            ["shell", "read_file", "change_file", "list_files", "grep", "update_plan", "answer"]
+        );
+        let model: Arc<dyn ModelClient> = Arc::new(ScriptedModel::new(Vec::new()));
+        let tools = small.tools(Arc::new(ToolsConfig::default()), &model);
+        let plan = tools.get("update_plan").map(|t| t.definition().clone());
+        let schema: serde_json::Value =
+            serde_json::from_str(plan.as_ref().map_or("null", |d| d.parameters.get())).unwrap_or_default();
+        assert_eq!(schema["required"], serde_json::json!(["plan"]));
+        assert!(schema["properties"].get("explanation").is_none(), "{schema}");
+        let full = |plan| names(Aids { plan, ..aids(ToolProfile::Full, false) });
+        assert!(full(true).contains(&"update_plan".to_owned()));
+        assert!(!full(false).contains(&"update_plan".to_owned()));
+        assert_eq!(full(false).len() + 1, full(true).len());
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! `update_plan`: the plan the agent keeps for a task of several steps, each pending, in
 //! progress or completed. The call changes nothing in the project; its effect carries
 //! the whole plan ([`Effect::Plans`]), which the terminal shows as a checklist and
-//! compaction carries over. Offered in the full profile: the small profile does not get
-//! it until the real-task suite shows a small model gains from it.
+//! compaction carries over. Offered in the full profile; the small profile gets it only
+//! when configured (`plan_tool`).
 
 use keel_agent::{Effect, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput};
 use keel_session::{PlanStatus, PlanStep, plan_text};

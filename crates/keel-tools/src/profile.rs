@@ -81,6 +81,16 @@ fn small(config: Arc<ToolsConfig>) -> ToolRegistry {
     })
 }
 
+/// `update_plan` for the small profile (when configured): the plan only, no explanation,
+/// and a one-line description.
+pub fn small_plan() -> Arc<dyn keel_agent::DynTool> {
+    narrow(
+        typed(crate::plan::UpdatePlan),
+        &["plan"],
+        "Keep a checklist for a task of several steps: send every step with its status each time.",
+    )
+}
+
 /// shell and read_file, then the file-changing tools `changers` adds, then list_files
 /// and grep: the small profile's order, whichever tools change files.
 fn small_around(

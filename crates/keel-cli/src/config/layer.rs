@@ -93,6 +93,9 @@ layer! {
         /// a plain request to it writes the file) instead of write_file and edit_file
         /// (default on with the small tool profile).
         pub change_file: Option<bool>,
+        /// Offer `update_plan`, the plan the agent keeps (default on with the full tool
+        /// profile, off with the small one).
+        pub plan_tool: Option<bool>,
         /// With the small profile, a question's final answer is written by a plain request
         /// to the model from the turn's last tool outputs (default on with the small profile).
         pub grounded_answers: Option<bool>,

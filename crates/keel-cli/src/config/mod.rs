@@ -90,6 +90,8 @@ pub struct Settings {
     pub line_numbers: bool,
     /// The small profile offers change_file in place of write_file and edit_file.
     pub change_file: bool,
+    /// `update_plan` is offered.
+    pub plan_tool: bool,
     /// The small profile's answer to a question is written from the tool outputs.
     pub grounded_answers: bool,
     /// Changes that would leave a parsing .py/.json file unparsable are refused.
@@ -125,6 +127,7 @@ impl Settings {
             profile: self.tool_profile,
             finish_check: self.finish_check,
             change_file: self.change_file,
+            plan: self.plan_tool,
             grounded_answers: self.grounded_answers,
             always_call: self.always_call,
         }
@@ -164,11 +167,18 @@ impl Settings {
     pub fn fit_profile(&mut self, facts: &ModelFacts, local_preset: bool) {
         let set = self.layer.tool_profile.as_deref().and_then(ToolProfile::parse);
         let choice = crate::profile_choice::choose(set, facts, local_preset);
-        let small = choice.profile == ToolProfile::Small;
         self.tool_profile = choice.profile;
         self.profile_why = choice.why;
+        self.follow_profile();
+    }
+
+    /// Sets the aids that follow the tool profile, unless the config sets them: the
+    /// finish checks and keep-parsing for the small profile, the plan tool for the full.
+    pub fn follow_profile(&mut self) {
+        let small = self.tool_profile == ToolProfile::Small;
         self.finish_check = self.layer.finish_check.unwrap_or(small);
         self.keep_parsing = self.layer.keep_parsing.unwrap_or(small);
+        self.plan_tool = self.layer.plan_tool.unwrap_or(!small);
     }
 }
 
@@ -314,6 +324,9 @@ pub(crate) fn settings_from(
         // A small model writes a file well in a plain reply and badly inside a JSON
         // string (escapes, line numbers and template tags copied in): see issue 17's notes.
         change_file: layer.change_file.unwrap_or(true),
+        // Follows the profile (`follow_profile`): off for small models until the suite
+        // shows they gain from it.
+        plan_tool: layer.plan_tool.unwrap_or(true),
         // The 1.5B model paraphrased outputs it had just seen; asked plainly, it quoted them.
         grounded_answers: layer.grounded_answers.unwrap_or(true),
         // A small model's broken edit is refused rather than made: its next edits piled
@@ -529,6 +542,25 @@ mod tests {
         );
         assert_eq!(profile("custom", "my-model", None), (ToolProfile::Full, false));
         assert_eq!(profile("custom", "qwen2.5-coder-1.5b", Some("full")), (ToolProfile::Full, false));
+    }
+
+    /// Issue 34: the plan tool follows the profile unless the config sets it.
+    #[test]
+    fn the_plan_tool_follows_the_profile_unless_set() {
+        let plan = |model: &str, set: Option<bool>| {
+            let layer = Layer {
+                provider: Some("custom".into()),
+                base_url: Some("http://127.0.0.1:9/v1".into()),
+                model: Some(model.into()),
+                plan_tool: set,
+                ..Layer::default()
+            };
+            settings_from(layer, BTreeMap::new(), None, false).unwrap().aids().plan
+        };
+        assert!(plan("gpt-5", None));
+        assert!(!plan("qwen2.5-coder-1.5b-instruct", None));
+        assert!(plan("qwen2.5-coder-1.5b-instruct", Some(true)));
+        assert!(!plan("gpt-5", Some(false)));
     }
 
     #[test]

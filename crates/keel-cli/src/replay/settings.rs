@@ -53,10 +53,12 @@ pub fn resolve(cli: &Cli, header: Option<&RequestHeader>) -> Result<(Settings, M
     settings.fit_profile(&facts, local_preset);
     if let Some(profile) = recorded_profile.filter(|_| !profile_set) {
         settings.tool_profile = profile;
-        let small = profile == ToolProfile::Small;
-        settings.finish_check = settings.layer.finish_check.unwrap_or(small);
-        settings.keep_parsing = settings.layer.keep_parsing.unwrap_or(small);
+        settings.follow_profile();
         settings.profile_why = "as recorded".to_owned();
+    }
+    // The plan tool as recorded, unless the configuration sets it.
+    if let Some(header) = header.filter(|_| settings.layer.plan_tool.is_none()) {
+        settings.plan_tool = header.tools.iter().any(|t| t.name == keel_tools::plan::UpdatePlan::NAME);
     }
     settings.follow_route(constrained || local);
     Ok((settings, recorded))

@@ -359,6 +359,41 @@ fn odd_names_and_schemas_still_make_a_grammar() {
     assert_eq!(tool_calls(&[], CallStyle::Tagged, 4, 0), None);
 }
 
+/// The plan tool's items are a `$ref` into `$defs` (schemars' shape): they are checked
+/// like inline schemas, and a schema that refers to itself makes a recursive rule.
+#[test]
+fn references_into_the_schemas_own_definitions_are_followed() {
+    let plan = tool(
+        "update_plan",
+        r##"{"type":"object","properties":{"plan":{"type":"array","items":{"$ref":"#/$defs/PlanItem"}}},"required":["plan"],
+            "$defs":{"PlanItem":{"type":"object","properties":{"step":{"type":"string"},"status":{"$ref":"#/$defs/Status"}},"required":["step","status"]},
+                     "Status":{"type":"string","enum":["pending","in_progress","completed"]}}}"##,
+    );
+    let tree = tool(
+        "tree",
+        r##"{"type":"object","properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"}},"left":{"$ref":"#"},"right":{"$ref":"#"}},"required":["name"]}"##,
+    );
+    let grammar = tool_calls(&[plan, tree], CallStyle::Tagged, 1, 0).unwrap();
+    let call = |name: &str, args: &str| {
+        format!("<tool_call>{{\"name\": \"{name}\", \"arguments\": {args}}}</tool_call>")
+    };
+    assert!(accepts(
+        &grammar,
+        &call(
+            "update_plan",
+            r#"{"plan": [{"step": "read", "status": "completed"}, {"step": "fix", "status": "pending"}]}"#
+        )
+    ));
+    assert!(!accepts(&grammar, &call("update_plan", r#"{"plan": [{"step": "read", "status": "done"}]}"#)));
+    assert!(!accepts(&grammar, &call("update_plan", r#"{"plan": ["read"]}"#)));
+    assert!(accepts(
+        &grammar,
+        &call("tree", r#"{"name": "a", "children": [{"name": "b", "left": {"name": "c"}}]}"#)
+    ));
+    assert!(!accepts(&grammar, &call("tree", r#"{"name": "a", "left": {"size": 1}}"#)));
+    assert!(grammar.len() < 10_000, "{} bytes", grammar.len());
+}
+
 #[test]
 fn the_style_follows_the_template() {
     assert_eq!(CallStyle::of_template("... <tool_call>\n{\"name\": ...} </tool_call>"), CallStyle::Tagged);
