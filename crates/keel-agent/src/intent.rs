@@ -6,12 +6,14 @@
 //! `classify`, whose arguments are booleans (a small model asked to pick one of "change",
 //! "answer" and "both" read "Can you fix it?" as a question). On the routes keel samples
 //! itself the call is grammar-constrained at temperature 0; elsewhere the API's required
-//! tool choice holds it to the shape. A 1.5B model's reading moves with the order the
-//! questions come in, so keel asks twice, in two orders, and keeps only what both
-//! readings say: a part they disagree on is unknown. The task may be in any language and
-//! any phrasing; no list of words decides. Both requests and their replies are logged
-//! (`model/aside`), the result too (`turn/intent`), so the rules that act on it can be
-//! read and replayed from the log. Every rule that needs a part leaves the turn alone
+//! tool choice holds it to the shape. A 1.5B model answers the call's first field `true`
+//! far more often than the later ones, so keel asks twice and keeps only what both
+//! readings say (a part they disagree on is unknown): once with `change` first, once
+//! with a restatement of the request first (a field with no yes or no in it) and
+//! `question` before `change`. The task may be in any language and any phrasing; no list
+//! of words decides. Both requests and their replies are logged (`model/aside`), the
+//! result too (`turn/intent`), so the rules that act on it can be read and replayed from
+//! the log. Every rule that needs a part leaves the turn alone
 //! while that part is unknown.
 
 use futures::StreamExt;
@@ -46,24 +48,47 @@ const QUESTIONS: [(&str, &str); 4] = [
     ),
 ];
 
-/// The orders the questions are asked in, one request each.
-const ORDERS: [[usize; 4]; 2] = [[0, 1, 2, 3], [1, 0, 2, 3]];
+/// The field that restates the request, written before the questions in a reading that
+/// has it.
+const RESTATEMENT: (&str, &str) = ("request", "the request in a few English words");
 
-/// The `classify` tool with its questions in `order` (`None` only if its schema were not
-/// JSON: a unit test holds it to be).
-fn definition(order: [usize; 4]) -> Option<ToolDefinition> {
-    let properties: Vec<String> = order
-        .iter()
-        .map(|&i| {
-            let (name, description) = QUESTIONS[i];
-            format!(
-                "{}:{{\"type\":\"boolean\",\"description\":{}}}",
-                Value::from(name),
-                Value::from(description)
-            )
-        })
+/// One way of asking: the questions' order, and whether the request is restated first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    /// The indices of the questions (change, question, check, layout) in the order they
+    /// are asked.
+    pub order: [usize; 4],
+    /// Whether the call starts by restating the request.
+    pub restated: bool,
+}
+
+/// The readings, one request each. On 45 requests written for this (11 not in English,
+/// polite, terse, with typos; none from the real-task suite) the 1.5B model's reading
+/// with `question` first said `question: true` for 17 changes; asked with `change` first
+/// it was right 43 times and wrong twice (a French question read as a change). These two
+/// agreed on 35 and never on a wrong answer; the pair before (change first, question
+/// first) agreed on 27 (issue 29 notes).
+pub const READINGS: [Reading; 2] =
+    [Reading { order: [0, 1, 2, 3], restated: false }, Reading { order: [1, 0, 2, 3], restated: true }];
+
+/// The `classify` tool for `reading` (`None` only if its schema were not JSON: a unit
+/// test holds it to be).
+fn definition(reading: Reading) -> Option<ToolDefinition> {
+    let field = |(name, description): (&str, &str), kind: &str| {
+        format!("{}:{{\"type\":\"{kind}\",\"description\":{}}}", Value::from(name), Value::from(description))
+    };
+    let restatement = reading.restated.then_some(RESTATEMENT);
+    let properties: Vec<String> = restatement
+        .map(|r| field(r, "string"))
+        .into_iter()
+        .chain(reading.order.iter().map(|&i| field(QUESTIONS[i], "boolean")))
         .collect();
-    let required: Vec<Value> = order.iter().map(|&i| Value::from(QUESTIONS[i].0)).collect();
+    let required: Vec<Value> = restatement
+        .map(|r| r.0)
+        .into_iter()
+        .chain(reading.order.iter().map(|&i| QUESTIONS[i].0))
+        .map(Value::from)
+        .collect();
     // Written as text: a JSON object keeps the order its properties were written in.
     let parameters = format!(
         "{{\"type\":\"object\",\"properties\":{{{}}},\"required\":{}}}",
@@ -82,16 +107,15 @@ fn definition(order: [usize; 4]) -> Option<ToolDefinition> {
 /// past it (llama-server let a 1.5B model write thousands) is cut off.
 const MAX_REPLY_TOKENS: u32 = 256;
 
-/// The request with the questions in `order`, as logged: everything needed to send it
-/// again.
-pub fn request_record(task: &str, order: [usize; 4]) -> ModelAside {
+/// The request for `reading`, as logged: everything needed to send it again.
+pub fn request_record(task: &str, reading: Reading) -> ModelAside {
     let task: String = task.chars().take(MAX_TASK_CHARS).collect();
     ModelAside {
         purpose: "intent".to_owned(),
         call_id: None,
         system: SYSTEM.to_owned(),
         prompt: format!("The request:\n<<<\n{task}\n>>>\n\nClassify it."),
-        tools: definition(order).into_iter().collect(),
+        tools: definition(reading).into_iter().collect(),
         tool_choice: ToolChoice::Required,
         temperature: serde_json::Number::from_f64(0.0),
         max_tokens: Some(MAX_REPLY_TOKENS),
@@ -100,8 +124,8 @@ pub fn request_record(task: &str, order: [usize; 4]) -> ModelAside {
     }
 }
 
-/// Asks `model` what `task` wants, once per order of the questions, and keeps what the
-/// readings agree on. Returns the intent (unknown where they disagree or do not say), the
+/// Asks `model` what `task` wants, once per [`READINGS`], and keeps what the readings
+/// agree on. Returns the intent (unknown where they disagree or do not say), the
 /// exchanges to log, and their usage.
 pub async fn read(
     model: &dyn ModelClient,
@@ -111,8 +135,8 @@ pub async fn read(
     let mut readings = Vec::new();
     let mut records = Vec::new();
     let mut usage = Usage::default();
-    for order in ORDERS {
-        let (intent, record, spent) = read_once(model, task, order, cancel.clone()).await;
+    for reading in READINGS {
+        let (intent, record, spent) = read_once(model, task, reading, cancel.clone()).await;
         readings.push(intent);
         records.push(record);
         usage += spent;
@@ -137,10 +161,10 @@ pub fn agreed(readings: &[TaskIntent]) -> TaskIntent {
 async fn read_once(
     model: &dyn ModelClient,
     task: &str,
-    order: [usize; 4],
+    reading: Reading,
     cancel: CancellationToken,
 ) -> (TaskIntent, ModelAside, Usage) {
-    let mut record = request_record(task, order);
+    let mut record = request_record(task, reading);
     let (system, tools) = (record.system.clone(), record.tools.clone());
     let messages = [Message::User(UserMessage::text(record.prompt.clone()))];
     let request = ModelRequest::new(&system, &messages, &tools)
@@ -239,15 +263,24 @@ mod tests {
 
     #[test]
     fn the_request_holds_the_task_and_the_one_tool() {
-        let record = request_record("哪个文件定义了 parse_header？", ORDERS[1]);
+        let record = request_record("哪个文件定义了 parse_header？", READINGS[1]);
         assert!(record.prompt.contains("哪个文件定义了 parse_header？"), "{}", record.prompt);
         assert_eq!(record.tools.len(), 1);
         assert_eq!(record.tool_choice, ToolChoice::Required);
         assert_eq!(record.purpose, "intent");
         let schema: Value = serde_json::from_str(record.tools[0].parameters.get()).unwrap();
-        assert_eq!(schema["required"], serde_json::json!(["question", "change", "check", "layout"]));
+        assert_eq!(
+            schema["required"],
+            serde_json::json!(["request", "question", "change", "check", "layout"])
+        );
+        assert_eq!(schema["properties"]["request"]["type"], "string");
+        assert_eq!(schema["properties"]["change"]["type"], "boolean");
         let text = record.tools[0].parameters.get();
+        assert!(text.find("\"request\"") < text.find("\"question\""), "restated first: {text}");
         assert!(text.find("\"question\"") < text.find("\"change\""), "asked in its order: {text}");
+        let first = request_record("x", READINGS[0]);
+        let schema: Value = serde_json::from_str(first.tools[0].parameters.get()).unwrap();
+        assert_eq!(schema["required"], serde_json::json!(["change", "question", "check", "layout"]));
     }
 
     /// A 1.5B model read "Kannst du … setzen?" as a change with one order of the
