@@ -2,7 +2,8 @@
 //! progress or completed. The call changes nothing in the project; its effect carries
 //! the whole plan ([`Effect::Plans`]), which the terminal shows as a checklist and
 //! compaction carries over. Offered in the full profile; the small profile gets it only
-//! when configured (`plan_tool`).
+//! when configured (`plan_tool`): a 1.5B model offered it planned after acting and marked
+//! undone steps done, and no task's outcome moved (issue 34 notes).
 
 use keel_agent::{Effect, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput};
 use keel_session::{PlanStatus, PlanStep, plan_text};
