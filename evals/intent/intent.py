@@ -16,11 +16,10 @@ right, unknown and wrong. The prompt text below must follow keel_agent::intent's
 """
 import json, math, sys, urllib.request
 
-SYSTEM = ("You read a request that a user wrote to a coding assistant working in a project folder, "
-          "and classify it by calling `classify`. You do not carry out the request.")
+# One string per line: keel-agent's intent tests find each of them here as it is there.
+SYSTEM = "You read a request that a user wrote to a coding assistant working in a project folder, and classify it by calling `classify`. You do not carry out the request."
 QUESTIONS = {
-    "change": "true when doing what the request asks changes the project: a file edited, created, deleted or renamed, "
-              "a commit, an install (also when it is asked politely, as a question)",
+    "change": "true when doing what the request asks changes the project: a file edited, created, deleted or renamed, a commit, an install (also when it is asked politely, as a question)",
     "question": "true when the request asks for information the user wants to be told in the reply",
     "check": "true when the request asks to run tests, a script or a command to check the result",
     "layout": "true when the request asks to add, remove or change blank (empty) lines, spaces, indentation or line endings",

@@ -283,6 +283,24 @@ mod tests {
         assert_eq!(schema["required"], serde_json::json!(["change", "question", "check", "layout"]));
     }
 
+    /// evals/intent/intent.py measures the reading offline with keel's own words: every
+    /// text of the request is in it as written here.
+    #[test]
+    fn the_offline_measurement_asks_in_keels_words() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../evals/intent/intent.py");
+        let script = std::fs::read_to_string(path).unwrap();
+        let quoted = |text: &str| format!("\"{text}\"");
+        for text in [SYSTEM, RESTATEMENT.0, RESTATEMENT.1]
+            .into_iter()
+            .chain(QUESTIONS.iter().flat_map(|(n, d)| [*n, *d]))
+        {
+            assert!(script.contains(&quoted(text)), "intent.py lacks {text:?}");
+        }
+        let prompt = request_record("TASK", READINGS[0]).prompt;
+        assert_eq!(prompt, "The request:\n<<<\nTASK\n>>>\n\nClassify it.");
+        assert!(script.contains(r#"f"The request:\n<<<\n{task}\n>>>\n\nClassify it.""#));
+    }
+
     /// A 1.5B model read "Kannst du … setzen?" as a change with one order of the
     /// questions and as a question with the other: what they disagree on is unknown.
     #[test]

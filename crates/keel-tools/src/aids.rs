@@ -76,10 +76,10 @@ impl Aids {
         } else {
             profile::tools(self.profile, config)
         };
-        let offered = tools.get(crate::plan::UpdatePlan::NAME).is_some();
-        if self.plan && !offered {
+        // The full profile has update_plan; the small one has not.
+        if self.small() && self.plan {
             tools.register_dyn(profile::small_plan());
-        } else if !self.plan && offered {
+        } else if !self.small() && !self.plan {
             tools = tools.filtered(|tool| tool.definition().name != crate::plan::UpdatePlan::NAME);
         }
         if self.always_call && self.small() && self.grounded_answers {

@@ -56,12 +56,16 @@ pub fn resolve(cli: &Cli, header: Option<&RequestHeader>) -> Result<(Settings, M
         settings.follow_profile();
         settings.profile_why = "as recorded".to_owned();
     }
-    // The plan tool as recorded, unless the configuration sets it.
+    plan_tool_as_recorded(&mut settings, header);
+    settings.follow_route(constrained || local);
+    Ok((settings, recorded))
+}
+
+/// The plan tool offered as in the recorded requests, unless the configuration sets it.
+fn plan_tool_as_recorded(settings: &mut Settings, header: Option<&RequestHeader>) {
     if let Some(header) = header.filter(|_| settings.layer.plan_tool.is_none()) {
         settings.plan_tool = header.tools.iter().any(|t| t.name == keel_tools::plan::UpdatePlan::NAME);
     }
-    settings.follow_route(constrained || local);
-    Ok((settings, recorded))
 }
 
 /// The context window the recorded model had, as far as keel knows it without asking
@@ -73,4 +77,52 @@ pub fn window(settings: &Settings, model: &ModelInfo) -> Option<u64> {
         .window
         .or_else(|| keel_llm::known_context_window(&model.model))
         .or((model.provider == "local").then_some(8192))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Layer;
+
+    fn settings(plan_tool: Option<bool>, model: &str) -> Settings {
+        let layer = Layer {
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            model: Some(model.into()),
+            plan_tool,
+            ..Layer::default()
+        };
+        crate::config::settings_from(layer, std::collections::BTreeMap::new(), None, false).unwrap()
+    }
+
+    fn header(tools: &[&str]) -> RequestHeader {
+        let definition = |name: &str| keel_llm::ToolDefinition {
+            name: name.to_owned(),
+            description: String::new(),
+            parameters: serde_json::value::RawValue::from_string("{}".to_owned()).unwrap(),
+        };
+        RequestHeader {
+            provider: "custom".into(),
+            model: "m".into(),
+            system_prompt: String::new(),
+            tools: tools.iter().map(|name| definition(name)).collect(),
+            profile: None,
+        }
+    }
+
+    /// A session recorded with update_plan replays with it, one recorded without it
+    /// replays without it, whatever the profile's default; the configuration wins.
+    #[test]
+    fn the_plan_tool_is_offered_as_recorded_unless_configured() {
+        let offered = |mut settings: Settings, tools: &[&str]| {
+            plan_tool_as_recorded(&mut settings, Some(&header(tools)));
+            settings.plan_tool
+        };
+        let small = "qwen2.5-coder-1.5b-instruct";
+        assert!(offered(settings(None, small), &["shell", "update_plan"]));
+        assert!(!offered(settings(None, "gpt-5"), &["shell"]));
+        assert!(!offered(settings(Some(false), small), &["shell", "update_plan"]));
+        let mut unchanged = settings(None, "gpt-5");
+        plan_tool_as_recorded(&mut unchanged, None);
+        assert!(unchanged.plan_tool);
+    }
 }
