@@ -53,6 +53,7 @@ mod prompt;
 mod refusal;
 mod refused;
 mod registry;
+mod resample;
 mod restart;
 mod run;
 pub mod schema;

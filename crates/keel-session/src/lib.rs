@@ -20,6 +20,7 @@ mod jsonl;
 mod plan;
 mod projection;
 mod repair;
+mod resampled;
 mod session;
 mod store;
 pub mod time;
@@ -41,6 +42,7 @@ pub use jsonl::{JsonlStore, JsonlWriter};
 pub use plan::{PlanStatus, PlanStep, plan_text};
 pub use projection::{OpenTurn, PendingCall, Projection, derive_messages};
 pub use repair::{INTERRUPTED_CODE, NOT_STARTED, OUTCOME_UNKNOWN, RepairReport};
+pub use resampled::StepResampled;
 pub use session::{
     DurableNotify, EventWriter, MemoryWriter, NullWriter, Session, SyncFuture, SyncJob, SyncWork,
 };
