@@ -18,6 +18,8 @@ const MAX_CHECKED_BYTES: usize = 1024 * 1024;
 const PYTHON_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest parser message quoted.
 const MAX_MESSAGE_CHARS: usize = 300;
+/// Longest line of the file quoted beside the parser's message.
+const MAX_QUOTED_LINE_CHARS: usize = 160;
 
 /// Prints `line N: message` for a Python syntax error read from stdin, and exits 1.
 /// `compile` (to bytecode, never run) also catches what the parser alone lets through:
@@ -39,17 +41,45 @@ fn is_jsonc(path: &Path) -> bool {
 /// Why `content` of the file at `path` does not parse, when it is a kind keel checks
 /// (`.py`, `.json` but not JSONC) and it does not; `None` when it parses, is another
 /// kind, or cannot be checked (no `python3` outside `workspace`, too big, too slow).
+/// The parser's message is followed by the line it names, quoted: a model told only
+/// "line 4: invalid syntax" about text it wrote made the same call again.
 pub fn problem(path: &Path, content: &str, workspace: &Path) -> Option<String> {
     if content.len() > MAX_CHECKED_BYTES {
         return None;
     }
-    match path.extension().and_then(|e| e.to_str()) {
+    let (message, line) = match path.extension().and_then(|e| e.to_str()) {
         Some("json") if !is_jsonc(path) => {
-            serde_json::from_str::<serde::de::IgnoredAny>(content).err().map(|e| e.to_string())
+            let error = serde_json::from_str::<serde::de::IgnoredAny>(content).err()?;
+            (error.to_string(), error.line())
         }
-        Some("py") => python(content, workspace),
-        _ => None,
+        Some("py") => {
+            let message = python(content, workspace)?;
+            let line = python_line(&message).unwrap_or(0);
+            (message, line)
+        }
+        _ => return None,
+    };
+    Some(with_line(message, content, line))
+}
+
+/// The line number of [`PYTHON_CHECK`]'s `line N: message`.
+fn python_line(message: &str) -> Option<usize> {
+    message.strip_prefix("line ")?.split(':').next()?.parse().ok()
+}
+
+/// `message`, then line `line` (counted from 1) of `content` quoted when it has text.
+fn with_line(message: String, content: &str, line: usize) -> String {
+    let Some(text) = line.checked_sub(1).and_then(|index| content.lines().nth(index)).map(str::trim) else {
+        return message;
+    };
+    if text.is_empty() {
+        return message;
     }
+    let mut quoted: String = text.chars().take(MAX_QUOTED_LINE_CHARS).collect();
+    if quoted.len() < text.len() {
+        quoted.push('…');
+    }
+    format!("{message}: `{quoted}`")
 }
 
 /// `python3` from `PATH`, skipping folders inside `workspace`: a virtual environment in
@@ -182,7 +212,7 @@ mod tests {
         let ws = Path::new("/nonexistent-workspace");
         assert_eq!(problem(Path::new("a.json"), "{\"a\": 1}", ws), None);
         let broken = problem(Path::new("package.json"), "{\n  \"a\": 1,\n}\n", ws).unwrap_or_default();
-        assert_eq!(broken, "key must be a string at line 3 column 1");
+        assert_eq!(broken, "key must be a string at line 3 column 1: `}`");
         assert_eq!(problem(Path::new("notes.txt"), "{", ws), None);
         // JSONC allows comments.
         let commented = "{\n  // strict mode\n  \"strict\": true,\n}\n";
@@ -194,21 +224,25 @@ mod tests {
     fn python_problems_name_the_line_when_python3_is_there() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let ws = dir.path();
-        if python3(ws).is_none() {
-            eprintln!("python3 is not installed; the Python check is skipped, as keel skips it");
+        if !keel_testkit::prereq::available("python3", python3(ws).is_some(), "python3") {
             assert_eq!(problem(Path::new("a.py"), "def f(:\n", ws), None);
             return;
         }
         assert_eq!(problem(Path::new("a.py"), "def f():\n    return 1\n", ws), None);
         assert_eq!(
             problem(Path::new("report.py"), "x = 1\n\ndef report(stock)\n    return stock\n", ws),
-            Some("line 3: expected ':'".to_owned())
+            Some("line 3: expected ':': `def report(stock)`".to_owned())
+        );
+        // The line the 1.5B model wrote, quoted back to it.
+        assert_eq!(
+            problem(Path::new("greet.py"), "import sys\n\n\ndef greet(name, --shout=False):\n    pass\n", ws),
+            Some("line 4: invalid syntax: `def greet(name, --shout=False):`".to_owned())
         );
         // Compiling catches what parsing alone lets through (a body dedented out of its
         // function, as the 1.5B model's edit left it).
         assert_eq!(
             problem(Path::new("stats.py"), "def mean(v):\n    \"\"\"Doc.\"\"\"\nreturn sum(v)\n", ws),
-            Some("line 3: 'return' outside function".to_owned())
+            Some("line 3: 'return' outside function: `return sum(v)`".to_owned())
         );
         // Parsing runs nothing.
         assert_eq!(problem(Path::new("a.py"), "import os\nos.exit(3)\nraise SystemExit(4)\n", ws), None);
@@ -222,6 +256,18 @@ mod tests {
         let found = python3_on(&path, ws).unwrap_or_default();
         let ws = std::fs::canonicalize(ws).unwrap_or_else(|e| panic!("{e}"));
         assert!(found.is_file() && !found.starts_with(&ws), "{}", found.display());
+    }
+
+    #[test]
+    fn the_quoted_line_is_cut_and_blank_or_missing_lines_are_not_quoted() {
+        let long = format!("x = [{}", "1, ".repeat(100));
+        let quoted = with_line("line 1: '[' was never closed".into(), &long, 1);
+        assert!(quoted.ends_with(",…`") && quoted.chars().count() < 230, "{quoted}");
+        assert_eq!(with_line("m".into(), "a\n\n", 2), "m");
+        assert_eq!(with_line("m".into(), "a\n", 7), "m");
+        assert_eq!(with_line("m".into(), "a\n", 0), "m");
+        assert_eq!(python_line("line 12: invalid syntax"), Some(12));
+        assert_eq!(python_line("unexpected EOF"), None);
     }
 
     #[test]

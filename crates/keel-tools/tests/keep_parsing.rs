@@ -30,7 +30,7 @@ async fn a_write_that_breaks_json_is_refused_and_the_file_kept() {
     assert_eq!(refused.kind, ToolErrorKind::WouldNotParse);
     assert_eq!(
         refused.message,
-        "`package.json` was not changed: it parses now, and with this change it would not (key must be a string at line 1 column 36). Correct your text and make the call again."
+        "`package.json` was not changed: it parses now, and with this change it would not (key must be a string at line 1 column 36: `{\"name\": \"app\", \"version\": \"0.4.0\",}`). Correct your text and make the call again."
     );
     assert_eq!(std::fs::read_to_string(ws.path().join("package.json")).unwrap(), before);
 
