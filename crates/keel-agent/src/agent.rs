@@ -47,12 +47,6 @@ pub struct AgentConfig {
     /// a fresh context, instead of ending (default off). The
     /// second attempt gets half of `max_steps`, so a turn takes at most 1.5 times as many.
     pub fresh_start: bool,
-    /// A reply whose every call repeats a call of the step before that failed is set
-    /// aside (logged as `step/resampled`) and the step's request made once more at this
-    /// temperature (default none: such a reply is run as it is). For small models sampled
-    /// cold, whose likeliest reply to a failure is often the same call
-    /// ([`crate::resample`] says more).
-    pub resample_failed_repeat: Option<f32>,
     /// The model's context window in tokens; default: what the model client knows
     /// ([`ModelClient::context_window`]). Without one, sessions are compacted only when
     /// the provider says the context overflowed.
@@ -84,7 +78,6 @@ impl Default for AgentConfig {
             loop_warn_at: 3,
             loop_stop_at: 8,
             fresh_start: false,
-            resample_failed_repeat: None,
             context_window: None,
             compact_at: 0.8,
             compact_keep: 0.2,

@@ -53,7 +53,6 @@ mod prompt;
 mod refusal;
 mod refused;
 mod registry;
-mod resample;
 mod restart;
 mod run;
 pub mod schema;

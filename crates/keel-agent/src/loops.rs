@@ -23,7 +23,7 @@ pub(crate) struct Repeats {
 
 /// `call` as a canonical key: name and arguments with object keys sorted. Arguments that
 /// are not JSON are compared as written, trimmed.
-pub(crate) fn key(call: &ToolCall) -> String {
+fn key(call: &ToolCall) -> String {
     let arguments = match serde_json::from_str::<Value>(&call.arguments) {
         Ok(value) => sorted(value).to_string(),
         Err(_) => call.arguments.trim().to_owned(),

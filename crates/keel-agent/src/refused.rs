@@ -37,7 +37,7 @@ impl TurnRun<'_> {
             return Ok(Reply::Failed(partial, error));
         };
         tracing::info!(images = sha256.len(), error = %error, "the request was refused; trying it without its images");
-        let retried = self.stream_reply(tool_choice, Some(&messages), None).await;
+        let retried = self.stream_reply(tool_choice, Some(&messages)).await;
         let taken = match &retried {
             Reply::Completed(_) => true,
             Reply::Aborted(partial) | Reply::Failed(partial, _) => !partial.is_empty(),

@@ -75,12 +75,10 @@ impl TurnRun<'_> {
 
     /// Streams the step's reply to the history derived from the log, or to `messages`
     /// in its place (the same request with refused images as notes: [`crate::refused`]).
-    /// `temperature` is the request's own, over the client's (`None`: the client's).
     pub(crate) async fn stream_reply(
         &mut self,
         tool_choice: ToolChoice,
         messages: Option<&[keel_llm::Message]>,
-        temperature: Option<f32>,
     ) -> Reply {
         // Debug builds check the invariant every request relies on.
         #[cfg(debug_assertions)]
@@ -92,10 +90,9 @@ impl TurnRun<'_> {
             return Reply::Failed(AssistantMessage::default(), error);
         }
         let messages = messages.unwrap_or(self.session.messages());
-        let mut request = ModelRequest::new(self.system, messages, self.tools.definitions())
+        let request = ModelRequest::new(self.system, messages, self.tools.definitions())
             .tool_choice(tool_choice)
             .cache_key(self.session.id());
-        request.temperature = temperature;
         let mut stream = self.model.stream(request, self.cancel.child_token());
         let mut partial = keel_llm::MessageBuilder::new();
         loop {
@@ -136,12 +133,8 @@ impl TurnRun<'_> {
             self.log(EventKind::RequestHeader(self.header.clone()))?;
         }
         self.log(EventKind::StepStart(StepStart { step }))?;
-        let reply = match self.stream_reply(tool_choice, None, None).await {
+        let reply = match self.stream_reply(tool_choice, None).await {
             Reply::Failed(partial, error) => self.without_refused_images(tool_choice, partial, error).await?,
-            reply => reply,
-        };
-        let reply = match reply {
-            Reply::Completed(message) => self.unless_repeating_failure(tool_choice, message).await?,
             reply => reply,
         };
         let message = match reply {

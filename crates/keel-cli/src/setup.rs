@@ -179,7 +179,6 @@ pub fn agent_in(
         loop_warn_at: settings.loop_limits.0,
         loop_stop_at: settings.loop_limits.1,
         fresh_start: settings.fresh_start,
-        resample_failed_repeat: settings.resample_repeats.then_some(keel_llm::repeats::RESAMPLE_TEMPERATURE),
         context_window: settings.compaction.window,
         compact_at: settings.compaction.at,
         compact_keep: settings.compaction.keep,

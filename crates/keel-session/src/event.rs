@@ -22,9 +22,7 @@ use crate::error::SessionError;
 ///   loads as it is.
 /// - 5: `images/withdrawn` (images a provider refused, sent as notes from then on). A
 ///   version 4 log loads as it is.
-/// - 6: `step/resampled` (a step's reply set aside and its request made again). A
-///   version 5 log loads as it is.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// One entry of the session log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,10 +96,6 @@ pub enum EventKind {
     /// went through).
     #[serde(rename = "images/withdrawn")]
     ImagesWithdrawn(crate::withdrawn::ImagesWithdrawn),
-    /// A step's reply set aside (not part of the conversation; its calls never ran) and
-    /// the step's request made again at a higher temperature.
-    #[serde(rename = "step/resampled")]
-    StepResampled(crate::resampled::StepResampled),
 }
 
 impl EventKind {
@@ -125,7 +119,6 @@ impl EventKind {
             EventKind::TurnIntent(_) => "turn/intent",
             EventKind::HookRun(_) => "hook/run",
             EventKind::ImagesWithdrawn(_) => "images/withdrawn",
-            EventKind::StepResampled(_) => "step/resampled",
         }
     }
 
@@ -433,7 +426,6 @@ impl Event {
             "turn/intent" => EventKind::TurnIntent(decode(data)?),
             "hook/run" => EventKind::HookRun(decode(data)?),
             "images/withdrawn" => EventKind::ImagesWithdrawn(decode(data)?),
-            "step/resampled" => EventKind::StepResampled(decode(data)?),
             other => {
                 return Err(SessionError::corrupt_msg(format!(
                     "unknown event type `{other}` (written by a newer keel?)"

@@ -140,18 +140,6 @@ fn every_kind_round_trips() {
         sha256: vec!["ab".repeat(32)],
         reason: "custom rejected the request (HTTP 400): image format not supported".into(),
     }));
-    round_trip(EventKind::StepResampled(crate::StepResampled {
-        reply: AssistantMessage {
-            content: vec![keel_llm::ContentBlock::ToolCall(keel_llm::ToolCall::new(
-                "call_0",
-                "shell",
-                r#"{"command":"false"}"#,
-            ))],
-            ..AssistantMessage::default()
-        },
-        reason: "it repeats the call that just failed".into(),
-        temperature: serde_json::Number::from_f64(0.8).unwrap(),
-    }));
 }
 
 #[test]

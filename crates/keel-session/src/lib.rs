@@ -20,7 +20,6 @@ mod jsonl;
 mod plan;
 mod projection;
 mod repair;
-mod resampled;
 mod session;
 mod store;
 pub mod time;
@@ -42,7 +41,6 @@ pub use jsonl::{JsonlStore, JsonlWriter};
 pub use plan::{PlanStatus, PlanStep, plan_text};
 pub use projection::{OpenTurn, PendingCall, Projection, derive_messages};
 pub use repair::{INTERRUPTED_CODE, NOT_STARTED, OUTCOME_UNKNOWN, RepairReport};
-pub use resampled::StepResampled;
 pub use session::{
     DurableNotify, EventWriter, MemoryWriter, NullWriter, Session, SyncFuture, SyncJob, SyncWork,
 };

@@ -128,7 +128,6 @@ impl Projection {
             | EventKind::TurnStart(_)
             | EventKind::CompactionStart(_)
             | EventKind::ContextPruned(_)
-            | EventKind::StepResampled(_)
                 if !self.pending.is_empty() =>
             {
                 let ids: Vec<&str> = self.pending.iter().map(|p| p.call_id.as_str()).collect();
@@ -242,8 +241,6 @@ impl Projection {
                     self.usage += reply.usage;
                 }
             }
-            // Not part of the conversation: only its usage counts.
-            EventKind::StepResampled(resampled) => self.usage += resampled.reply.usage,
             EventKind::TurnIntent(intent) => {
                 if let Some(turn) = &mut self.open_turn {
                     turn.intent = Some(intent);

@@ -165,14 +165,14 @@ fn a_version_1_log_takes_version_2_and_3_events_and_loads_again() {
 }
 
 #[test]
-fn new_sessions_are_written_as_version_6() {
+fn new_sessions_are_written_as_version_5() {
     let dir = tempfile::tempdir().unwrap();
     let store = JsonlStore::new(dir.path());
     let session = store.create("/w").unwrap();
-    assert_eq!(FORMAT_VERSION, 6);
+    assert_eq!(FORMAT_VERSION, 5);
     let first_line = std::fs::read_to_string(store.path_of(session.id())).unwrap();
     let header: serde_json::Value = serde_json::from_str(first_line.lines().next().unwrap()).unwrap();
-    assert_eq!(header["data"]["version"], 6);
+    assert_eq!(header["data"]["version"], 5);
 }
 
 /// Version 5: `images/withdrawn` turns the images it names into notes in the messages
@@ -209,36 +209,4 @@ fn a_withdrawal_is_folded_into_the_messages_and_survives_reopening() {
     drop(session);
     let reopened = store.open(V1_ID).unwrap();
     assert_eq!(reopened.messages().last(), Some(&expected));
-}
-
-/// Version 6: a `step/resampled` reply is no message of the conversation (its calls are
-/// not waiting for results), and its usage counts, live and when the log is read again.
-#[test]
-fn a_reply_set_aside_is_no_message_but_its_usage_counts() {
-    let (_dir, store) = store_with_v1_log();
-    let mut session = store.open(V1_ID).unwrap();
-    let before = session.projection().usage();
-    let messages = session.messages().to_vec();
-    let usage = Usage { input_tokens: 100, output_tokens: 7, ..Usage::default() };
-    session.append(EventKind::TurnStart(TurnStart { turn: 3 })).unwrap();
-    session.append(EventKind::StepStart(StepStart { step: 1 })).unwrap();
-    let set_aside = AssistantMessage {
-        content: vec![ContentBlock::ToolCall(ToolCall::new("call_9", "shell", r#"{"command":"false"}"#))],
-        usage,
-        ..AssistantMessage::default()
-    };
-    session
-        .append(EventKind::StepResampled(keel_session::StepResampled {
-            reply: set_aside,
-            reason: "it repeats the call that just failed".into(),
-            temperature: serde_json::Number::from_f64(0.8).unwrap(),
-        }))
-        .unwrap();
-    assert_eq!(session.messages(), messages.as_slice());
-    assert!(session.projection().pending_calls().is_empty(), "the calls set aside wait for nothing");
-    let expected = before + usage;
-    assert_eq!(session.projection().usage(), expected);
-    drop(session);
-    let reopened = store.open(V1_ID).unwrap();
-    assert_eq!((reopened.messages(), reopened.projection().usage()), (messages.as_slice(), expected));
 }

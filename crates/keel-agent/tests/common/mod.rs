@@ -193,17 +193,14 @@ pub fn assert_provider_valid(messages: &[Message]) {
 /// The history each model request of a recorded session carried, rebuilt from its log
 /// alone: a step's request is the messages derived from the events before its
 /// `step/start`; a step whose request was refused for its images made one more, derived
-/// from the events through its `images/withdrawn`, and so did a step whose reply was set
-/// aside, through its `step/resampled`.
+/// from the events through its `images/withdrawn`.
 pub fn requests_from_log(events: &[keel_session::Event]) -> Vec<Vec<Message>> {
     use keel_session::{EventKind, derive_messages};
     let mut out = Vec::new();
     for (i, event) in events.iter().enumerate() {
         match event.kind {
             EventKind::StepStart(_) => out.push(derive_messages(&events[..i]).unwrap()),
-            EventKind::ImagesWithdrawn(_) | EventKind::StepResampled(_) => {
-                out.push(derive_messages(&events[..=i]).unwrap())
-            }
+            EventKind::ImagesWithdrawn(_) => out.push(derive_messages(&events[..=i]).unwrap()),
             _ => {}
         }
     }

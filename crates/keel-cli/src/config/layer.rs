@@ -87,9 +87,6 @@ layer! {
         /// A turn stuck repeating calls or out of steps starts again once from its task with
         /// a fresh context (default off).
         pub fresh_start: Option<bool>,
-        /// A reply that only makes again calls that just failed is set aside and asked
-        /// for once more, hotter (default on with the small tool profile).
-        pub resample_repeats: Option<bool>,
         /// read_file shows line numbers (default on).
         pub line_numbers: Option<bool>,
         /// The small profile changes files with change_file (the model says what to change,

@@ -86,8 +86,6 @@ pub struct Settings {
     pub finish_check: bool,
     /// Start a stuck turn again once with a fresh context.
     pub fresh_start: bool,
-    /// Ask again, hotter, for a reply that only repeats calls that just failed.
-    pub resample_repeats: bool,
     /// read_file shows line numbers.
     pub line_numbers: bool,
     /// The small profile offers change_file in place of write_file and edit_file.
@@ -175,14 +173,12 @@ impl Settings {
     }
 
     /// Sets the aids that follow the tool profile, unless the config sets them: the
-    /// finish checks, keep-parsing and resampling repeated failures for the small
-    /// profile, the plan tool for the full.
+    /// finish checks and keep-parsing for the small profile, the plan tool for the full.
     pub fn follow_profile(&mut self) {
         let small = self.tool_profile == ToolProfile::Small;
         self.finish_check = self.layer.finish_check.unwrap_or(small);
         self.keep_parsing = self.layer.keep_parsing.unwrap_or(small);
         self.plan_tool = self.layer.plan_tool.unwrap_or(!small);
-        self.resample_repeats = self.layer.resample_repeats.unwrap_or(small);
     }
 }
 
@@ -320,8 +316,6 @@ pub(crate) fn settings_from(
         // Off by default: on the real-task suite a fresh start did not help the 1.5B
         // model (20/72 with it, 22/72 without), and twice it undid a fixed file.
         fresh_start: layer.fresh_start.unwrap_or(false),
-        // Follows the profile (`follow_profile`).
-        resample_repeats: false,
         // On for every model: without them the 1.5B model stopped copying numbers into
         // files and sums (fix-typo, sum-to-file, count-rows: 4 runs gained), but turned
         // from writing people.json to failing jq calls (csv-to-json: 3 of 3 lost), 6
@@ -567,25 +561,6 @@ mod tests {
         assert!(!plan("qwen2.5-coder-1.5b-instruct", None));
         assert!(plan("qwen2.5-coder-1.5b-instruct", Some(true)));
         assert!(!plan("gpt-5", Some(false)));
-    }
-
-    /// Asking again for a reply that repeats failed calls follows the profile unless set.
-    #[test]
-    fn resampling_repeated_failures_follows_the_profile_unless_set() {
-        let resample = |model: &str, set: Option<bool>| {
-            let layer = Layer {
-                provider: Some("custom".into()),
-                base_url: Some("http://127.0.0.1:9/v1".into()),
-                model: Some(model.into()),
-                resample_repeats: set,
-                ..Layer::default()
-            };
-            settings_from(layer, BTreeMap::new(), None, false).unwrap().resample_repeats
-        };
-        assert!(!resample("gpt-5", None));
-        assert!(resample("qwen2.5-coder-1.5b-instruct", None));
-        assert!(!resample("qwen2.5-coder-1.5b-instruct", Some(false)));
-        assert!(resample("gpt-5", Some(true)));
     }
 
     #[test]

@@ -302,14 +302,6 @@ pub fn read(events: &[Event], prices: &BTreeMap<String, Price>) -> Transcript {
                 });
             }
             EventKind::HookRun(run) => out.blocks.push(Block::Note { text: hook_text(run) }),
-            EventKind::StepResampled(resampled) => {
-                turn.add(resampled.reply.usage, &model, prices);
-                total.add(resampled.reply.usage, &model, prices);
-                let calls: Vec<String> =
-                    resampled.reply.tool_calls().map(|c| format!("{}({})", c.name, c.arguments)).collect();
-                let set_aside = crate::render::format::clip(&calls.join(", "), 300);
-                out.blocks.push(Block::Note { text: format!("{}: {set_aside}", resampled.describe()) });
-            }
             EventKind::ImagesWithdrawn(withdrawn) => {
                 out.blocks.push(Block::Note { text: withdrawn.describe() })
             }

@@ -474,10 +474,6 @@ impl Sink for Terminal {
                 EventKind::ImagesWithdrawn(withdrawn) => {
                     self.line(&self.paint("33", &format!("  {}", clip(&withdrawn.describe(), 300))));
                 }
-                // A reply that only repeated failed calls, asked for again.
-                EventKind::StepResampled(resampled) => {
-                    self.line(&self.paint("2", &format!("  {}", clip(&resampled.describe(), 300))));
-                }
                 EventKind::CompactionStart(start)
                     if start.reason == keel_session::CompactionReason::Restart => {}
                 EventKind::CompactionStart(start) => {

@@ -280,20 +280,6 @@ impl Reader {
                     self.summary_refusals.push(refused);
                 }
             }
-            // The step's first reply was set aside and its request made again: replay the
-            // reply set aside, then compare the second request with the log after it.
-            EventKind::StepResampled(resampled) => {
-                if let Some((step_at, false)) = &mut self.step {
-                    let set_aside = ModelCall {
-                        at: *step_at,
-                        kind: CallKind::Step,
-                        answer: Answer::Reply(resampled.reply.clone()),
-                        steers_after: Vec::new(),
-                    };
-                    step_at.index = index + 1;
-                    self.push(set_aside);
-                }
-            }
             // A step with no reply stays open until what follows tells how it failed.
             EventKind::StepEnd(_) if matches!(self.step, Some((_, true))) => self.step = None,
             EventKind::ModelAside(aside) => {

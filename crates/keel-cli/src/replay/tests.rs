@@ -356,32 +356,3 @@ async fn a_summary_whose_images_were_refused_and_withdrawn_replays_as_recorded()
     assert!(outcome.differences.is_empty(), "{}", rendered(&outcome));
     assert_eq!((outcome.requests, outcome.turns), (4, 2));
 }
-
-/// A reply set aside for repeating a failed call (`step/resampled`) is given back to
-/// the step's first request, and the request made again is compared with the log after
-/// it; a replay that no longer resamples is flagged at that step.
-#[tokio::test]
-async fn a_step_whose_reply_was_set_aside_replays_as_recorded() {
-    let mut settings = settings();
-    settings.resample_repeats = true;
-    let missing = r#"{"path":"missing.txt"}"#;
-    let replies = vec![
-        reply().call("read_file", missing),
-        reply().call("read_file", missing),
-        reply().call("read_file", r#"{"path":"notes.txt"}"#),
-        reply().text("The notes ask for hi."),
-    ];
-    let recorded = record(&settings, &["What do the notes say?"], replies).await;
-    let set_aside = recorded.events.iter().filter(|e| matches!(e.kind, EventKind::StepResampled(_))).count();
-    assert_eq!(set_aside, 1, "the recording has the reply set aside");
-    for live in [true, false] {
-        let outcome = replay_with(&settings, &recorded, recorded.events.clone(), live).await;
-        assert!(outcome.differences.is_empty(), "{}", rendered(&outcome));
-        assert_eq!((outcome.requests, outcome.turns), (4, 1));
-    }
-    let mut now = settings.clone();
-    now.resample_repeats = false;
-    let outcome = replay_with(&now, &recorded, recorded.events.clone(), false).await;
-    let report = rendered(&outcome);
-    assert!(outcome.differences.iter().any(|d| (d.at.turn, d.at.step) == (1, 2)), "{report}");
-}
