@@ -31,7 +31,7 @@ pub struct SkillArgs {
     /// The skill's name, as the system prompt lists it.
     pub name: String,
     /// A file of the skill's folder, as listed when the skill was loaded, to read it;
-    /// leave out to load the skill's instructions.
+    /// leave out (or empty) to load the skill's instructions.
     #[serde(default)]
     pub file: Option<String>,
 }
@@ -77,7 +77,10 @@ With file, returns that file of the skill's folder (a script, a reference, a tem
                 format!("there is no skill `{}`; the skills are: {}", args.name, names.join(", ")),
             ));
         };
-        let text = tokio::task::spawn_blocking(move || match args.file {
+        // An empty file is no file: the 1.5B model filled the optional field with "" on
+        // its first call, meaning the skill itself.
+        let file = args.file.filter(|file| !file.trim().is_empty());
+        let text = tokio::task::spawn_blocking(move || match file {
             None => load(&skill),
             Some(file) => read(&skill, &file),
         })
