@@ -48,7 +48,8 @@ pub fn tools(profile: ToolProfile, config: Arc<ToolsConfig>) -> ToolRegistry {
     match profile {
         ToolProfile::Full => {
             let mut registry = builtin(Arc::clone(&config));
-            // Not in the small profile: small models were not measured with it.
+            // Not in the small profile: a 1.5B model given it did not choose it on its own
+            // (docs/architecture.md, agent definitions).
             web_fetch::offer(&mut registry, &config);
             registry
         }
