@@ -78,7 +78,7 @@ const HINT_MAX_LINES: usize = 20_000;
 const SHOWN_LINE_CHARS: usize = 500;
 
 /// `line` cut to `max` characters, marked when cut.
-fn clip_line(line: &str, max: usize) -> String {
+pub(crate) fn clip_line(line: &str, max: usize) -> String {
     match line.char_indices().nth(max) {
         Some((at, _)) => format!("{}… [cut]", &line[..at]),
         None => line.to_owned(),

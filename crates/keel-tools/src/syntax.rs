@@ -75,11 +75,7 @@ fn with_line(message: String, content: &str, line: usize) -> String {
     if text.is_empty() {
         return message;
     }
-    let mut quoted: String = text.chars().take(MAX_QUOTED_LINE_CHARS).collect();
-    if quoted.len() < text.len() {
-        quoted.push('…');
-    }
-    format!("{message}: `{quoted}`")
+    format!("{message}: `{}`", crate::edit::clip_line(text, MAX_QUOTED_LINE_CHARS))
 }
 
 /// `python3` from `PATH`, skipping folders inside `workspace`: a virtual environment in
@@ -262,7 +258,7 @@ mod tests {
     fn the_quoted_line_is_cut_and_blank_or_missing_lines_are_not_quoted() {
         let long = format!("x = [{}", "1, ".repeat(100));
         let quoted = with_line("line 1: '[' was never closed".into(), &long, 1);
-        assert!(quoted.ends_with(",…`") && quoted.chars().count() < 230, "{quoted}");
+        assert!(quoted.ends_with(",… [cut]`") && quoted.chars().count() < 240, "{quoted}");
         assert_eq!(with_line("m".into(), "a\n\n", 2), "m");
         assert_eq!(with_line("m".into(), "a\n", 7), "m");
         assert_eq!(with_line("m".into(), "a\n", 0), "m");
