@@ -1,5 +1,6 @@
 //! `edit_file`: exact search and replace, with helpful failures and a diff.
 
+use crate::output::clip_line;
 use keel_agent::ToolErrorKind;
 use std::future::Future;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -76,14 +77,6 @@ const HINT_LINE_CHARS: usize = 400;
 const HINT_MAX_LINES: usize = 20_000;
 /// Characters of one line shown in a hint or a diff.
 const SHOWN_LINE_CHARS: usize = 500;
-
-/// `line` cut to `max` characters, marked when cut.
-pub(crate) fn clip_line(line: &str, max: usize) -> String {
-    match line.char_indices().nth(max) {
-        Some((at, _)) => format!("{}… [cut]", &line[..at]),
-        None => line.to_owned(),
-    }
-}
 
 /// Why `old` was not found, with the closest text in the file. The work is bounded:
 /// lines are compared on at most `HINT_LINE_CHARS` characters, at most

@@ -310,6 +310,14 @@ pub(crate) fn relative_paths(text: &str, forms: &[&std::path::Path]) -> String {
     text
 }
 
+/// `line` cut to `max` characters, marked when cut.
+pub(crate) fn clip_line(line: &str, max: usize) -> String {
+    match line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}… [cut]", &line[..at]),
+        None => line.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

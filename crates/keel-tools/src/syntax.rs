@@ -75,7 +75,7 @@ fn with_line(message: String, content: &str, line: usize) -> String {
     if text.is_empty() {
         return message;
     }
-    format!("{message}: `{}`", crate::edit::clip_line(text, MAX_QUOTED_LINE_CHARS))
+    format!("{message}: `{}`", crate::output::clip_line(text, MAX_QUOTED_LINE_CHARS))
 }
 
 /// `python3` from `PATH`, skipping folders inside `workspace`: a virtual environment in
