@@ -98,6 +98,13 @@ async fn snapshot_off_runtime(workspace: &Path) -> Option<Snapshot> {
     tokio::task::spawn_blocking(move || snapshot(&workspace)).await.ok().flatten()
 }
 
+/// True when the project's files are as they were when this turn started (as the
+/// session's [`ChangeCheck`] saw them); false when they differ or either look failed.
+pub(crate) async fn unchanged_this_turn(workspace: &Path, state: &keel_agent::ToolState) -> bool {
+    let Some(now) = snapshot_off_runtime(workspace).await else { return false };
+    state.with(|start: &mut Start| matches!(&start.0, Some((_, files)) if *files == now))
+}
+
 impl ChangeCheck {
     /// Whether to look at all: the task asks for a change and this turn was not asked yet.
     fn may_ask(state: &TurnStopping<'_>) -> bool {

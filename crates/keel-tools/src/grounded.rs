@@ -6,7 +6,9 @@
 //! Asked plainly — the turn's last outputs, then the question, no tools and no JSON — the
 //! same 1.5B model quoted the output, named the file and counted 37. So when the task is
 //! a question, `answer` asks the model that way and ends the turn with its reply; the
-//! model's own draft (the call's `text`) stays in the log beside it.
+//! model's own draft (the call's `text`) stays in the log beside it. A task whose intent
+//! could not be told (the model's two readings disagreed) is treated as a question when
+//! nothing in the project changed during the turn: the turn only answered.
 
 use std::sync::Arc;
 
@@ -117,6 +119,18 @@ async fn ask(
     }
 }
 
+/// Whether the turn's answer is a question's: the task is sure to want only an answer,
+/// or its intent could not be told and nothing in the project changed this turn (so the
+/// turn answered, whatever the task was). Any other task's answer says what was done,
+/// and the model's draft does that.
+async fn answers_a_question(ctx: &ToolContext) -> bool {
+    match ctx.intent.wants {
+        Some(keel_session::Wants::Answer) => true,
+        None => crate::changes::unchanged_this_turn(&ctx.workspace, &ctx.state).await,
+        Some(_) => false,
+    }
+}
+
 impl Tool for GroundedAnswer {
     type Args = AnswerArgs;
 
@@ -146,9 +160,7 @@ impl Tool for GroundedAnswer {
         let (Some(task), Some(history)) = (ctx.task.as_deref(), ctx.history.as_deref()) else {
             return Ok(draft);
         };
-        // Only a question's answer is written from the outputs; any other task's answer
-        // says what was done, and the model's draft does that.
-        if !ctx.intent.is_question() {
+        if !answers_a_question(&ctx).await {
             return Ok(draft);
         }
         let shown = evidence(history, task);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use keel_agent::{Agent, AgentConfig, RecordingSink, Session, SessionContext};
 use keel_llm::{CancellationToken, Message, ToolChoice};
 use keel_testkit::{ScriptedModel, intent, reply};
+use keel_tools::changes::ChangeCheck;
 use keel_tools::grounded::GroundedAnswer;
 use keel_tools::{ToolsConfig, builtin};
 
@@ -14,16 +15,26 @@ async fn run(
     wants: &str,
     script: Vec<keel_testkit::ReplyBuilder>,
 ) -> (keel_agent::TurnOutcome, ScriptedModel, Vec<keel_session::Event>) {
+    run_read_as(task, [wants, wants], script).await
+}
+
+/// [`run`] with the intent's two readings given apart (they may disagree).
+async fn run_read_as(
+    task: &str,
+    readings: [&str; 2],
+    script: Vec<keel_testkit::ReplyBuilder>,
+) -> (keel_agent::TurnOutcome, ScriptedModel, Vec<keel_session::Event>) {
     let ws = tempfile::tempdir().unwrap();
     let mut script = script;
     // The intent is read twice (two orders of its questions).
-    script.insert(0, intent(wants, false, false).usage(0, 0));
-    script.insert(0, intent(wants, false, false).usage(0, 0));
+    script.insert(0, intent(readings[1], false, false).usage(0, 0));
+    script.insert(0, intent(readings[0], false, false).usage(0, 0));
     let model = ScriptedModel::new(script);
     let mut tools = builtin(Arc::new(ToolsConfig::default()));
     tools.register(GroundedAnswer::new(Arc::new(model.clone())));
     let config = AgentConfig { always_call: true, read_intent: true, ..AgentConfig::default() };
-    let agent = Agent::builder(model.clone()).config(config).tools(tools).build();
+    // The session's ChangeCheck takes the snapshot the grounded answer compares with.
+    let agent = Agent::builder(model.clone()).config(config).tools(tools).hooks(ChangeCheck).build();
     let mut session = Session::in_memory(&ws.path().display().to_string());
     let sink = RecordingSink::new();
     let outcome = agent
@@ -109,4 +120,36 @@ async fn a_change_task_or_a_failed_request_keeps_the_models_own_answer() {
     )
     .await;
     assert_eq!(outcome.final_text, "main");
+}
+
+#[tokio::test]
+async fn an_unread_intent_is_answered_from_the_outputs_only_when_nothing_changed() {
+    // The two readings disagree ("which files…?" read once as a change): the intent is
+    // unknown. Nothing changed, so the turn answered a question, and that answer is
+    // written from the outputs.
+    let (outcome, model, _) = run_read_as(
+        "Which files have uncommitted changes?",
+        ["change", "answer"],
+        vec![
+            reply().call("shell", r#"{"command": "echo ' M src/app.py'"}"#),
+            reply().call("answer", r#"{"text": "No uncommitted changes."}"#),
+            reply().text("src/app.py"),
+        ],
+    )
+    .await;
+    assert_eq!(outcome.final_text, "src/app.py");
+    assert_eq!(model.requests().len(), 5, "the intent twice, two steps, the plain request");
+
+    // The same unknown intent after a change: the draft says what was done.
+    let (outcome, model, _) = run_read_as(
+        "Could you create notes.txt saying hi?",
+        ["change", "answer"],
+        vec![
+            reply().call("shell", r#"{"command": "echo hi > notes.txt"}"#),
+            reply().call("answer", r#"{"text": "Created notes.txt."}"#),
+        ],
+    )
+    .await;
+    assert_eq!(outcome.final_text, "Created notes.txt.");
+    assert_eq!(model.requests().len(), 4, "no plain request after a change");
 }
