@@ -26,7 +26,8 @@ pub enum ModelErrorKind {
     /// (`response_deadline`), the output `max_tokens` allows, the size of one event or
     /// body. A server that does this is broken or hostile. Not retried.
     LimitExceeded,
-    /// The model fell into repeating itself, one line or a few characters over and over
+    /// The model fell into repeating itself, one line, a few sentences or a few characters
+    /// over and over
     /// ([`crate::repeats`]): its reply was stopped there. Not retried as it was; a route
     /// that samples may ask again, hotter and with another seed.
     Repeating,

@@ -7,6 +7,8 @@
 //! `max_tokens` (minutes on a laptop).
 //!
 //! Lines end at a line break or at the escape `\n` (inside a JSON string argument).
+//! Two more checks see loops inside one line: [`ShortCycles`] (a word or a few
+//! characters over and over) and [`Echoes`] (a few sentences cycling).
 
 /// The lowest temperature a stuck reply is sampled again at (with another seed): the
 /// likeliest tokens are what got it stuck.
@@ -132,11 +134,93 @@ impl ShortCycles {
     }
 }
 
-/// Both checks a text-only route makes: [`LineRepeats`] and [`ShortCycles`].
+/// Bytes looked at for echoes: the last 2 KiB of a reply (about 500 tokens).
+pub const ECHO_WINDOW: usize = 2048;
+
+/// Length of the spans compared: a span is an echo when the reply wrote it before.
+const ECHO_SPAN: usize = 32;
+
+/// Stuck when at least this many of the window's [`ECHO_WINDOW`] spans are echoes
+/// (97 %): one changed word in the window costs about 40.
+const ECHO_STUCK: usize = ECHO_WINDOW * 97 / 100;
+
+/// Spans remembered; a longer reply is still checked against the first ones.
+const MAX_REMEMBERED_SPANS: usize = 1 << 20;
+
+/// Notices text whose last [`ECHO_WINDOW`] bytes are nearly all text the same reply wrote
+/// before: a model stuck cycling through a few sentences on one line ("The program prints
+/// 'HELLO, world!' … The program prints 'HELLO, user!' …", 7,800 bytes of it in one
+/// `answer`), which neither [`LineRepeats`] (no line ends) nor [`ShortCycles`] (the unit
+/// is a sentence, not a word) sees. Every 32-byte span is hashed as it completes
+/// (a rolling hash: constant work per byte).
+#[derive(Debug, Clone)]
+pub struct Echoes {
+    /// The last [`ECHO_SPAN`] bytes, the newest last.
+    span: std::collections::VecDeque<u8>,
+    /// Rolling hash of `span`.
+    hash: u64,
+    /// Hashes of every span written so far (up to [`MAX_REMEMBERED_SPANS`]).
+    seen: std::collections::HashSet<u64>,
+    /// For each of the last [`ECHO_WINDOW`] bytes: whether the span ending there is an echo.
+    marks: std::collections::VecDeque<bool>,
+    /// How many of `marks` are true.
+    echoed: usize,
+}
+
+/// Base of the rolling hash (odd, so multiplication by it loses nothing mod 2^64).
+const HASH_BASE: u64 = 0x100_0000_01b3;
+
+impl Default for Echoes {
+    fn default() -> Self {
+        Echoes {
+            span: std::collections::VecDeque::with_capacity(ECHO_SPAN + 1),
+            hash: 0,
+            seen: std::collections::HashSet::new(),
+            marks: std::collections::VecDeque::with_capacity(ECHO_WINDOW + 1),
+            echoed: 0,
+        }
+    }
+}
+
+impl Echoes {
+    /// A fresh window.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the next bytes of the reply; true once nearly all of the last
+    /// [`ECHO_WINDOW`] bytes repeat what the reply wrote before.
+    pub fn push(&mut self, bytes: &[u8]) -> bool {
+        let outgoing_weight = HASH_BASE.wrapping_pow(ECHO_SPAN as u32);
+        let mut stuck = false;
+        for &byte in bytes {
+            self.hash = self.hash.wrapping_mul(HASH_BASE).wrapping_add(u64::from(byte) + 1);
+            self.span.push_back(byte);
+            if self.span.len() > ECHO_SPAN
+                && let Some(out) = self.span.pop_front()
+            {
+                self.hash = self.hash.wrapping_sub(outgoing_weight.wrapping_mul(u64::from(out) + 1));
+            }
+            let echo = self.span.len() == ECHO_SPAN
+                && (self.seen.contains(&self.hash)
+                    || (self.seen.len() < MAX_REMEMBERED_SPANS && !self.seen.insert(self.hash)));
+            self.marks.push_back(echo);
+            self.echoed += usize::from(echo);
+            if self.marks.len() > ECHO_WINDOW && self.marks.pop_front() == Some(true) {
+                self.echoed -= 1;
+            }
+            stuck |= self.marks.len() == ECHO_WINDOW && self.echoed >= ECHO_STUCK;
+        }
+        stuck
+    }
+}
+
+/// The checks a text-only route makes: [`LineRepeats`], [`ShortCycles`] and [`Echoes`].
 #[derive(Debug, Clone, Default)]
 pub struct Repeats {
     lines: LineRepeats,
     cycles: ShortCycles,
+    echoes: Echoes,
 }
 
 impl Repeats {
@@ -145,10 +229,11 @@ impl Repeats {
         Self::default()
     }
 
-    /// Takes the next bytes of the reply; true once it is stuck either way.
+    /// Takes the next bytes of the reply; true once it is stuck any way.
     pub fn push(&mut self, bytes: &[u8]) -> bool {
         let lines = self.lines.push(bytes);
-        self.cycles.push(bytes) | lines
+        let echoes = self.echoes.push(bytes);
+        self.cycles.push(bytes) | lines | echoes
     }
 }
 
@@ -244,5 +329,69 @@ mod tests {
         assert!(both.push("typo ".repeat(60).as_bytes()));
         let mut both = Repeats::new();
         assert!(both.push("pip install tasker\n".repeat(30).as_bytes()));
+    }
+
+    fn echoes_stuck_at(text: &str) -> Option<usize> {
+        let mut echoes = Echoes::new();
+        let bytes = text.as_bytes();
+        bytes.chunks(5).enumerate().find(|(_, chunk)| echoes.push(chunk)).map(|(i, _)| (i + 1) * 5)
+    }
+
+    #[test]
+    fn sentences_cycling_on_one_line_are_stuck_within_a_window_or_so() {
+        // As the 1.5B model wrote it (local-1206e, add-cli-flag): a few sentences, one of
+        // them over and over, no line break in 7,800 bytes.
+        let sentences = [
+            "The program prints 'HELLO, world!' when run with the default arguments. ",
+            "The program prints 'HELLO, user!' when run with the `--name user` argument. ",
+            "The program prints 'HELLO, world!' when run with the `--name user` argument. ",
+        ];
+        let mut text = format!("{{\"text\": \"{}{}", sentences[0], sentences[1]);
+        for n in 0..100 {
+            text.push_str(sentences[if n % 7 == 3 { 1 } else { 2 }]);
+        }
+        let at = echoes_stuck_at(&text).expect("stuck");
+        assert!(at <= 2 * ECHO_WINDOW, "stuck at byte {at}");
+        let mut all = Repeats::new();
+        assert!(text.as_bytes().chunks(7).any(|chunk| all.push(chunk)), "the text routes' check sees it too");
+    }
+
+    #[test]
+    fn code_and_prose_of_this_repository_are_not_echoes() {
+        // Every source and document file of the workspace, written out as one reply.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = Vec::new();
+        let mut folders = vec![root.join("crates"), root.join("docs")];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    folders.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs" || e == "md") {
+                    files.push(path);
+                }
+            }
+        }
+        assert!(files.len() > 100, "found {} files", files.len());
+        for path in files {
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(echoes_stuck_at(&text), None, "{}", path.display());
+        }
+        // Tests alike but for their names and numbers.
+        let code: String = (0..40)
+            .map(|n| {
+                format!("def test_case_{n}():\n    value = compute({n})\n    assert value == {}\n\n", n * 2)
+            })
+            .collect();
+        assert_eq!(echoes_stuck_at(&code), None);
+    }
+
+    #[test]
+    fn one_block_written_twice_is_stuck_only_past_a_window() {
+        let block: String =
+            (0..ECHO_WINDOW / 40).map(|n| format!("line {n:03} of a block, nothing more\n")).collect();
+        assert!(block.len() < ECHO_WINDOW + ECHO_SPAN);
+        assert_eq!(echoes_stuck_at(&format!("{block}{block}")), None, "under a window of echoes");
+        assert!(echoes_stuck_at(&format!("{block}{block}{block}")).is_some());
     }
 }

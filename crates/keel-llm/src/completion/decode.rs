@@ -61,7 +61,8 @@ pub(super) struct Reading {
     text: String,
     stop: Option<Stop>,
     meter: OutputMeter,
-    /// A model stuck repeating itself (one line, or a few characters) is stopped.
+    /// A model stuck repeating itself (one line, a few sentences or a few characters) is
+    /// stopped.
     repeats: Repeats,
     finish: Arc<dyn FinishReply>,
 }
@@ -91,8 +92,8 @@ impl Reading {
             if stuck && !chunk.stop {
                 return Err(ModelError::new(
                     ModelErrorKind::Repeating,
-                    "the model kept repeating itself (one line, or a few characters, over and over); its \
-                     reply was stopped there",
+                    "the model kept repeating itself (one line, a few sentences or a few characters, over \
+                     and over); its reply was stopped there",
                 ));
             }
         }

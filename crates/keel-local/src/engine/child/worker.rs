@@ -65,6 +65,8 @@ struct Reply<'v> {
     recent: std::collections::VecDeque<Token>,
     /// Lines the same but for a leading line number, to notice a numbered copy loop.
     lines: keel_llm::repeats::LineRepeats,
+    /// Spans the reply wrote before, to notice sentences cycling on one line.
+    echoes: keel_llm::repeats::Echoes,
     /// The reply was sampled again once already.
     resampled: bool,
     /// Sampling stopped because the model kept repeating itself.
@@ -215,7 +217,7 @@ impl<'m> Engine<'m> {
         if reply.degenerate {
             channel.send(failed(
                 ModelErrorKind::Repeating,
-                "the local model kept repeating itself (the same few tokens, or one line with only its line number changing), also when sampled again; try rephrasing the task or a larger model".into(),
+                "the local model kept repeating itself (the same few tokens, one line with only its line number changing, or the same few sentences), also when sampled again; try rephrasing the task or a larger model".into(),
             ));
             return;
         }
@@ -321,8 +323,8 @@ impl<'m> Engine<'m> {
     }
 
     /// Generates the reply to the prompt `tokens` (already evaluated). A reply stuck
-    /// repeating itself (a handful of tokens, or one line with only its line number
-    /// changing) is sampled again once, hotter and with another seed; a second time it
+    /// repeating itself (a handful of tokens, one line with only its line number
+    /// changing, or a few sentences cycling) is sampled again once, hotter and with another seed; a second time it
     /// ends as degenerate.
     fn generate(&mut self, job: &JobSpec, tokens: &[Token], channel: &mut dyn Channel) -> (Reply<'m>, Ended) {
         let vocab = self.model.vocab();
@@ -345,6 +347,7 @@ impl<'m> Engine<'m> {
             logits_index: self.batch.len() - 1,
             recent: std::collections::VecDeque::with_capacity(REPEAT_WINDOW),
             lines: keel_llm::repeats::LineRepeats::new(),
+            echoes: keel_llm::repeats::Echoes::new(),
             resampled: false,
             degenerate: false,
         };
@@ -373,7 +376,8 @@ impl<'m> Engine<'m> {
             reply.generated += 1;
             let bytes = vocab.piece(token);
             let repeating = reply.repeating(token);
-            if repeating || reply.lines.push(&bytes) {
+            let echoing = reply.echoes.push(&bytes);
+            if repeating || reply.lines.push(&bytes) || echoing {
                 if reply.resampled {
                     reply.degenerate = true;
                     return (reply, Ended::Finished(FinishReason::Error));
@@ -495,6 +499,7 @@ impl<'m> Engine<'m> {
         reply.pending.clear();
         reply.recent.clear();
         reply.lines = keel_llm::repeats::LineRepeats::new();
+        reply.echoes = keel_llm::repeats::Echoes::new();
         reply.position = tokens.len();
         reply.logits_index = 0;
         true
