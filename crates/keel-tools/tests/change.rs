@@ -413,3 +413,29 @@ fn change_file_declares_that_it_writes_its_path() {
         keel_agent::Effect::Writes { path: "a.py".into() }
     );
 }
+
+#[tokio::test]
+async fn a_rename_in_one_file_reports_where_other_files_still_use_the_old_name() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("billing.py"), "def calc_total(prices):\n    return sum(prices)\n").unwrap();
+    std::fs::write(ws.path().join("main.py"), "from billing import calc_total\n\nprint(calc_total([1, 2]))\n")
+        .unwrap();
+    let model = ScriptedModel::new([reply().text("```python\ndef compute_total(prices):\n    return sum(prices)\n```")]);
+    let out = change(
+        ws.path(),
+        &model,
+        "Rename calc_total to compute_total everywhere",
+        serde_json::json!({"path": "billing.py", "change": "rename calc_total to compute_total"}),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    let (_, note) = out.content.split_once("+def compute_total(prices):\n").unwrap();
+    assert_eq!(
+        note,
+        "     return sum(prices)\n\n\
+         Other files still use `calc_total`, which this change removed from billing.py:\n\
+         main.py:1: from billing import calc_total\n\
+         main.py:3: print(calc_total([1, 2]))\n\
+         If they mean what you changed, change them too."
+    );
+}

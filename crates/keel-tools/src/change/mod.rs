@@ -316,10 +316,15 @@ fn write_new(
     if let Ok(canonical) = roots.resolve_existing(&args.path, false) {
         state.with(|changed: &mut Changed| changed.0.insert(canonical));
     }
-    let shown =
-        roots.resolve_existing(&args.path, false).map_or_else(|_| args.path.clone(), |c| roots.display(&c));
+    let canonical = roots.resolve_existing(&args.path, false).ok();
+    let shown = canonical.as_ref().map_or_else(|| args.path.clone(), |c| roots.display(c));
     Ok(match old {
-        Some(old) => format!("Changed {shown}:\n{}", crate::edit::diff(old, new, &shown)),
+        Some(old) => {
+            let leftovers = canonical
+                .and_then(|c| crate::leftovers::note(roots, &c, &shown, old, new))
+                .unwrap_or_default();
+            format!("Changed {shown}:\n{}{leftovers}", crate::edit::diff(old, new, &shown))
+        }
         None => created_report(&shown, new),
     })
 }

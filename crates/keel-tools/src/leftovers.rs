@@ -1,0 +1,170 @@
+//! Where the project still uses a name a change removed from a file: a rename made in
+//! one file of several (`calc_total` renamed in billing.py, still imported and called in
+//! main.py) is the commonest unfinished change of a small model, which then says the
+//! rename is done everywhere. The file tools' reports name those places, so the model
+//! (or the user reading along) sees what is left without having to search.
+//!
+//! Names are words of letters, digits and `_` in any script, compared whole: no
+//! language's grammar is assumed. A change that removes many names is a rewrite, not a
+//! rename, and gets no note. The search is bounded in files, bytes and time.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::workspace::Roots;
+
+/// Names shorter than this (`i`, `x`, `id`) are too common to follow.
+const MIN_NAME_CHARS: usize = 3;
+/// A change that removes more names than this is a rewrite: no note.
+const MAX_VANISHED: usize = 6;
+/// Most names the note follows, and places it shows for each.
+const MAX_NAMES_SHOWN: usize = 3;
+const MAX_PLACES: usize = 6;
+/// Files looked at, and the biggest one read.
+const MAX_FILES: usize = 3_000;
+const MAX_FILE_BYTES: u64 = 512 * 1024;
+/// Time the search may take; past it the note shows what it found so far.
+const BUDGET: Duration = Duration::from_millis(400);
+/// Characters of a line shown.
+const SHOWN_LINE_CHARS: usize = 160;
+
+/// The names of `text`, in order of first appearance.
+fn names(text: &str) -> Vec<&str> {
+    let mut seen = HashSet::new();
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|word| word.chars().count() >= MIN_NAME_CHARS)
+        .filter(|word| word.chars().next().is_some_and(|c| !c.is_numeric()))
+        .filter(|word| seen.insert(*word))
+        .collect()
+}
+
+/// Names in `before` that are nowhere in `after`, in order of first appearance; empty
+/// when there are more than [`MAX_VANISHED`] (a rewrite).
+pub(crate) fn vanished(before: &str, after: &str) -> Vec<String> {
+    let kept: HashSet<&str> = names(after).into_iter().collect();
+    let gone: Vec<String> =
+        names(before).into_iter().filter(|n| !kept.contains(n)).map(str::to_owned).collect();
+    if gone.len() > MAX_VANISHED { Vec::new() } else { gone }
+}
+
+/// Whether `line` has `name` as a whole word.
+fn has_word(line: &str, name: &str) -> bool {
+    let word_char = |c: char| c.is_alphanumeric() || c == '_';
+    line.match_indices(name).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let after = line[at + name.len()..].chars().next();
+        !before.is_some_and(word_char) && !after.is_some_and(word_char)
+    })
+}
+
+/// One place a name is still used: the file as shown, the line number, the line.
+type Place = (String, usize, String);
+
+/// For each name of `gone`, the places other files of the project use it.
+fn places(roots: &Roots, changed: &Path, gone: &[String]) -> Vec<(String, Vec<Place>)> {
+    let deadline = Instant::now() + BUDGET;
+    let mut found: Vec<(String, Vec<Place>)> = gone.iter().map(|n| (n.clone(), Vec::new())).collect();
+    let walker = ignore::WalkBuilder::new(roots.root())
+        .hidden(false)
+        .require_git(false)
+        .git_global(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .sort_by_file_path(|a, b| a.cmp(b))
+        .build();
+    for entry in walker.flatten().filter(|e| e.file_type().is_some_and(|t| t.is_file())).take(MAX_FILES) {
+        if Instant::now() > deadline {
+            break;
+        }
+        let path = entry.path();
+        if path == changed || entry.metadata().map_or(true, |m| m.len() > MAX_FILE_BYTES) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(path) else { continue };
+        let shown = roots.display(path);
+        for (index, line) in text.lines().enumerate() {
+            for (name, at) in found.iter_mut() {
+                if at.len() < MAX_PLACES && has_word(line, name) {
+                    let line = crate::output::clip_line(line.trim(), SHOWN_LINE_CHARS);
+                    at.push((shown.clone(), index + 1, line));
+                }
+            }
+        }
+    }
+    found.retain(|(_, at)| !at.is_empty());
+    found.truncate(MAX_NAMES_SHOWN);
+    found
+}
+
+/// The note for a change of the file at `changed` (shown as `shown`) from `before` to
+/// `after`: where other files still use the names it removed, or `None`.
+pub(crate) fn note(roots: &Roots, changed: &Path, shown: &str, before: &str, after: &str) -> Option<String> {
+    let gone = vanished(before, after);
+    if gone.is_empty() {
+        return None;
+    }
+    let found = places(roots, changed, &gone);
+    if found.is_empty() {
+        return None;
+    }
+    let mut note = String::new();
+    for (name, at) in &found {
+        note.push_str(&format!(
+            "\n\nOther files still use `{name}`, which this change removed from {shown}:"
+        ));
+        for (file, line, text) in at {
+            note.push_str(&format!("\n{file}:{line}: {text}"));
+        }
+    }
+    note.push_str("\nIf they mean what you changed, change them too.");
+    Some(note)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_vanish_are_whole_words_in_any_script() {
+        assert_eq!(vanished("x = calc_total(a)\n", "x = compute_total(a)\n"), ["calc_total"]);
+        assert_eq!(vanished("größe = 1\n", "umfang = 1\n"), ["größe"]);
+        assert_eq!(vanished("合計 = 1\n", "総計 = 1\n"), Vec::<String>::new(), "two characters: too short");
+        assert_eq!(vanished("def f(a): return a + 1\n", "def f(a): return a + 2\n"), Vec::<String>::new());
+        assert_eq!(vanished("id = 12345\n", "id = 54321\n"), Vec::<String>::new(), "numbers are not names");
+        let rewrite = "alpha beta gamma delta epsilon zeta eta theta\n";
+        assert_eq!(vanished(rewrite, "something else\n"), Vec::<String>::new(), "a rewrite");
+        assert!(has_word("from billing import calc_total", "calc_total"));
+        assert!(!has_word("recalc_totals()", "calc_total"));
+        assert!(has_word("dates.fmt_date(due)", "fmt_date"));
+    }
+
+    #[test]
+    fn the_note_names_each_place_another_file_still_uses_a_removed_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("billing.py"), "def compute_total(prices):\n    return sum(prices)\n")
+            .unwrap();
+        std::fs::write(
+            root.join("main.py"),
+            "from billing import calc_total\n\nprint(calc_total([1, 2]))\nprint(recalc_totals)\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("notes.md"), "nothing here\n").unwrap();
+        let roots = Roots::new(&root, &[], &[]).unwrap();
+        let before = "def calc_total(prices):\n    return sum(prices)\n";
+        let after = "def compute_total(prices):\n    return sum(prices)\n";
+        let note = note(&roots, &root.join("billing.py"), "billing.py", before, after);
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                "\n\nOther files still use `calc_total`, which this change removed from billing.py:\n\
+                 main.py:1: from billing import calc_total\n\
+                 main.py:3: print(calc_total([1, 2]))\n\
+                 If they mean what you changed, change them too."
+            )
+        );
+        // Nothing left elsewhere: no note.
+        std::fs::write(root.join("main.py"), "from billing import compute_total\n").unwrap();
+        assert_eq!(super::note(&roots, &root.join("billing.py"), "billing.py", before, after), None);
+    }
+}
