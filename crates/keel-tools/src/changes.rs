@@ -100,9 +100,21 @@ async fn snapshot_off_runtime(workspace: &Path) -> Option<Snapshot> {
 
 /// True when the project's files are as they were when this turn started (as the
 /// session's [`ChangeCheck`] saw them); false when they differ or either look failed.
+/// Git's own files are left out: `git status` rewrites the index to refresh what it
+/// caches, and a turn that only looked would count as one that changed something.
 pub(crate) async fn unchanged_this_turn(workspace: &Path, state: &keel_agent::ToolState) -> bool {
     let Some(now) = snapshot_off_runtime(workspace).await else { return false };
-    state.with(|start: &mut Start| matches!(&start.0, Some((_, files)) if *files == now))
+    let git = workspace.join(".git");
+    state.with(|start: &mut Start| matches!(&start.0, Some((_, files)) if same_outside(files, &now, &git)))
+}
+
+/// Whether `a` and `b` are the same but for files under `left_out`.
+fn same_outside(a: &Snapshot, b: &Snapshot, left_out: &Path) -> bool {
+    let kept = |files: &Snapshot| files.iter().filter(|(path, _)| !path.starts_with(left_out)).count();
+    kept(a) == kept(b)
+        && a.iter()
+            .filter(|(path, _)| !path.starts_with(left_out))
+            .all(|(path, stamp)| b.get(path) == Some(stamp))
 }
 
 impl ChangeCheck {
@@ -152,6 +164,25 @@ impl Hooks for ChangeCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turn_that_only_refreshed_gits_index_changed_nothing_in_the_project() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join(".git/index"), "before").unwrap();
+        std::fs::write(dir.path().join("a.txt"), "1").unwrap();
+        let git = dir.path().join(".git");
+        let before = snapshot(dir.path()).unwrap();
+        std::fs::write(dir.path().join(".git/index"), "refreshed by git status").unwrap();
+        let after = snapshot(dir.path()).unwrap();
+        assert_ne!(before, after, "ChangeCheck itself sees git's files (a commit is a change)");
+        assert!(same_outside(&before, &after, &git));
+        std::fs::write(dir.path().join("b.txt"), "new").unwrap();
+        assert!(!same_outside(&before, &snapshot(dir.path()).unwrap(), &git));
+        std::fs::remove_file(dir.path().join("b.txt")).unwrap();
+        std::fs::write(dir.path().join("a.txt"), "2").unwrap();
+        assert!(!same_outside(&before, &snapshot(dir.path()).unwrap(), &git));
+    }
 
     #[test]
     fn the_snapshot_sees_edits_and_commits_but_not_ignored_files() {

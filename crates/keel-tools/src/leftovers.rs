@@ -7,6 +7,10 @@
 //! Names are words of letters, digits and `_` in any script, compared whole: no
 //! language's grammar is assumed. A change that removes many names is a rewrite, not a
 //! rename, and gets no note. The search is bounded in files, bytes and time.
+//!
+//! The same for one file: a change asked for in words that quotes a text (`remove the
+//! lines with 'DEBUG'`) and took it out of some lines but not all names the lines left
+//! ([`partly_removed`]): change_file's editor rewrites whole files and misses some.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -120,6 +124,55 @@ pub(crate) fn note(roots: &Roots, changed: &Path, shown: &str, before: &str, aft
     Some(note)
 }
 
+/// Shortest and longest quoted text followed.
+const MIN_QUOTED_CHARS: usize = 2;
+const MAX_QUOTED_CHARS: usize = 80;
+
+/// The texts `request` quotes (`'…'`, `"…"`, `` `…` `` on one line), each once.
+fn quoted(request: &str) -> Vec<&str> {
+    let mut found: Vec<&str> = Vec::new();
+    for line in request.lines() {
+        for mark in ['\'', '"', '`'] {
+            let mut parts = line.split(mark).skip(1).step_by(2);
+            // Only a part with its closing mark after it was quoted.
+            let closed = line.matches(mark).count() / 2;
+            for part in parts.by_ref().take(closed) {
+                let chars = part.chars().count();
+                if (MIN_QUOTED_CHARS..=MAX_QUOTED_CHARS).contains(&chars) && !found.contains(&part) {
+                    found.push(part);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The note for a change asked for in words (`request`) that took a text it quotes out
+/// of some lines of the file but not all: "remove the lines with 'DEBUG'" made into a
+/// file that still prints DEBUG on one line. A text the change added or left alone gets
+/// no note.
+pub(crate) fn partly_removed(request: &str, before: &str, after: &str) -> Option<String> {
+    let lines_with = |text: &str, part: &str| text.lines().filter(|line| line.contains(part)).count();
+    let mut note = String::new();
+    for part in quoted(request).into_iter().take(MAX_NAMES_SHOWN) {
+        let (had, has) = (lines_with(before, part), lines_with(after, part));
+        if has == 0 || has >= had {
+            continue;
+        }
+        note.push_str(&format!(
+            "\n\nYour change quotes `{part}`: the file had it on {had} lines and still has it on {has}:"
+        ));
+        for (index, line) in after.lines().enumerate().filter(|(_, l)| l.contains(part)).take(MAX_PLACES) {
+            note.push_str(&format!(
+                "\n{}: {}",
+                index + 1,
+                crate::output::clip_line(line.trim(), SHOWN_LINE_CHARS)
+            ));
+        }
+    }
+    (!note.is_empty()).then_some(note)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +219,23 @@ mod tests {
         // Nothing left elsewhere: no note.
         std::fs::write(root.join("main.py"), "from billing import compute_total\n").unwrap();
         assert_eq!(super::note(&roots, &root.join("billing.py"), "billing.py", before, after), None);
+    }
+
+    #[test]
+    fn a_quoted_text_taken_out_of_some_lines_but_not_all_is_named_where_it_is_left() {
+        assert_eq!(quoted("remove all lines that contain 'DEBUG'"), ["DEBUG"]);
+        assert_eq!(quoted("change \"a\" and `b_c` to \"de\"; don't"), ["de", "b_c"]);
+        let before = "def load():\n    print(\"DEBUG: a\")\n    x = 1\n    print(\"DEBUG: b\")\n    print(\"DEBUG: done\")\n";
+        let after = "def load():\n    x = 1\n    print(\"DEBUG: done\")\n";
+        assert_eq!(
+            partly_removed("remove all lines that contain 'DEBUG'", before, after).as_deref(),
+            Some(
+                "\n\nYour change quotes `DEBUG`: the file had it on 3 lines and still has it on 1:\n3: print(\"DEBUG: done\")"
+            )
+        );
+        // All of it gone, or a quoted text added: nothing to say.
+        assert_eq!(partly_removed("remove 'DEBUG' lines", before, "def load():\n    x = 1\n"), None);
+        assert_eq!(partly_removed("add print('DEBUG: c')", after, before), None);
+        assert_eq!(partly_removed("no quotes here", before, after), None);
     }
 }

@@ -417,10 +417,16 @@ fn change_file_declares_that_it_writes_its_path() {
 #[tokio::test]
 async fn a_rename_in_one_file_reports_where_other_files_still_use_the_old_name() {
     let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("billing.py"), "def calc_total(prices):\n    return sum(prices)\n").unwrap();
-    std::fs::write(ws.path().join("main.py"), "from billing import calc_total\n\nprint(calc_total([1, 2]))\n")
+    std::fs::write(ws.path().join("billing.py"), "def calc_total(prices):\n    return sum(prices)\n")
         .unwrap();
-    let model = ScriptedModel::new([reply().text("```python\ndef compute_total(prices):\n    return sum(prices)\n```")]);
+    std::fs::write(
+        ws.path().join("main.py"),
+        "from billing import calc_total\n\nprint(calc_total([1, 2]))\n",
+    )
+    .unwrap();
+    let model = ScriptedModel::new([
+        reply().text("```python\ndef compute_total(prices):\n    return sum(prices)\n```")
+    ]);
     let out = change(
         ws.path(),
         &model,

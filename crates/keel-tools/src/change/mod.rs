@@ -323,7 +323,8 @@ fn write_new(
             let leftovers = canonical
                 .and_then(|c| crate::leftovers::note(roots, &c, &shown, old, new))
                 .unwrap_or_default();
-            format!("Changed {shown}:\n{}{leftovers}", crate::edit::diff(old, new, &shown))
+            let left_in_file = crate::leftovers::partly_removed(&args.change, old, new).unwrap_or_default();
+            format!("Changed {shown}:\n{}{left_in_file}{leftovers}", crate::edit::diff(old, new, &shown))
         }
         None => created_report(&shown, new),
     })
