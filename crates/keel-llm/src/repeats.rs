@@ -160,11 +160,32 @@ pub struct Echoes {
     /// Rolling hash of `span`.
     hash: u64,
     /// Hashes of every span written so far (up to [`MAX_REMEMBERED_SPANS`]).
-    seen: std::collections::HashSet<u64>,
+    seen: std::collections::HashSet<u64, std::hash::BuildHasherDefault<AsIs>>,
     /// For each of the last [`ECHO_WINDOW`] bytes: whether the span ending there is an echo.
     marks: std::collections::VecDeque<bool>,
     /// How many of `marks` are true.
     echoed: usize,
+}
+
+/// A hasher for keys that are hashes already: the rolling hash is the bucket hash
+/// (hashing it again cost more than the rest of the check together).
+#[derive(Debug, Clone, Copy, Default)]
+struct AsIs(u64);
+
+impl std::hash::Hasher for AsIs {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
 }
 
 /// Base of the rolling hash (odd, so multiplication by it loses nothing mod 2^64).
@@ -175,7 +196,7 @@ impl Default for Echoes {
         Echoes {
             span: std::collections::VecDeque::with_capacity(ECHO_SPAN + 1),
             hash: 0,
-            seen: std::collections::HashSet::new(),
+            seen: std::collections::HashSet::default(),
             marks: std::collections::VecDeque::with_capacity(ECHO_WINDOW + 1),
             echoed: 0,
         }
