@@ -110,11 +110,10 @@ pub(crate) async fn unchanged_this_turn(workspace: &Path, state: &keel_agent::To
 
 /// Whether `a` and `b` are the same but for files under `left_out`.
 fn same_outside(a: &Snapshot, b: &Snapshot, left_out: &Path) -> bool {
-    let kept = |files: &Snapshot| files.iter().filter(|(path, _)| !path.starts_with(left_out)).count();
-    kept(a) == kept(b)
-        && a.iter()
-            .filter(|(path, _)| !path.starts_with(left_out))
-            .all(|(path, stamp)| b.get(path) == Some(stamp))
+    fn outside<'a>(files: &'a Snapshot, left_out: &Path) -> HashMap<&'a PathBuf, &'a (u64, Stamp)> {
+        files.iter().filter(|(path, _)| !path.starts_with(left_out)).collect()
+    }
+    outside(a, left_out) == outside(b, left_out)
 }
 
 impl ChangeCheck {

@@ -13,6 +13,7 @@
 //! ([`partly_removed`]): change_file's editor rewrites whole files and misses some.
 
 use std::collections::HashSet;
+use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -69,22 +70,34 @@ type Place = (String, usize, String);
 fn places(roots: &Roots, changed: &Path, gone: &[String]) -> Vec<(String, Vec<Place>)> {
     let deadline = Instant::now() + BUDGET;
     let mut found: Vec<(String, Vec<Place>)> = gone.iter().map(|n| (n.clone(), Vec::new())).collect();
+    // The files grep searches (hidden ones and what .gitignore ignores left out), so the
+    // note and the model's own search agree; keel's copies in the session's artifacts
+    // (an undo copy holds the old name) are not the project's files either.
     let walker = ignore::WalkBuilder::new(roots.root())
-        .hidden(false)
         .require_git(false)
         .git_global(false)
-        .filter_entry(|e| e.file_name() != ".git")
         .sort_by_file_path(|a, b| a.cmp(b))
         .build();
-    for entry in walker.flatten().filter(|e| e.file_type().is_some_and(|t| t.is_file())).take(MAX_FILES) {
+    let files = walker
+        .flatten()
+        .filter(|e| e.file_type().is_some_and(|t| t.is_file()) && !roots.in_read_only_root(e.path()));
+    for entry in files.take(MAX_FILES) {
         if Instant::now() > deadline {
             break;
         }
         let path = entry.path();
-        if path == changed || entry.metadata().map_or(true, |m| m.len() > MAX_FILE_BYTES) {
+        if path == changed {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(path) else { continue };
+        // Read the file that was opened and verified, as grep does: a file swapped for a
+        // symlink after the walk saw it is not followed out of the project.
+        let Some(file) = roots.open_found(path) else { continue };
+        let mut text = String::new();
+        if file.metadata().map_or(true, |m| m.len() > MAX_FILE_BYTES)
+            || file.take(MAX_FILE_BYTES).read_to_string(&mut text).is_err()
+        {
+            continue;
+        }
         let shown = roots.display(path);
         for (index, line) in text.lines().enumerate() {
             for (name, at) in found.iter_mut() {
@@ -133,10 +146,9 @@ fn quoted(request: &str) -> Vec<&str> {
     let mut found: Vec<&str> = Vec::new();
     for line in request.lines() {
         for mark in ['\'', '"', '`'] {
-            let mut parts = line.split(mark).skip(1).step_by(2);
             // Only a part with its closing mark after it was quoted.
             let closed = line.matches(mark).count() / 2;
-            for part in parts.by_ref().take(closed) {
+            for part in line.split(mark).skip(1).step_by(2).take(closed) {
                 let chars = part.chars().count();
                 if (MIN_QUOTED_CHARS..=MAX_QUOTED_CHARS).contains(&chars) && !found.contains(&part) {
                     found.push(part);
@@ -216,6 +228,13 @@ mod tests {
                  If they mean what you changed, change them too."
             )
         );
+        // A symlink to a file outside the project is not followed.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.py"), "calc_total = 'outside'\n").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.py"), root.join("link.py")).unwrap();
+        let shown = super::note(&roots, &root.join("billing.py"), "billing.py", before, after).unwrap();
+        assert!(!shown.contains("outside") && !shown.contains("link.py"), "{shown}");
+        std::fs::remove_file(root.join("link.py")).unwrap();
         // Nothing left elsewhere: no note.
         std::fs::write(root.join("main.py"), "from billing import compute_total\n").unwrap();
         assert_eq!(super::note(&roots, &root.join("billing.py"), "billing.py", before, after), None);

@@ -115,6 +115,12 @@ impl Roots {
             .filter(|(_, rel)| !rel.as_os_str().is_empty())
     }
 
+    /// True when `path` is inside one of keel's own read-only folders (the session's
+    /// artifacts: undo copies, long outputs), which are not the project's files.
+    pub fn in_read_only_root(&self, path: &Path) -> bool {
+        self.read_only.iter().any(|r| path.starts_with(r))
+    }
+
     /// True when `path` (canonical) is inside a root that allows this access.
     pub fn allows(&self, path: &Path, write: bool) -> bool {
         path.starts_with(&self.root)

@@ -134,6 +134,27 @@ async fn edit_replaces_once_and_shows_a_diff() {
 }
 
 #[tokio::test]
+async fn an_edit_that_renames_in_one_file_names_the_files_still_using_the_old_name() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("dates.py"), "def fmt_date(day):\n    return str(day)\n").unwrap();
+    std::fs::write(ws.path().join("emails.py"), "import dates\nprint(dates.fmt_date(1))\n").unwrap();
+    let out = ok(
+        ws.path(),
+        "edit_file",
+        json!({"path": "dates.py", "old_text": "def fmt_date(day):", "new_text": "def format_date(day):"}),
+    )
+    .await;
+    assert!(
+        out.ends_with(
+            "\n\nOther files still use `fmt_date`, which this change removed from dates.py:\n\
+             emails.py:2: print(dates.fmt_date(1))\n\
+             If they mean what you changed, change them too."
+        ),
+        "{out}"
+    );
+}
+
+#[tokio::test]
 async fn edit_without_a_match_shows_the_closest_lines() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(
