@@ -17,10 +17,17 @@ use keel_llm::{Message, ModelClient, Usage};
 
 use crate::answer::{AnswerArgs, says_something};
 
-/// Most tool outputs shown, the latest ones.
-const MAX_OUTPUTS: usize = 4;
+/// Most tool outputs shown, the latest ones. Four left out the one that answered: the
+/// 1.5B model ran `python3 leaderboard.py`, then read the script, grepped it and read the
+/// CSV twice, and the answer written from the last four worked the winner out wrongly
+/// ("Bruno with 77 points"); given the command's output too it quoted "Dana with 175
+/// points" (replayed on the recorded prompts, issue 29 notes of 2026-12-07).
+const MAX_OUTPUTS: usize = 8;
 /// Most characters of each output shown.
 const MAX_OUTPUT_CHARS: usize = 2000;
+/// Most characters of all the outputs shown: an older output that would pass it is left
+/// out (a smaller one before it may still fit).
+const MAX_EVIDENCE_CHARS: usize = 6000;
 /// Temperature of the plain request: it quotes.
 const TEMPERATURE: f32 = 0.2;
 
@@ -48,8 +55,9 @@ fn describe(call: &keel_llm::ToolCall) -> String {
     format!("{} {arguments}", call.name)
 }
 
-/// The environment block and the latest tool outputs of the turn that began with `task`,
-/// oldest first, as (heading, text).
+/// The environment block and the latest tool outputs of the turn that began with `task`
+/// (at most [`MAX_OUTPUTS`], [`MAX_EVIDENCE_CHARS`] in all), oldest first, as (heading,
+/// text).
 fn evidence(history: &[Message], task: &str) -> Vec<(String, String)> {
     // The turn begins at its prompt (which may share a message with the environment block).
     let start = history
@@ -58,6 +66,7 @@ fn evidence(history: &[Message], task: &str) -> Vec<(String, String)> {
         .unwrap_or(0);
     let turn = &history[start..];
     let mut outputs: Vec<(String, String)> = Vec::new();
+    let mut shown_chars = 0;
     for (index, message) in turn.iter().enumerate().rev() {
         let Message::ToolResult(result) = message else { continue };
         if result.name == "answer" || outputs.len() == MAX_OUTPUTS {
@@ -70,9 +79,15 @@ fn evidence(history: &[Message], task: &str) -> Vec<(String, String)> {
         let heading = format!("Output of {}", call.map_or_else(|| result.name.clone(), describe));
         let text: String = result.content.chars().take(MAX_OUTPUT_CHARS).collect();
         // The same call made again with the same output is shown once, where it was last.
-        if !outputs.iter().any(|(h, t)| *h == heading && *t == text) {
-            outputs.push((heading, text));
+        if outputs.iter().any(|(h, t)| *h == heading && *t == text) {
+            continue;
         }
+        let chars = text.chars().count();
+        if shown_chars + chars > MAX_EVIDENCE_CHARS {
+            continue;
+        }
+        shown_chars += chars;
+        outputs.push((heading, text));
     }
     let environment = history.iter().find_map(|m| match m {
         Message::User(u) => {
@@ -228,6 +243,41 @@ mod tests {
         assert_eq!(
             prompt(&shown[2..], "What does calc.py print?"),
             "Output of `python3 calc.py`:\n```\nproduct=42\n[exit code: 0]\n```\n\nWhat does calc.py print? Answer from the output above, briefly; quote it exactly."
+        );
+    }
+
+    #[test]
+    fn the_evidence_keeps_an_earlier_answering_output_within_its_budget() {
+        let mut history = vec![user("what does the script print?")];
+        history.push(call("0", "shell", r#"{"command": "python3 board.py"}"#));
+        history.push(result("0", "shell", "winner: Dana with 175 points\n[exit code: 0]"));
+        for (id, path) in [("1", "board.py"), ("2", "scores.csv"), ("3", "board.py"), ("4", "notes.txt")] {
+            history.push(call(id, "read_file", &format!(r#"{{"path": "{path}", "id": {id}}}"#)));
+            history.push(result(id, "read_file", &format!("content of {path}")));
+        }
+        let shown = evidence(&history, "what does the script print?");
+        assert_eq!(shown.len(), 5, "{shown:#?}");
+        assert_eq!(shown[0].0, "Output of `python3 board.py`");
+
+        // Outputs past the budget are left out, the latest kept; a small older one fits.
+        let big = "x".repeat(MAX_OUTPUT_CHARS - 10);
+        let mut history = vec![user("What is in the logs?")];
+        history.push(call("a", "shell", r#"{"command": "tail -1 small.log"}"#));
+        history.push(result("a", "shell", "ok"));
+        for id in ["b", "c", "d", "e"] {
+            history.push(call(id, "read_file", &format!(r#"{{"path": "{id}.log"}}"#)));
+            history.push(result(id, "read_file", &big));
+        }
+        let shown = evidence(&history, "What is in the logs?");
+        let headings: Vec<&str> = shown.iter().map(|(h, _)| h.as_str()).collect();
+        assert_eq!(
+            headings,
+            [
+                "Output of `tail -1 small.log`",
+                "Output of read_file {\"path\": \"c.log\"}",
+                "Output of read_file {\"path\": \"d.log\"}",
+                "Output of read_file {\"path\": \"e.log\"}"
+            ]
         );
     }
 }
