@@ -59,6 +59,27 @@ async fn reconnecting_with_last_event_id_gets_exactly_the_missed_events() {
     }
 }
 
+/// Issue 34: a client is sent the agent's plan, as the effect of the call that set it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plan_reaches_the_client_as_its_calls_effect() {
+    let plan = r#"{"plan":[{"step":"Read","status":"completed"},{"step":"Fix","status":"in_progress"}]}"#;
+    let model = ScriptedModel::new([reply().call("update_plan", plan), reply().text("done")]);
+    let server = start(model).await;
+    let id = server.session(json!({})).await;
+    let mut sse = server.events(&id, None).await;
+    let (status, body) = server.post(&format!("/v1/sessions/{id}/messages"), json!({"text": "go"})).await;
+    assert_eq!(status, 202, "{body}");
+    let call = sse.until("tool/call").await.pop().unwrap();
+    assert_eq!(
+        call.data["data"]["effect"],
+        json!({"kind": "plans", "steps": [
+            {"step": "Read", "status": "completed"},
+            {"step": "Fix", "status": "in_progress"}
+        ]})
+    );
+    sse.until("turn/end").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_leaving_mid_turn_does_not_stop_it() {
     let model = ScriptedModel::new([

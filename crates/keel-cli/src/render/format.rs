@@ -14,6 +14,26 @@ pub fn clip(text: &str, max: usize) -> String {
     format!("{cut}…")
 }
 
+/// `text` on one line (whitespace runs made one space), cut with `…` to at most `max`
+/// terminal columns: a wide character (CJK) takes two, so the line never wraps.
+pub fn clip_columns(text: &str, max: usize) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if columns(&one_line) <= max {
+        return one_line;
+    }
+    let mut cut = String::new();
+    let mut used = 0;
+    for c in one_line.chars() {
+        let width = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used + width + 1 > max {
+            break;
+        }
+        cut.push(c);
+        used += width;
+    }
+    format!("{cut}…")
+}
+
 /// The argument that says what a call does (path, command, pattern), else compact JSON.
 pub fn short_args(tool: &str, arguments: &str) -> String {
     let Ok(Value::Object(map)) = serde_json::from_str::<Value>(arguments) else {

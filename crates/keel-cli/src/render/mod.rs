@@ -8,6 +8,7 @@ pub mod json;
 pub mod markdown;
 pub mod plan;
 pub mod safe;
+mod status;
 mod subagents;
 
 use std::io::{IsTerminal, Write};
@@ -27,8 +28,18 @@ const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧
 struct State {
     /// What the spinner says, while it spins.
     spinning: Option<(String, Instant)>,
-    /// The spinner line is on screen and must be cleared before other output.
+    /// The live area (the status line, the plan above it) is on screen and must be
+    /// cleared before other output.
     drawn: bool,
+    /// How many lines of the live area are above its status line.
+    drawn_above: usize,
+    /// The plan shown at the foot of a terminal while the turn runs (printed when it ends).
+    plan: Vec<keel_session::PlanStep>,
+    /// The last call that set the plan, and its number of steps (its line says that
+    /// instead of the arguments' JSON).
+    plan_call: Option<(String, usize)>,
+    /// The plan is kept off the screen while a question waits for its answer.
+    plan_hidden: bool,
     frame: usize,
     /// Streamed answer text ended without a newline.
     text_open: bool,
@@ -111,8 +122,10 @@ impl Terminal {
         }
     }
 
-    /// Stops the spinner (while a question waits for an answer).
+    /// Stops the spinner (while a question waits for an answer): the plan at the foot
+    /// of the screen gives way too, until the spinner starts again.
     pub fn stop_spinner(&self) {
+        self.with(|state| state.plan_hidden = true);
         self.spin(None);
     }
 
@@ -142,10 +155,28 @@ impl Terminal {
         }
     }
 
-    fn clear(&self, state: &mut State) {
-        if state.drawn {
-            err!("\r\x1b[2K");
-            state.drawn = false;
+    /// A call set the plan: on a terminal it is redrawn in place at the foot of the
+    /// screen; elsewhere it is printed.
+    fn plan(&self, steps: &[keel_session::PlanStep]) {
+        if self.spinner {
+            self.with(|state| {
+                state.plan = steps.to_vec();
+                self.draw(state);
+            });
+        } else {
+            for line in plan::checklist(steps, |code, text| self.paint(code, text)) {
+                self.line(&line);
+            }
+        }
+    }
+
+    /// The turn ended: the plan shown at the foot of the screen is printed as it stands.
+    fn settle_plan(&self) {
+        let steps = self.with(|state| std::mem::take(&mut state.plan));
+        if !steps.is_empty() {
+            for line in plan::checklist(&steps, |code, text| self.paint(code, text)) {
+                self.line(&line);
+            }
         }
     }
 
@@ -164,6 +195,7 @@ impl Terminal {
     fn spin(&self, label: Option<String>) {
         self.with(|state| match label {
             Some(label) => {
+                state.plan_hidden = false;
                 let since = state.spinning.as_ref().map(|s| s.1).unwrap_or_else(Instant::now);
                 state.spinning = Some((label, since));
             }
@@ -198,53 +230,6 @@ impl Terminal {
             state.typed = text.to_owned();
             self.draw(state);
         });
-    }
-
-    /// Draws the status line: the spinner, then the line being typed (its end, if long).
-    fn draw(&self, state: &mut State) {
-        if state.text_open {
-            return;
-        }
-        let mut status = match &state.spinning {
-            Some((label, since)) => {
-                let mut text = format!("{} {label} {}", SPINNER[state.frame], duration(since.elapsed()));
-                if state.streamed_chars > 0 {
-                    text.push_str(&format!(" · {} chars", thousands(state.streamed_chars as u64)));
-                }
-                if let Some(live) = state.live.as_deref().map(safe::plain) {
-                    // Room is kept for the line being typed.
-                    let room = width()
-                        .saturating_sub(text.chars().count() + 5 + state.typed.chars().count().min(30));
-                    if room >= 10 {
-                        text.push_str(&format!(" │ {}", clip(&live, room)));
-                    }
-                }
-                text
-            }
-            None => String::new(),
-        };
-        if status.is_empty() && state.typed.is_empty() {
-            self.clear(state);
-            return;
-        }
-        let room = width().saturating_sub(status.chars().count() + 5).max(10);
-        let typed = crate::render::safe::visible(&state.typed);
-        let count = typed.chars().count();
-        let typed: String = if count > room {
-            format!("…{}", typed.chars().skip(count + 1 - room).collect::<String>())
-        } else {
-            typed
-        };
-        let has_status = !status.is_empty();
-        status = self.paint("2", &safe::plain(&status));
-        let line = match (!has_status, state.typed.is_empty()) {
-            (_, true) => status,
-            (true, false) => format!("› {typed}"),
-            (false, false) => format!("{status}  › {typed}"),
-        };
-        err!("\r\x1b[2K{line}");
-        let _ = std::io::stderr().flush();
-        state.drawn = true;
     }
 
     fn text(&self, delta: &str) {
@@ -343,6 +328,7 @@ impl Terminal {
         context: Option<keel_agent::ContextUsage>,
     ) {
         self.spin(None);
+        self.settle_plan();
         let (mark, what) = match outcome.reason {
             TurnEndReason::Completed => (self.paint("32", "✓"), "completed".to_owned()),
             TurnEndReason::Aborted => (self.paint("33", "■"), "aborted".to_owned()),
@@ -455,9 +441,8 @@ impl Sink for Terminal {
                 }
                 EventKind::ToolCall(call) => {
                     if let Some(keel_session::Effect::Plans { steps }) = &call.effect {
-                        for line in plan::checklist(steps, |code, text| self.paint(code, text)) {
-                            self.line(&line);
-                        }
+                        self.with(|state| state.plan_call = Some((call.call_id.clone(), steps.len())));
+                        self.plan(steps);
                     }
                 }
                 EventKind::ContextPruned(pruned) => {
@@ -494,6 +479,9 @@ impl Sink for Terminal {
                 }
                 EventKind::TurnEnd(_) | EventKind::StepEnd(_) => {
                     self.spin(None);
+                    if matches!(event.kind, EventKind::TurnEnd(_)) {
+                        self.settle_plan();
+                    }
                     self.with(|state| {
                         if state.text_open {
                             outln!();
@@ -551,7 +539,12 @@ impl Sink for Terminal {
             AgentEvent::ToolFinished { step, call, result, duration: took } => {
                 self.with(|state| state.live = subagents::live(&state.children));
                 let mark = if result.is_error { self.paint("31", "✗") } else { self.paint("32", "✓") };
-                let args = short_args(&call.name, &call.arguments);
+                let args = match self.with(|state| state.plan_call.clone()) {
+                    Some((id, steps)) if id == call.id => {
+                        format!("{steps} {}", if steps == 1 { "step" } else { "steps" })
+                    }
+                    _ => short_args(&call.name, &call.arguments),
+                };
                 // A call refused before it ran (by the user or a rule): the reason's first
                 // line, and no output under it. A declined shell call showed the refusal's
                 // words for the model as if they were the command's output.

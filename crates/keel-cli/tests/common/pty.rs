@@ -132,6 +132,68 @@ pub fn plain(text: &str) -> String {
     out
 }
 
+/// The screen as a terminal leaves it, scrollback included: as [`plain`], and lines
+/// redrawn in place too (`ESC[nA` up, `ESC[J` erasing below, `ESC[K` to the line's end),
+/// so what was drawn over is gone.
+pub fn screen(text: &str) -> String {
+    let mut rows: Vec<Vec<char>> = vec![Vec::new()];
+    let (mut row, mut col) = (0usize, 0usize);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' if chars.peek() == Some(&'[') => {
+                chars.next();
+                let mut sequence = String::new();
+                for c in chars.by_ref() {
+                    sequence.push(c);
+                    if c.is_ascii_alphabetic() || c == '~' {
+                        break;
+                    }
+                }
+                let (count, command) = sequence.split_at(sequence.len().saturating_sub(1));
+                let n = count.parse::<usize>().unwrap_or(1);
+                match (command, count) {
+                    ("K", "2") => rows[row].clear(),
+                    ("K", "" | "0") => rows[row].truncate(col),
+                    ("J", "" | "0") => {
+                        rows[row].truncate(col);
+                        rows.truncate(row + 1);
+                    }
+                    ("A", _) => row = row.saturating_sub(n),
+                    ("G", _) => col = n.saturating_sub(1),
+                    ("C", _) => col += n,
+                    ("D", _) => col = col.saturating_sub(n),
+                    _ => {}
+                }
+            }
+            '\x1b' => {
+                chars.next();
+            }
+            '\r' => col = 0,
+            '\n' => {
+                row += 1;
+                if row == rows.len() {
+                    rows.push(Vec::new());
+                }
+                col = 0;
+            }
+            c => {
+                let line = &mut rows[row];
+                while line.len() < col {
+                    line.push(' ');
+                }
+                if col < line.len() {
+                    line[col] = c;
+                } else {
+                    line.push(c);
+                }
+                col += 1;
+            }
+        }
+    }
+    rows.into_iter().map(|r| r.into_iter().collect::<String>()).collect::<Vec<_>>().join("\n")
+}
+
 /// `keel ARGS` under `script`, with `command`'s environment and folder.
 pub fn under_script(command: &Command, args: &str) -> Command {
     // `exec`: keel replaces the shell `script` starts, so a Ctrl-C the shell also sees

@@ -61,7 +61,11 @@ impl AgentFactory for Factory {
                     .ok_or_else(|| PrepareError::invalid(format!("unknown permission mode `{text}`")))?,
             };
             let policy = PermissionPolicy::new(mode).with_ask(ask);
-            let agent = Agent::builder(self.model.clone()).tool(Bump).hooks(policy).build();
+            let agent = Agent::builder(self.model.clone())
+                .tool(Bump)
+                .tool(keel_tools::plan::UpdatePlan)
+                .hooks(policy)
+                .build();
             Ok(Prepared { agent, ctx: SessionContext::new(&spec.folder) })
         })
     }

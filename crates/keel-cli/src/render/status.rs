@@ -1,0 +1,129 @@
+//! The live area at the foot of the terminal, redrawn in place: the plan's checklist
+//! while a turn runs (see [`super::plan`]), then the status line (the spinner and what
+//! it waits for, the last line a command printed, the line being typed). Other output
+//! clears the area, prints above it, and the next tick draws it again below.
+
+use std::io::Write;
+
+use super::format::{clip, duration, thousands};
+use super::{SPINNER, State, Terminal, plan, safe, width};
+
+/// How many rows the terminal has (24 when it cannot be told).
+fn height() -> usize {
+    crossterm::terminal::size().map(|(_, h)| usize::from(h)).ok().filter(|h| *h >= 4).unwrap_or(24)
+}
+
+/// The text that takes the cursor from the status line of an area with `above` lines
+/// over it back to the area's first column, ready to write over it.
+fn back_to_top(above: usize) -> String {
+    if above == 0 { "\r".to_owned() } else { format!("\r\x1b[{above}A") }
+}
+
+/// The text that draws `lines` (the last is the status line) over an area drawn before
+/// with `above` lines over its status line: each line overwritten where it was, what is
+/// left of a taller area below erased.
+fn redraw(above: usize, lines: &[String]) -> String {
+    let mut text = back_to_top(above);
+    for (i, line) in lines.iter().enumerate() {
+        if i > 0 {
+            text.push_str("\r\n");
+        }
+        text.push_str("\x1b[2K");
+        text.push_str(line);
+    }
+    text.push_str("\x1b[J");
+    text
+}
+
+impl Terminal {
+    /// Erases the live area, leaving the cursor where it began.
+    pub(super) fn clear(&self, state: &mut State) {
+        if state.drawn {
+            err!("{}\x1b[J", back_to_top(state.drawn_above));
+            state.drawn = false;
+            state.drawn_above = 0;
+        }
+    }
+
+    /// Draws the live area: the plan (while a turn runs), then the status line.
+    pub(super) fn draw(&self, state: &mut State) {
+        if state.text_open {
+            return;
+        }
+        let status = self.status_line(state);
+        let plan = if state.plan_hidden { &[][..] } else { &state.plan[..] };
+        if status.is_none() && plan.is_empty() {
+            self.clear(state);
+            return;
+        }
+        let mut lines = if plan.is_empty() {
+            Vec::new()
+        } else {
+            plan::footer(plan, width(), height() / 2, |code, text| self.paint(code, text))
+        };
+        let above = lines.len();
+        lines.push(status.unwrap_or_default());
+        err!("{}", redraw(if state.drawn { state.drawn_above } else { 0 }, &lines));
+        let _ = std::io::stderr().flush();
+        state.drawn = true;
+        state.drawn_above = above;
+    }
+
+    /// The status line: the spinner, then the line being typed (its end, if long);
+    /// `None` when neither is there.
+    fn status_line(&self, state: &State) -> Option<String> {
+        let status = match &state.spinning {
+            Some((label, since)) => {
+                let mut text = format!("{} {label} {}", SPINNER[state.frame], duration(since.elapsed()));
+                if state.streamed_chars > 0 {
+                    text.push_str(&format!(" · {} chars", thousands(state.streamed_chars as u64)));
+                }
+                if let Some(live) = state.live.as_deref().map(safe::plain) {
+                    // Room is kept for the line being typed.
+                    let room = width()
+                        .saturating_sub(text.chars().count() + 5 + state.typed.chars().count().min(30));
+                    if room >= 10 {
+                        text.push_str(&format!(" │ {}", clip(&live, room)));
+                    }
+                }
+                text
+            }
+            None => String::new(),
+        };
+        if status.is_empty() && state.typed.is_empty() {
+            return None;
+        }
+        let room = width().saturating_sub(status.chars().count() + 5).max(10);
+        let typed = safe::visible(&state.typed);
+        let count = typed.chars().count();
+        let typed: String = if count > room {
+            format!("…{}", typed.chars().skip(count + 1 - room).collect::<String>())
+        } else {
+            typed
+        };
+        let has_status = !status.is_empty();
+        let status = self.paint("2", &safe::plain(&status));
+        Some(match (!has_status, state.typed.is_empty()) {
+            (_, true) => status,
+            (true, false) => format!("› {typed}"),
+            (false, false) => format!("{status}  › {typed}"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_area_is_drawn_over_itself_and_what_a_taller_one_left_is_erased() {
+        let lines = ["  plan (0 of 1 done)".to_owned(), "    · Read".to_owned(), "⠋ waiting".to_owned()];
+        assert_eq!(
+            redraw(0, &lines),
+            "\r\x1b[2K  plan (0 of 1 done)\r\n\x1b[2K    · Read\r\n\x1b[2K⠋ waiting\x1b[J"
+        );
+        // Drawn before with three lines over the status line: up three, then over them.
+        assert_eq!(redraw(3, &lines[2..]), "\r\x1b[3A\x1b[2K⠋ waiting\x1b[J");
+        assert_eq!(back_to_top(0), "\r");
+    }
+}
