@@ -348,3 +348,75 @@ What it wrote last:\nReading a.\n\n[subagent general, session {id}: 2 step(s), 1
         )
     );
 }
+
+/// Issue 34: a child has its own step limit; at it, it is asked once with tools off for
+/// what it found, and that answer is the call's result.
+#[tokio::test]
+async fn a_child_stops_at_its_own_step_limit_and_answers_from_what_it_found() {
+    let model = ScriptedModel::new([
+        reply().call_id("t1", "task", r#"{"prompt": "Read everything."}"#),
+        reply().call("read_file", r#"{"path": "a.txt"}"#),
+        reply().call("read_file", r#"{"path": "b.txt"}"#),
+        reply().text("a and b are read; c is left."),
+        reply().text("The parent goes on."),
+    ]);
+    let limits = TaskLimits { max_steps: 2, ..TaskLimits::default() };
+    let s = setup(&model, Vec::new(), &[], limits);
+    let mut session = s.store.create("/w").unwrap();
+    let sink = RecordingSink::new();
+    let outcome = s
+        .agent
+        .run_turn(&mut session, &SessionContext::new("/w"), "go", &sink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.final_text, "The parent goes on.");
+    let kids = children(&s.store);
+    assert_eq!(turn_end(&kids[0].1), Some(TurnEndReason::MaxSteps));
+    // Two steps with tools, then the summary request with none offered to call.
+    assert_eq!(results(&kids[0].1).len(), 2);
+    let summary_request = &model.requests()[3];
+    assert_eq!(summary_request.tool_choice, keel_llm::ToolChoice::None);
+    let result = &results(&sink.logged())[0];
+    assert_eq!(result.is_error, false);
+    assert_eq!(result.content.lines().next(), Some("a and b are read; c is left."));
+    assert!(result.content.contains(": 3 step(s), 2 tool call(s), "), "{}", result.content);
+}
+
+/// Issue 34: a child has its own time limit; past it the child is cancelled, its log
+/// closed, and the result says so (the parent goes on).
+#[tokio::test]
+async fn a_child_past_its_time_limit_is_stopped_and_says_so() {
+    let model = ScriptedModel::new([
+        reply().call_id("t1", "task", r#"{"prompt": "Look around."}"#),
+        reply().text("Looking").hang(),
+        reply().text("It took too long."),
+    ]);
+    let limits = TaskLimits { timeout: Duration::from_millis(200), ..TaskLimits::default() };
+    let s = setup(&model, Vec::new(), &[], limits);
+    let mut session = s.store.create("/w").unwrap();
+    let sink = RecordingSink::new();
+    let outcome = s
+        .agent
+        .run_turn(&mut session, &SessionContext::new("/w"), "go", &sink, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.final_text, "It took too long.");
+    let kids = children(&s.store);
+    assert_eq!(turn_end(&kids[0].1), Some(TurnEndReason::Aborted));
+    let id = match &kids[0].1[0].kind {
+        EventKind::SessionHeader(h) => h.id.clone(),
+        other => panic!("{other:?}"),
+    };
+    // The reply cut short is not kept (the child's log has no half message).
+    let result = &results(&sink.logged())[0];
+    assert_eq!(
+        (result.content.clone(), result.is_error),
+        (
+            format!(
+                "The subagent stopped before it finished: it ran out of time (0.2 s). What it wrote last:\n\
+(it wrote nothing)\n\n[subagent general, session {id}: 1 step(s), 0 tool call(s), 0 tokens]"
+            ),
+            true
+        )
+    );
+}

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use keel_agent::subagent::{Parent, Spawner, SubagentError, TaskLimits};
+use keel_agent::subagent::{Parent, Spawner, SubagentError};
 use keel_agent::{AgentConfig, AgentDef, Hooks, Session, SessionContext, TaskTool, ToolRegistry};
 use keel_llm::{ModelClient, ProviderConfig};
 use keel_session::{Event, SessionError, SessionStore, SpawnRef};
@@ -151,7 +151,7 @@ pub fn offer(
     let (model, hooks, config) = parent;
     let parent = Parent { model, tools: tools.clone(), hooks, config: config.clone() };
     let spawner = Arc::new(Children { settings: settings.clone(), making, store });
-    let (task, more) = TaskTool::new(parent, defs, spawner, TaskLimits::default());
+    let (task, more) = TaskTool::new(parent, defs, spawner, settings.subagent_limits);
     notes.extend(more);
     tools.register(task);
 }

@@ -161,3 +161,36 @@ async fn without_a_store_the_child_runs_in_memory() {
     );
     assert!(env.store().list().unwrap_or_default().is_empty(), "nothing kept");
 }
+
+/// `--json` sends a child's start and end as `subagent/*` events (docs/json-events.md).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_json_stream_tells_a_childs_start_and_end() {
+    let env = Env::new();
+    let server = MockServer::start().await;
+    server.push(ChatStream::new().tool_call("t1", "task", TASK, 2).finish("tool_calls").response());
+    server.push(ChatStream::new().text("hello.py prints `hello from keel`.", 2).finish("stop").response());
+    server.push(ChatStream::new().text("It prints hello from keel.", 2).finish("stop").response());
+    let mut keel = env.keel(&server.base_url());
+    keel.args(["--json", "--tool-profile", "full", "What does hello.py print? Ask a subagent."]);
+    let out = output(keel).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let events: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["type"].as_str().is_some_and(|t| t.starts_with("subagent/")))
+        .collect();
+    let child = env.store().list().unwrap().into_iter().find(|s| s.spawned_by.is_some()).unwrap();
+    assert_eq!(
+        events,
+        [
+            serde_json::json!({"type": "subagent/started", "data": {
+                "call_id": "t1", "session_id": child.id, "agent": "general", "description": "find the greeting"
+            }}),
+            serde_json::json!({"type": "subagent/finished", "data": {
+                "call_id": "t1", "session_id": child.id, "reason": "completed", "steps": 1, "tool_calls": 0,
+                "usage": events[1]["data"]["usage"].clone()
+            }}),
+        ]
+    );
+    assert!(events[1]["data"]["usage"]["output_tokens"].as_u64().is_some(), "{}", events[1]);
+}

@@ -205,6 +205,20 @@ struct Stop<'a> {
     limits: TaskLimits,
 }
 
+/// A time limit in words: whole minutes as minutes, else seconds (`10 minutes`, `90 s`,
+/// `0.2 s`).
+fn span(limit: std::time::Duration) -> String {
+    let secs = limit.as_secs();
+    match secs {
+        60 => "1 minute".to_owned(),
+        s if s >= 60 && s % 60 == 0 => format!("{} minutes", s / 60),
+        _ => {
+            let text = format!("{:.1}", limit.as_secs_f64());
+            format!("{} s", text.strip_suffix(".0").unwrap_or(&text))
+        }
+    }
+}
+
 /// Why a child whose budget is spent stopped.
 fn budget_spent(stop: &Stop<'_>) -> String {
     let (used, limit) = (stop.own.used(), stop.own.limit());
@@ -241,9 +255,7 @@ fn answer(
     let trailer = trailer(agent, session_id, outcome.steps, outcome.tool_calls, tokens);
     let why = match outcome.reason {
         TurnEndReason::Completed | TurnEndReason::MaxSteps if !text.is_empty() => None,
-        _ if stop.timed_out => {
-            Some(format!("it ran out of time ({} minutes)", stop.limits.timeout.as_secs() / 60))
-        }
+        _ if stop.timed_out => Some(format!("it ran out of time ({})", span(stop.limits.timeout))),
         TurnEndReason::Error if stop.own.spent() => Some(budget_spent(stop)),
         TurnEndReason::Aborted => Some("it was aborted".to_owned()),
         reason => Some(match &outcome.message {
@@ -261,5 +273,19 @@ fn answer(
                 "The subagent stopped before it finished: {why}. What it wrote last:\n{body}\n\n{trailer}"
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn a_time_limit_is_said_in_minutes_when_whole_else_in_seconds() {
+        let said = |d: Duration| super::span(d);
+        assert_eq!(said(Duration::from_secs(600)), "10 minutes");
+        assert_eq!(said(Duration::from_secs(60)), "1 minute");
+        assert_eq!(said(Duration::from_secs(90)), "90 s");
+        assert_eq!(said(Duration::from_millis(200)), "0.2 s");
     }
 }

@@ -12,7 +12,9 @@ use std::path::Path;
 use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use toml::de::{DeTable, DeValue};
 
-use super::layer::{ConfigError, FileTables, Layer, McpFile, PermissionsTable, Price, WebFetchTable};
+use super::layer::{
+    ConfigError, FileTables, Layer, McpFile, PermissionsTable, Price, SubagentsTable, WebFetchTable,
+};
 
 /// The field names serde's derive gives `T` (aliases and renames included, skipped fields
 /// not); empty for a type that is not read as a struct.
@@ -89,6 +91,8 @@ enum Table {
     Permissions,
     /// A `[web_fetch]` table.
     WebFetch,
+    /// A `[subagents]` table.
+    Subagents,
     /// A `[mcp_servers.NAME]` table.
     Server,
     /// The `[hooks]` table: its keys are the events.
@@ -113,6 +117,7 @@ impl Table {
             Table::Price => fields::<Price>().to_vec(),
             Table::Permissions => fields::<PermissionsTable>().to_vec(),
             Table::WebFetch => fields::<WebFetchTable>().to_vec(),
+            Table::Subagents => fields::<SubagentsTable>().to_vec(),
             Table::Server => fields::<keel_mcp::ServerConfig>().to_vec(),
             Table::Hooks => crate::user_hooks::Event::names(),
             Table::McpFile => fields::<McpFile>().to_vec(),
@@ -128,6 +133,7 @@ impl Table {
             }
             (Table::File | Table::Profile, "permissions") => Some(Inner::One(Table::Permissions)),
             (Table::File | Table::Profile, "web_fetch") => Some(Inner::One(Table::WebFetch)),
+            (Table::File | Table::Profile, "subagents") => Some(Inner::One(Table::Subagents)),
             (Table::File, "hooks") => Some(Inner::One(Table::Hooks)),
             _ => None,
         }
@@ -253,6 +259,7 @@ mod tests {
         keys.extend(fields::<Price>());
         keys.extend(fields::<PermissionsTable>());
         keys.extend(fields::<WebFetchTable>());
+        keys.extend(fields::<SubagentsTable>());
         let missing: Vec<&str> = keys.into_iter().filter(|key| !documented(&readme, key)).collect();
         assert!(
             missing.is_empty(),
@@ -321,6 +328,15 @@ mod tests {
         assert_eq!(
             problems("[profiles.docs.web_fetch]\nprivate_host = [\"localhost\"]\n"),
             "config.toml:2: unknown key `private_host` in [profiles.docs.web_fetch] (did you mean `private_hosts`?)"
+        );
+    }
+
+    #[test]
+    fn the_subagents_table_is_checked_too() {
+        assert_eq!(fields::<SubagentsTable>(), ["max_steps", "tokens", "session_tokens", "timeout_secs"]);
+        assert_eq!(
+            problems("[subagents]\nmax_step = 10\n"),
+            "config.toml:2: unknown key `max_step` in [subagents] (did you mean `max_steps`?)"
         );
     }
 

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use keel_agent::subagent::TaskLimits;
 use serde::Deserialize;
 
 use crate::cli::Cli;
@@ -145,6 +146,9 @@ layer! {
         /// `web_fetch`'s private addresses (`[web_fetch]`): a table of a profile replaces
         /// the top level's.
         pub web_fetch: Option<WebFetchTable>,
+        /// The limits of the `task` tool's subagents (`[subagents]`): a table of a profile
+        /// replaces the top level's.
+        pub subagents: Option<SubagentsTable>,
     }
 }
 
@@ -352,6 +356,48 @@ impl WebFetchTable {
             private_hosts: self.private_hosts.clone().unwrap_or_default(),
             ..keel_tools::web_fetch::WebFetchConfig::default()
         }
+    }
+}
+
+/// A `[subagents]` table: the limits of each child the `task` tool starts, and of all
+/// of a session's children together (unset: the defaults of [`TaskLimits`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SubagentsTable {
+    /// Steps a child's turn may take.
+    #[serde(default)]
+    pub max_steps: Option<u32>,
+    /// Tokens one child may spend.
+    #[serde(default)]
+    pub tokens: Option<u64>,
+    /// Tokens all the children of one session may spend together.
+    #[serde(default)]
+    pub session_tokens: Option<u64>,
+    /// Seconds a child may run.
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+impl SubagentsTable {
+    /// The limits this table sets, the defaults for what it leaves out; a limit of 0 is
+    /// refused (it would start children that can do nothing).
+    pub fn limits(&self) -> Result<TaskLimits, ConfigError> {
+        let defaults = TaskLimits::default();
+        let zero = [
+            ("max_steps", self.max_steps == Some(0)),
+            ("tokens", self.tokens == Some(0)),
+            ("session_tokens", self.session_tokens == Some(0)),
+            ("timeout_secs", self.timeout_secs == Some(0)),
+        ];
+        if let Some((key, _)) = zero.iter().find(|(_, zero)| *zero) {
+            return Err(ConfigError::new(format!("[subagents] {key} must be at least 1")));
+        }
+        Ok(TaskLimits {
+            max_steps: self.max_steps.unwrap_or(defaults.max_steps),
+            child_tokens: self.tokens.unwrap_or(defaults.child_tokens),
+            session_tokens: self.session_tokens.unwrap_or(defaults.session_tokens),
+            timeout: self.timeout_secs.map(std::time::Duration::from_secs).unwrap_or(defaults.timeout),
+            ..defaults
+        })
     }
 }
 

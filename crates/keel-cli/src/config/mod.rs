@@ -106,6 +106,8 @@ pub struct Settings {
     pub always_call: bool,
     /// Loop detection: warn at, stop at (0: never).
     pub loop_limits: (u32, u32),
+    /// The limits of the `task` tool's subagents (`[subagents]`).
+    pub subagent_limits: keel_agent::subagent::TaskLimits,
     /// The configured context window, if any, and when and how much to compact.
     pub compaction: Compaction,
     /// The shell sandbox.
@@ -338,6 +340,7 @@ pub(crate) fn settings_from(
         mcp_servers: BTreeMap::new(),
         always_call: false,
         loop_limits: (layer.loop_warn_at.unwrap_or(3), layer.loop_stop_at.unwrap_or(8)),
+        subagent_limits: layer.subagents.clone().unwrap_or_default().limits()?,
         compaction: Compaction::from_layer(&layer)?,
         sandbox,
         layer,
@@ -561,6 +564,31 @@ mod tests {
         assert!(!plan("qwen2.5-coder-1.5b-instruct", None));
         assert!(plan("qwen2.5-coder-1.5b-instruct", Some(true)));
         assert!(!plan("gpt-5", Some(false)));
+    }
+
+    /// Issue 34: the subagents' limits come from `[subagents]`; a limit of 0 is refused.
+    #[test]
+    fn subagent_limits_come_from_their_table() {
+        use crate::config::layer::SubagentsTable;
+        use keel_agent::subagent::TaskLimits;
+        let limits = |table: Option<SubagentsTable>| {
+            let layer = Layer {
+                provider: Some("custom".into()),
+                base_url: Some("http://127.0.0.1:9/v1".into()),
+                model: Some("gpt-5".into()),
+                subagents: table,
+                ..Layer::default()
+            };
+            settings_from(layer, BTreeMap::new(), None, false).map(|s| s.subagent_limits)
+        };
+        assert_eq!(limits(None).unwrap(), TaskLimits::default());
+        let set = SubagentsTable { max_steps: Some(8), timeout_secs: Some(90), ..SubagentsTable::default() };
+        assert_eq!(
+            limits(Some(set)).unwrap(),
+            TaskLimits { max_steps: 8, timeout: std::time::Duration::from_secs(90), ..TaskLimits::default() }
+        );
+        let zero = SubagentsTable { tokens: Some(0), ..SubagentsTable::default() };
+        assert_eq!(limits(Some(zero)).unwrap_err().to_string(), "[subagents] tokens must be at least 1");
     }
 
     #[test]
