@@ -39,7 +39,9 @@ impl Terminal {
     /// Erases the live area, leaving the cursor where it began.
     pub(super) fn clear(&self, state: &mut State) {
         if state.drawn {
-            err!("{}\x1b[J", back_to_top(state.drawn_above));
+            // `ESC[2K` as well as `ESC[J`: a reader of the output that knows only line
+            // erasing (a log of the session, a simple terminal) sees the line cleared too.
+            err!("{}\x1b[2K\x1b[J", back_to_top(state.drawn_above));
             state.drawn = false;
             state.drawn_above = 0;
         }
