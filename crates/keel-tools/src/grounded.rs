@@ -3,7 +3,7 @@
 //! A small model reads a tool's output and then answers something else: "the product is
 //! 42 and the checksum 14" for `product=42 checksum=14`, "no uncommitted changes" right
 //! after `git status` printed ` M src/app.py`, the `wc -l` count with the header line.
-//! Asked plainly — the turn's last outputs, then the question, no tools and no JSON — the
+//! Asked plainly — the turn's latest outputs, then the question, no tools and no JSON — the
 //! same 1.5B model quoted the output, named the file and counted 37. So when the task is
 //! a question, `answer` asks the model that way and ends the turn with its reply; the
 //! model's own draft (the call's `text`) stays in the log beside it. A task whose intent
