@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use super::format::{clip, duration, thousands};
+use super::format::{clip, clip_columns, duration, thousands};
 use super::{SPINNER, State, Terminal, plan, safe, width};
 
 /// How many rows the terminal has (24 when it cannot be told).
@@ -95,7 +95,15 @@ impl Terminal {
         if status.is_empty() && state.typed.is_empty() {
             return None;
         }
-        let room = width().saturating_sub(status.chars().count() + 5).max(10);
+        // Never wider than the terminal, with room kept for the line being typed: a
+        // wrapped status line would put the redraw of the plan above it one row off, and
+        // leave the plan's first line behind on every tick.
+        let keep = match state.typed.chars().count() {
+            0 => 2,
+            typed => 7 + typed.min(30),
+        };
+        let status = clip_columns(&safe::plain(&status), width().saturating_sub(keep));
+        let room = width().saturating_sub(super::format::columns(&status) + 5).max(10);
         let typed = safe::visible(&state.typed);
         let count = typed.chars().count();
         let typed: String = if count > room {
@@ -104,7 +112,7 @@ impl Terminal {
             typed
         };
         let has_status = !status.is_empty();
-        let status = self.paint("2", &safe::plain(&status));
+        let status = self.paint("2", &status);
         Some(match (!has_status, state.typed.is_empty()) {
             (_, true) => status,
             (true, false) => format!("› {typed}"),
@@ -127,5 +135,19 @@ mod tests {
         // Drawn before with three lines over the status line: up three, then over them.
         assert_eq!(redraw(3, &lines[2..]), "\r\x1b[3A\x1b[2K⠋ waiting\x1b[J");
         assert_eq!(back_to_top(0), "\r");
+    }
+
+    #[test]
+    fn the_status_line_is_never_wider_than_the_terminal() {
+        let terminal = Terminal::new(false);
+        let long = format!("shell {}", "word ".repeat(60));
+        let line = terminal.with(|state| {
+            state.spinning = Some((long.clone(), std::time::Instant::now()));
+            state.typed = "a reply being typed".into();
+            terminal.status_line(state)
+        });
+        let line = line.unwrap_or_default();
+        assert!(super::super::format::columns(&line) < width(), "{line}");
+        assert!(line.ends_with("  › a reply being typed"), "{line}");
     }
 }
