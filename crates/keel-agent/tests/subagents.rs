@@ -91,6 +91,28 @@ fn setup(
     Setup { agent, store, _dir: dir }
 }
 
+impl Setup {
+    /// One parent turn on a new session ("go"): its outcome and what its sink heard.
+    async fn turn(&self) -> (keel_agent::TurnOutcome, RecordingSink) {
+        let mut session = self.store.create("/w").unwrap();
+        let sink = RecordingSink::new();
+        let outcome = self
+            .agent
+            .run_turn(&mut session, &SessionContext::new("/w"), "go", &sink, &CancellationToken::new())
+            .await
+            .unwrap();
+        (outcome, sink)
+    }
+}
+
+/// The id a session's log names in its header.
+fn session_id(log: &[Event]) -> String {
+    match &log[0].kind {
+        EventKind::SessionHeader(header) => header.id.clone(),
+        other => panic!("not a header: {other:?}"),
+    }
+}
+
 fn def(name: &str, tools: Option<&[&str]>, model: Option<&str>) -> AgentDef {
     AgentDef {
         name: name.into(),
@@ -154,10 +176,7 @@ async fn a_child_runs_its_tools_and_its_answer_is_the_result() {
     let kids = children(&s.store);
     assert_eq!(kids.len(), 1);
     let (link, log) = &kids[0];
-    let child_id = match &log[0].kind {
-        EventKind::SessionHeader(header) => header.id.clone(),
-        other => panic!("{other:?}"),
-    };
+    let child_id = session_id(log);
     let call_seq = sink.logged().iter().find(|e| matches!(e.kind, EventKind::ToolCall(_))).unwrap().seq;
     assert_eq!(
         link,
@@ -322,19 +341,11 @@ async fn a_spent_budget_stops_a_child_cleanly() {
     ]);
     let limits = TaskLimits { child_tokens: 100, ..TaskLimits::default() };
     let s = setup(&model, Vec::new(), &[], limits);
-    let mut session = s.store.create("/w").unwrap();
-    let sink = RecordingSink::new();
-    s.agent
-        .run_turn(&mut session, &SessionContext::new("/w"), "go", &sink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let (_, sink) = s.turn().await;
     let kids = children(&s.store);
     let child_id = kids[0].0.clone();
     assert_eq!(turn_end(&kids[0].1), Some(TurnEndReason::Error));
-    let id = match &kids[0].1[0].kind {
-        EventKind::SessionHeader(h) => h.id.clone(),
-        other => panic!("{other:?}"),
-    };
+    let id = session_id(&kids[0].1);
     let result = &results(&sink.logged())[0];
     assert_eq!(child_id.agent, "general");
     assert_eq!(
@@ -362,13 +373,7 @@ async fn a_child_stops_at_its_own_step_limit_and_answers_from_what_it_found() {
     ]);
     let limits = TaskLimits { max_steps: 2, ..TaskLimits::default() };
     let s = setup(&model, Vec::new(), &[], limits);
-    let mut session = s.store.create("/w").unwrap();
-    let sink = RecordingSink::new();
-    let outcome = s
-        .agent
-        .run_turn(&mut session, &SessionContext::new("/w"), "go", &sink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let (outcome, sink) = s.turn().await;
     assert_eq!(outcome.final_text, "The parent goes on.");
     let kids = children(&s.store);
     assert_eq!(turn_end(&kids[0].1), Some(TurnEndReason::MaxSteps));
@@ -393,20 +398,11 @@ async fn a_child_past_its_time_limit_is_stopped_and_says_so() {
     ]);
     let limits = TaskLimits { timeout: Duration::from_millis(200), ..TaskLimits::default() };
     let s = setup(&model, Vec::new(), &[], limits);
-    let mut session = s.store.create("/w").unwrap();
-    let sink = RecordingSink::new();
-    let outcome = s
-        .agent
-        .run_turn(&mut session, &SessionContext::new("/w"), "go", &sink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let (outcome, sink) = s.turn().await;
     assert_eq!(outcome.final_text, "It took too long.");
     let kids = children(&s.store);
     assert_eq!(turn_end(&kids[0].1), Some(TurnEndReason::Aborted));
-    let id = match &kids[0].1[0].kind {
-        EventKind::SessionHeader(h) => h.id.clone(),
-        other => panic!("{other:?}"),
-    };
+    let id = session_id(&kids[0].1);
     // The reply cut short is not kept (the child's log has no half message).
     let result = &results(&sink.logged())[0];
     assert_eq!(

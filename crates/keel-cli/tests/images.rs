@@ -160,11 +160,7 @@ async fn an_image_the_provider_refuses_is_withdrawn_with_a_notice() {
     keel.args(["--json", "What is in this picture?", "--image", "shot.png"]);
     let out = output(keel).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let withdrawn: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
-        .filter(|event| event["type"] == "images/withdrawn")
-        .collect();
+    let withdrawn = json_events(&out.stdout, "images/withdrawn");
     assert_eq!(withdrawn.len(), 1, "{}", text(&out.stdout));
     assert_eq!(withdrawn[0]["data"]["sha256"], serde_json::json!([png().sha256]));
 }

@@ -70,11 +70,7 @@ async fn the_json_stream_carries_the_plan_as_the_calls_effect() {
     keel.args(["--json", "What does hello.py print?"]);
     let out = output(keel).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let calls: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
-        .filter(|event| event["type"] == "tool/call")
-        .collect();
+    let calls = json_events(&out.stdout, "tool/call");
     assert_eq!(calls.len(), 1, "{}", text(&out.stdout));
     assert_eq!(
         calls[0]["data"]["effect"],

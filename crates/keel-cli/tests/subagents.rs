@@ -29,13 +29,14 @@ fn header(events: &[Event]) -> keel_session::SessionHeader {
     }
 }
 
-/// Runs `keel` on a task whose parent delegates to a child; returns stdout and stderr.
-async fn delegate(env: &Env, server: &MockServer) -> (String, String) {
+/// Runs `keel` (with `flags` besides) on a task whose parent delegates to a child;
+/// returns stdout and stderr.
+async fn delegate(env: &Env, server: &MockServer, flags: &[&str]) -> (String, String) {
     server.push(ChatStream::new().tool_call("t1", "task", TASK, 2).finish("tool_calls").response());
     server.push(ChatStream::new().text("hello.py prints `hello from keel`.", 2).finish("stop").response());
     server.push(ChatStream::new().text("It prints hello from keel.", 2).finish("stop").response());
     let mut keel = env.keel(&server.base_url());
-    keel.args(["--tool-profile", "full", "What does hello.py print? Ask a subagent."]);
+    keel.args(flags).args(["--tool-profile", "full", "What does hello.py print? Ask a subagent."]);
     let out = output(keel).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     (text(&out.stdout), text(&out.stderr))
@@ -45,7 +46,7 @@ async fn delegate(env: &Env, server: &MockServer) -> (String, String) {
 async fn a_task_call_runs_a_child_session_in_the_parents_store() {
     let env = Env::new();
     let server = MockServer::start().await;
-    let (stdout, stderr) = delegate(&env, &server).await;
+    let (stdout, stderr) = delegate(&env, &server, &[]).await;
     assert_eq!(stdout, "It prints hello from keel.\n");
     let (parent, child) = parent_and_child(&env);
     assert!(
@@ -124,7 +125,7 @@ async fn a_task_call_runs_a_child_session_in_the_parents_store() {
 async fn continue_skips_a_child_even_when_it_changed_last() {
     let env = Env::new();
     let server = MockServer::start().await;
-    delegate(&env, &server).await;
+    delegate(&env, &server, &[]).await;
     let (parent, child) = parent_and_child(&env);
     // The child's log is the newest (as when the parent was killed while it ran).
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
@@ -167,18 +168,8 @@ async fn without_a_store_the_child_runs_in_memory() {
 async fn the_json_stream_tells_a_childs_start_and_end() {
     let env = Env::new();
     let server = MockServer::start().await;
-    server.push(ChatStream::new().tool_call("t1", "task", TASK, 2).finish("tool_calls").response());
-    server.push(ChatStream::new().text("hello.py prints `hello from keel`.", 2).finish("stop").response());
-    server.push(ChatStream::new().text("It prints hello from keel.", 2).finish("stop").response());
-    let mut keel = env.keel(&server.base_url());
-    keel.args(["--json", "--tool-profile", "full", "What does hello.py print? Ask a subagent."]);
-    let out = output(keel).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let events: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
-        .filter(|event| event["type"].as_str().is_some_and(|t| t.starts_with("subagent/")))
-        .collect();
+    let (stdout, _) = delegate(&env, &server, &["--json"]).await;
+    let events = json_events(stdout.as_bytes(), "subagent/");
     let child = env.store().list().unwrap().into_iter().find(|s| s.spawned_by.is_some()).unwrap();
     assert_eq!(
         events,

@@ -6,30 +6,30 @@ use serde_json::Value;
 
 /// Cuts `text` to `max` characters with an ellipsis, on one line.
 pub fn clip(text: &str, max: usize) -> String {
-    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one_line.chars().count() <= max {
-        return one_line;
-    }
-    let cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
-    format!("{cut}…")
+    cut(text, max, |_| 1)
 }
 
 /// `text` on one line (whitespace runs made one space), cut with `…` to at most `max`
 /// terminal columns: a wide character (CJK) takes two, so the line never wraps.
 pub fn clip_columns(text: &str, max: usize) -> String {
+    cut(text, max, |c| unicode_width::UnicodeWidthChar::width(c).unwrap_or(0))
+}
+
+/// `text` on one line, cut with `…` so that its characters, each as wide as `width`
+/// says, and the ellipsis take at most `max`.
+fn cut(text: &str, max: usize, width: impl Fn(char) -> usize) -> String {
     let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if columns(&one_line) <= max {
+    if one_line.chars().map(&width).sum::<usize>() <= max {
         return one_line;
     }
     let mut cut = String::new();
     let mut used = 0;
     for c in one_line.chars() {
-        let width = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
-        if used + width + 1 > max {
+        if used + width(c) + 1 > max {
             break;
         }
         cut.push(c);
-        used += width;
+        used += width(c);
     }
     format!("{cut}…")
 }

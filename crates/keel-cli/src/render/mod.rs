@@ -539,11 +539,13 @@ impl Sink for Terminal {
             AgentEvent::ToolFinished { step, call, result, duration: took } => {
                 self.with(|state| state.live = subagents::live(&state.children));
                 let mark = if result.is_error { self.paint("31", "✗") } else { self.paint("32", "✓") };
-                let args = match self.with(|state| state.plan_call.clone()) {
-                    Some((id, steps)) if id == call.id => {
-                        format!("{steps} {}", if steps == 1 { "step" } else { "steps" })
-                    }
-                    _ => short_args(&call.name, &call.arguments),
+                let planned = self.with(|state| match &state.plan_call {
+                    Some((id, steps)) if *id == call.id => Some(*steps),
+                    _ => None,
+                });
+                let args = match planned {
+                    Some(steps) => format!("{steps} {}", if steps == 1 { "step" } else { "steps" }),
+                    None => short_args(&call.name, &call.arguments),
                 };
                 // A call refused before it ran (by the user or a rule): the reason's first
                 // line, and no output under it. A declined shell call showed the refusal's

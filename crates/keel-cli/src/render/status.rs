@@ -52,23 +52,33 @@ impl Terminal {
         if state.text_open {
             return;
         }
+        let lines = self.area(state);
+        if lines.is_empty() {
+            self.clear(state);
+            return;
+        }
+        err!("{}", redraw(if state.drawn { state.drawn_above } else { 0 }, &lines));
+        let _ = std::io::stderr().flush();
+        state.drawn = true;
+        state.drawn_above = lines.len() - 1;
+    }
+
+    /// The live area's lines: the plan's (unless a question keeps it off the screen),
+    /// then the status line, which is there whenever the plan is (empty if need be);
+    /// none when there is neither.
+    fn area(&self, state: &State) -> Vec<String> {
         let status = self.status_line(state);
         let plan = if state.plan_hidden { &[][..] } else { &state.plan[..] };
         if status.is_none() && plan.is_empty() {
-            self.clear(state);
-            return;
+            return Vec::new();
         }
         let mut lines = if plan.is_empty() {
             Vec::new()
         } else {
             plan::footer(plan, width(), height() / 2, |code, text| self.paint(code, text))
         };
-        let above = lines.len();
         lines.push(status.unwrap_or_default());
-        err!("{}", redraw(if state.drawn { state.drawn_above } else { 0 }, &lines));
-        let _ = std::io::stderr().flush();
-        state.drawn = true;
-        state.drawn_above = above;
+        lines
     }
 
     /// The status line: the spinner, then the line being typed (its end, if long);
@@ -135,6 +145,23 @@ mod tests {
         // Drawn before with three lines over the status line: up three, then over them.
         assert_eq!(redraw(3, &lines[2..]), "\r\x1b[3A\x1b[2K⠋ waiting\x1b[J");
         assert_eq!(back_to_top(0), "\r");
+    }
+
+    #[test]
+    fn the_plan_is_in_the_area_while_the_turn_runs_but_not_while_a_question_waits() {
+        let terminal = Terminal::new(false);
+        let steps =
+            vec![keel_session::PlanStep { step: "Read".into(), status: keel_session::PlanStatus::Pending }];
+        terminal.with(|state| state.plan = steps);
+        terminal.spin(Some("waiting".into()));
+        let lines = terminal.with(|state| terminal.area(state));
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(&lines[..2], ["  plan (0 of 1 done)", "    · Read"]);
+        // A question: the spinner stops and the plan gives way until it starts again.
+        terminal.stop_spinner();
+        assert_eq!(terminal.with(|state| terminal.area(state)), Vec::<String>::new());
+        terminal.spin(Some("running".into()));
+        assert_eq!(terminal.with(|state| terminal.area(state)).len(), 3);
     }
 
     #[test]

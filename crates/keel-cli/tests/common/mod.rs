@@ -158,3 +158,13 @@ pub fn spawn_serve(mut command: Command) -> (std::process::Child, String, std::s
         }
     }
 }
+
+/// The `--json` events a run printed, those of type `kind` (a prefix: `subagent/` takes
+/// all of them).
+pub fn json_events(stdout: &[u8], kind: &str) -> Vec<serde_json::Value> {
+    text(stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["type"].as_str().is_some_and(|t| t.starts_with(kind)))
+        .collect()
+}

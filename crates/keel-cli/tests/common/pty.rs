@@ -85,6 +85,18 @@ pub fn available() -> bool {
     keel_testkit::prereq::available("pty", has_script(), "util-linux `script` (a pseudo-terminal)")
 }
 
+/// The rest of a control sequence after its `ESC [`: parameters and the final letter.
+fn control_sequence(chars: &mut impl Iterator<Item = char>) -> String {
+    let mut sequence = String::new();
+    for c in chars.by_ref() {
+        sequence.push(c);
+        if c.is_ascii_alphabetic() || c == '~' {
+            break;
+        }
+    }
+    sequence
+}
+
 /// What a person reads: escapes dropped, `\r` returning to the line's start (later text
 /// overwrites), `ESC[2K` clearing the line.
 pub fn plain(text: &str) -> String {
@@ -97,14 +109,7 @@ pub fn plain(text: &str) -> String {
             '\x1b' => {
                 if chars.peek() == Some(&'[') {
                     chars.next();
-                    let mut sequence = String::new();
-                    for c in chars.by_ref() {
-                        sequence.push(c);
-                        if c.is_ascii_alphabetic() || c == '~' {
-                            break;
-                        }
-                    }
-                    if sequence == "2K" {
+                    if control_sequence(&mut chars) == "2K" {
                         line.clear();
                         col = 0;
                     }
@@ -143,13 +148,7 @@ pub fn screen(text: &str) -> String {
         match c {
             '\x1b' if chars.peek() == Some(&'[') => {
                 chars.next();
-                let mut sequence = String::new();
-                for c in chars.by_ref() {
-                    sequence.push(c);
-                    if c.is_ascii_alphabetic() || c == '~' {
-                        break;
-                    }
-                }
+                let sequence = control_sequence(&mut chars);
                 let (count, command) = sequence.split_at(sequence.len().saturating_sub(1));
                 let n = count.parse::<usize>().unwrap_or(1);
                 match (command, count) {
