@@ -3,9 +3,14 @@
 //! Asked for a file's whole new content, the 1.5B model makes the change and also drops
 //! or adds blank lines elsewhere (two blank lines between Python functions became one,
 //! a test file it was told not to change lost one). Those are not the change: unless
-//! the task is about layout (its intent, [`keel_agent::intent`]), runs of blank lines it removed are kept and runs it added
-//! alone are dropped, so the diff shows only what was meant. The same goes for line
-//! endings: the model writes `\n`, so a file that used `\r\n` gets them back.
+//! the task is about layout (its intent, [`keel_agent::intent`]), runs of blank lines it
+//! removed are kept and runs it added alone are dropped, so the diff shows only what was
+//! meant. The same goes for line endings: the model writes `\n`, so a file that used
+//! `\r\n` gets them back.
+//!
+//! When the intent does not say whether the task is about layout (its readings
+//! disagreed) and blank lines are all the editor changed, they are the change: putting
+//! them back would leave nothing of it.
 
 use similar::DiffOp;
 
@@ -16,15 +21,37 @@ pub(crate) struct LayoutAsked {
     pub blank_lines: bool,
     /// `\n` against `\r\n`.
     pub line_endings: bool,
+    /// A change of blank lines alone is the change (the task is not known to be about
+    /// something else).
+    pub blank_lines_alone: bool,
 }
 
 impl LayoutAsked {
     /// What the task's intent says (read by the model, in any language): a task about
     /// layout may change blank lines and line endings; any other, or one not known to
-    /// be, keeps them.
+    /// be, keeps them, except that one not known either way may change blank lines when
+    /// they are all that changes.
     pub(crate) fn of(intent: keel_agent::TaskIntent) -> Self {
         let layout = intent.about_layout();
-        LayoutAsked { blank_lines: layout, line_endings: layout }
+        LayoutAsked {
+            blank_lines: layout,
+            line_endings: layout,
+            blank_lines_alone: intent.layout != Some(false),
+        }
+    }
+
+    /// The editor's `new` text for a file that held `old`, with the layout this task
+    /// does not ask for put back.
+    pub(crate) fn keep(self, old: &str, new: String) -> String {
+        let endings = |text: String| if self.line_endings { text } else { keep_old_line_endings(old, &text) };
+        if self.blank_lines {
+            return endings(new);
+        }
+        let kept = endings(keep_old_blank_lines(old, &new));
+        if kept == old && self.blank_lines_alone {
+            return endings(new);
+        }
+        kept
     }
 }
 
@@ -145,9 +172,32 @@ mod tests {
         let intent = |layout| keel_agent::TaskIntent { layout, ..keel_agent::TaskIntent::default() };
         assert_eq!(
             LayoutAsked::of(intent(Some(true))),
-            LayoutAsked { blank_lines: true, line_endings: true }
+            LayoutAsked { blank_lines: true, line_endings: true, blank_lines_alone: true }
         );
         assert_eq!(LayoutAsked::of(intent(Some(false))), LayoutAsked::default());
-        assert_eq!(LayoutAsked::of(intent(None)), LayoutAsked::default(), "unknown keeps the layout");
+        assert_eq!(
+            LayoutAsked::of(intent(None)),
+            LayoutAsked { blank_lines: false, line_endings: false, blank_lines_alone: true },
+            "unknown keeps the layout beside another change"
+        );
+    }
+
+    /// Issue 29: "Delete the extra blank lines in todo.txt", its intent's readings
+    /// disagreeing on layout: the editor's first reply collapsed the runs of blank lines
+    /// rightly, they were put back, and the model was told the file came back unchanged.
+    #[test]
+    fn blank_lines_alone_are_the_change_unless_the_task_is_known_to_be_about_else() {
+        let old = "a\n\n\n\nb\nc\n\n\n";
+        let collapsed = "a\n\nb\nc\n".to_owned();
+        let intent = |layout| keel_agent::TaskIntent { layout, ..keel_agent::TaskIntent::default() };
+        let unknown = LayoutAsked::of(intent(None));
+        assert_eq!(unknown.keep(old, collapsed.clone()), collapsed);
+        // Beside another change, reflowed blank lines are still put back.
+        assert_eq!(unknown.keep(old, "a\n\nb\nd\n".to_owned()), "a\n\n\n\nb\nd\n");
+        // Known not to be about layout: the file comes back as it was (so "not changed").
+        assert_eq!(LayoutAsked::of(intent(Some(false))).keep(old, collapsed.clone()), old);
+        assert_eq!(LayoutAsked::of(intent(Some(true))).keep(old, collapsed.clone()), collapsed);
+        // A `\r\n` file keeps its line endings either way.
+        assert_eq!(unknown.keep("a\r\n\r\n\r\nb\r\n", "a\n\nb\n".to_owned()), "a\r\n\r\nb\r\n");
     }
 }

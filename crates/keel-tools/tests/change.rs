@@ -40,6 +40,13 @@ async fn change_with(
 const LAYOUT: keel_agent::TaskIntent =
     keel_agent::TaskIntent { wants: Some(keel_agent::Wants::Change), check: Some(false), layout: Some(true) };
 
+/// The intent of a change known not to be about layout.
+const NOT_LAYOUT: keel_agent::TaskIntent = keel_agent::TaskIntent {
+    wants: Some(keel_agent::Wants::Change),
+    check: Some(false),
+    layout: Some(false),
+};
+
 fn editor_prompt(model: &ScriptedModel) -> String {
     let requests = model.requests();
     let request = requests.last().unwrap();
@@ -116,7 +123,8 @@ async fn replies_that_are_not_a_whole_changed_file_are_asked_again_hotter_then_r
         // Cut off before its closing fence: not the whole file.
         ("a.txt", "x = 1\n", "```\nx = 2\n", "did not come back as one whole code block"),
         ("a.txt", "x = 1\n", "```\nx = 1\n```", "came back the same as the old"),
-        // Only a blank line dropped: no change either.
+        // Only a blank line dropped, in a task known not to be about layout: no change
+        // either.
         ("a.txt", "x = 1\n\ny = 2\n", "```\nx = 1\ny = 2  \n```", "came back the same as the old"),
         // A change that breaks a parsing JSON file is refused.
         ("b.json", "{\"x\": 1}\n", "```\n{\"x\": \n```", "would not"),
@@ -128,9 +136,8 @@ async fn replies_that_are_not_a_whole_changed_file_are_asked_again_hotter_then_r
             reply().text(reply_text).usage(10, 5),
             reply().text(reply_text).usage(10, 5),
         ]);
-        let out =
-            change(ws.path(), &model, "Set x to 2", serde_json::json!({"path": file, "change": "x = 2"}))
-                .await;
+        let args = serde_json::json!({"path": file, "change": "x = 2"});
+        let out = change_with(ws.path(), &model, "Set x to 2", NOT_LAYOUT, args).await;
         assert!(out.is_error, "{reply_text}: {}", out.content);
         assert!(out.content.contains(expected), "{reply_text}: {}", out.content);
         assert_eq!(out.usage.map(|u| u.input_tokens), Some(20), "both attempts' tokens are counted");
@@ -344,6 +351,32 @@ async fn blank_lines_the_editor_reflowed_are_put_back_unless_the_task_is_about_t
             .await;
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "def a():\n    pass\ndef b():\n    return 2\n");
+}
+
+/// Issue 29: "Delete the extra blank lines in todo.txt", its intent's two readings
+/// disagreeing on layout: the editor collapsed the runs of blank lines, they were put
+/// back, and the model was told the file came back unchanged. Blank lines alone are the
+/// change unless the task is known to be about something else.
+#[tokio::test]
+async fn blank_lines_alone_are_the_change_when_the_task_may_be_about_them() {
+    let ws = tempfile::tempdir().unwrap();
+    let path = ws.path().join("todo.txt");
+    let old = "Release\n\n\n\nBefore:\n- merge\n\n\n";
+    let collapsed = "Release\n\nBefore:\n- merge\n";
+    let reply_text = format!("```\n{collapsed}```");
+    let task = "Delete the extra blank lines in todo.txt";
+    let args = serde_json::json!({"path": "todo.txt", "change": "collapse blank lines"});
+    std::fs::write(&path, old).unwrap();
+    let model = ScriptedModel::new([reply().text(&reply_text)]);
+    let out = change(ws.path(), &model, task, args.clone()).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), collapsed);
+    // Known not to be about layout, the same reply leaves the file as it was.
+    std::fs::write(&path, old).unwrap();
+    let model = ScriptedModel::new([reply().text(&reply_text), reply().text(&reply_text)]);
+    let out = change_with(ws.path(), &model, task, NOT_LAYOUT, args).await;
+    assert!(out.is_error && out.content.contains("came back the same as the old"), "{}", out.content);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), old);
 }
 
 /// Regression: the editor writes `\n`, so a `\r\n` file came back with every line changed.

@@ -260,14 +260,7 @@ impl Job {
             )));
         };
         let new = match inputs.current.as_deref() {
-            Some(old) => {
-                let new = if layout.blank_lines {
-                    new
-                } else {
-                    crate::blank_lines::keep_old_blank_lines(old, &new)
-                };
-                if layout.line_endings { new } else { crate::blank_lines::keep_old_line_endings(old, &new) }
-            }
+            Some(old) => layout.keep(old, new),
             None => new,
         };
         if inputs.current.as_deref() == Some(new.as_str()) {
