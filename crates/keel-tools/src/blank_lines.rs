@@ -15,7 +15,7 @@
 use similar::DiffOp;
 
 /// Which parts of a file's layout a change asks for (and so may change).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub(crate) struct LayoutAsked {
     /// Blank lines, whitespace, formatting.
     pub blank_lines: bool,

@@ -123,6 +123,19 @@ impl Checks {
         after: &str,
         workspace: &Path,
     ) -> Result<Option<String>, keel_agent::ToolError> {
+        self.judge(path, before, after, workspace).map_err(|problem| {
+            keel_agent::ToolError::new(ToolErrorKind::WouldNotParse, refusal(path, &problem))
+        })
+    }
+
+    /// [`Checks::change`] with the parser's problem itself as the refusal (`Err`).
+    pub(crate) fn judge(
+        self,
+        path: &str,
+        before: impl FnOnce() -> Option<String>,
+        after: &str,
+        workspace: &Path,
+    ) -> Result<Option<String>, String> {
         if !self.warn && !self.keep_parsing {
             return Ok(None);
         }
@@ -130,15 +143,20 @@ impl Checks {
         if self.keep_parsing
             && before().is_some_and(|old| self::problem(Path::new(path), &old, workspace).is_none())
         {
-            return Err(keel_agent::ToolError::new(ToolErrorKind::WouldNotParse, refusal(path, &problem)));
+            return Err(problem);
         }
         Ok(self.warn.then(|| note(path, &problem)))
     }
 }
 
+/// `problem` cut to the length quoted in a message.
+pub(crate) fn clipped(problem: &str) -> String {
+    problem.chars().take(MAX_MESSAGE_CHARS).collect()
+}
+
 /// The refusal of a change after which `path` would not parse (`problem`).
-fn refusal(path: &str, problem: &str) -> String {
-    let problem: String = problem.chars().take(MAX_MESSAGE_CHARS).collect();
+pub(crate) fn refusal(path: &str, problem: &str) -> String {
+    let problem = clipped(problem);
     format!(
         "`{path}` was not changed: it parses now, and with this change it would not ({problem}). Correct your text and make the call again."
     )
@@ -155,7 +173,7 @@ pub(crate) fn current_text(roots: &crate::workspace::Roots, path: &str) -> Optio
 
 /// The report's note for [`problem`].
 pub fn note(shown: &str, problem: &str) -> String {
-    let problem: String = problem.chars().take(MAX_MESSAGE_CHARS).collect();
+    let problem = clipped(problem);
     format!("\nWarning: `{shown}` does not parse now ({problem}). Fix that before you go on.")
 }
 

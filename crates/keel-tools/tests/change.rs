@@ -149,6 +149,82 @@ async fn replies_that_are_not_a_whole_changed_file_are_asked_again_hotter_then_r
     }
 }
 
+/// The prompt of the model's `n`th request (one user message).
+fn prompt_of(model: &ScriptedModel, n: usize) -> String {
+    match &model.requests()[n].messages[..] {
+        [Message::User(user)] => user.content.clone(),
+        other => panic!("one user message expected: {other:?}"),
+    }
+}
+
+/// Issue 29: the editor's second attempt was the first prompt again, only hotter, so a
+/// reply that broke the file came back broken the same way (add-cli-flag, embedded
+/// route: `def greet(name, --shout=False):` eighteen times). The second attempt is told
+/// what was wrong with the first.
+#[tokio::test]
+async fn the_second_attempt_is_told_why_the_first_was_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    let path = ws.path().join("b.json");
+    std::fs::write(&path, "{\"x\": 1}\n").unwrap();
+    let model =
+        ScriptedModel::new([reply().text("```\n{\"x\": \n```"), reply().text("```\n{\"x\": 2}\n```")]);
+    let args = serde_json::json!({"path": "b.json", "change": "x = 2"});
+    let out = change_with(ws.path(), &model, "Set x to 2", NOT_LAYOUT, args).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"x\": 2}\n");
+    let (first, second) = (prompt_of(&model, 0), prompt_of(&model, 1));
+    let retry = second.strip_prefix(first.as_str()).expect("the first prompt, then the note");
+    assert!(retry.starts_with("\n\nWith your earlier reply `b.json` would not parse ("), "{retry}");
+    assert!(
+        retry.ends_with(
+            "Reply with the complete new content of `b.json` in one code block, making the change in a way that parses."
+        ),
+        "{retry}"
+    );
+    // A reply that came back the same as the file is asked again as it was.
+    std::fs::write(&path, "{\"x\": 1}\n").unwrap();
+    let model =
+        ScriptedModel::new([reply().text("```\n{\"x\": 1}\n```"), reply().text("```\n{\"x\": 2}\n```")]);
+    let args = serde_json::json!({"path": "b.json", "change": "x = 2"});
+    let out = change_with(ws.path(), &model, "Set x to 2", NOT_LAYOUT, args).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(prompt_of(&model, 0), prompt_of(&model, 1));
+}
+
+/// Issue 29: a 1.5B model made the same refused change_file call nine times in a row and
+/// the editor wrote the whole file twice for each (600 s, the time limit). The same call
+/// on the same file is refused again at once, and says so; once the file changes, the
+/// editor is asked again.
+#[tokio::test]
+async fn the_same_refused_call_on_the_same_file_is_not_asked_again() {
+    let ws = tempfile::tempdir().unwrap();
+    let path = ws.path().join("a.txt");
+    std::fs::write(&path, "x = 1\n").unwrap();
+    let same = |text: &str| reply().text(&format!("```\n{text}```"));
+    let model = ScriptedModel::new([same("x = 1\n"), same("x = 1\n"), same("x = 3\n"), same("x = 3\n")]);
+    let config = ToolsConfig::default();
+    let tool = typed(ChangeFile::new(Arc::new(config), Arc::new(model.clone())));
+    let ctx = ToolContext::new(ws.path()).task("Set x to 2");
+    let call = |ctx: ToolContext| {
+        let prepared = tool.prepare(r#"{"path": "a.txt", "change": "x = 2"}"#).unwrap();
+        async move { prepared(ctx).await.unwrap() }
+    };
+    let first = call(ctx.clone()).await;
+    assert!(first.is_error && first.content.contains("came back the same as the old"), "{}", first.content);
+    assert_eq!(model.requests().len(), 2);
+    let again = call(ctx.clone()).await;
+    assert!(again.is_error, "{}", again.content);
+    assert!(again.content.starts_with(&first.content), "{}", again.content);
+    assert!(again.content.contains("the editor was not asked again"), "{}", again.content);
+    assert_eq!(model.requests().len(), 2, "no request for a call refused before");
+    // The file changed: the same words are a new request.
+    std::fs::write(&path, "x = 3\n").unwrap();
+    let after = call(ctx).await;
+    assert!(after.is_error, "{}", after.content);
+    assert!(!after.content.contains("not asked again"), "{}", after.content);
+    assert_eq!(model.requests().len(), 4);
+}
+
 /// Issue 28, item 13: the editor answered a 63-line file with the one line it changed,
 /// and change_file wrote it and said "Changed".
 #[tokio::test]

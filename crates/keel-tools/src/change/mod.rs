@@ -37,7 +37,8 @@ const MAX_RELATED: usize = 3;
 const MAX_RELATED_BYTES: usize = 8 * 1024;
 /// Temperatures of the editor's attempts: it mostly copies, and must copy faithfully; a
 /// reply that changed nothing or broke the file is asked for again, hotter (the same
-/// prompt at the same temperature and seed would come back the same).
+/// prompt at the same temperature and seed would come back the same), and told what was
+/// wrong with the first when that can be said ([`Unchanged::Refused`]'s `retry`).
 const EDITOR_TEMPERATURES: [f32; 2] = [0.2, 0.7];
 /// Lines of a new file shown in the report.
 const SHOWN_NEW_LINES: usize = 40;
@@ -128,42 +129,92 @@ impl Tool for ChangeFile {
             // Unless the task is about layout, blank lines the editor reflowed and the
             // file's line endings are put back.
             let layout = LayoutAsked::of(ctx.intent);
-            let checks = crate::syntax::Checks::of(&config);
-            let mut usage = Usage::default();
-            let mut refusal = Unchanged::Same;
-            let mut asides = Vec::new();
-            for temperature in EDITOR_TEMPERATURES {
-                let asked = crate::plain::ask(
-                    model.as_ref(),
-                    ChangeFile::NAME,
-                    prompt.clone(),
-                    temperature,
-                    ctx.cancel.child_token(),
-                )
-                .await;
-                asides.push(asked.aside);
-                let (reply, spent) = match asked.result {
-                    Ok(replied) => replied,
-                    Err(e) => {
-                        return Ok(ToolOutput::error(format!(
-                            "The file was not changed: the model request for its new content failed ({e})."
-                        ))
-                        .with_usage(usage)
-                        .with_asides(asides));
-                    }
-                };
-                usage += spent;
-                let vetting = Arc::clone(&job);
-                let vetted = blocking(move || vetting.vet(&reply, checks, layout)).await?;
-                match vetted {
-                    Ok((new, note)) => {
-                        return Ok(job.write(new, note, &ctx).await?.with_usage(usage).with_asides(asides));
-                    }
-                    Err(why) => refusal = why,
-                }
+            let asked_before = Refusals::key(&prompt, layout);
+            if let Some(why) =
+                ctx.state.with(|refusals: &mut Refusals| refusals.0.get(&asked_before).cloned())
+            {
+                return Ok(ToolOutput::error(format!("{why}{ASKED_BEFORE}")));
             }
-            Ok(job.unchanged(refusal, &ctx.state).with_usage(usage).with_asides(asides))
+            let checks = crate::syntax::Checks::of(&config);
+            let (output, refused) = edit(&job, model.as_ref(), &prompt, layout, checks, &ctx).await?;
+            if refused && output.is_error {
+                ctx.state
+                    .with(|refusals: &mut Refusals| refusals.remember(asked_before, output.content.clone()));
+            }
+            Ok(output)
         }
+    }
+}
+
+/// Asks the editor for the file's new content (a second time, hotter, when the first
+/// reply is not used) and writes the first reply that passes [`Job::vet`]. The flag is
+/// true when every reply was refused (not when a request failed).
+async fn edit(
+    job: &Arc<Job>,
+    model: &dyn ModelClient,
+    prompt: &str,
+    layout: LayoutAsked,
+    checks: crate::syntax::Checks,
+    ctx: &ToolContext,
+) -> Result<(ToolOutput, bool), ToolError> {
+    let mut usage = Usage::default();
+    let mut refusal = Unchanged::Same;
+    let mut asides = Vec::new();
+    for temperature in EDITOR_TEMPERATURES {
+        let prompt = match &refusal {
+            Unchanged::Refused { retry: Some(retry), .. } => format!("{prompt}\n\n{retry}"),
+            _ => prompt.to_owned(),
+        };
+        let asked =
+            crate::plain::ask(model, ChangeFile::NAME, prompt, temperature, ctx.cancel.child_token()).await;
+        asides.push(asked.aside);
+        let (reply, spent) = match asked.result {
+            Ok(replied) => replied,
+            Err(e) => {
+                let failed = ToolOutput::error(format!(
+                    "The file was not changed: the model request for its new content failed ({e})."
+                ));
+                return Ok((failed.with_usage(usage).with_asides(asides), false));
+            }
+        };
+        usage += spent;
+        let vetting = Arc::clone(job);
+        match blocking(move || vetting.vet(&reply, checks, layout)).await? {
+            Ok((new, note)) => {
+                return Ok((job.write(new, note, ctx).await?.with_usage(usage).with_asides(asides), false));
+            }
+            Err(why) => refusal = why,
+        }
+    }
+    Ok((job.unchanged(refusal, &ctx.state).with_usage(usage).with_asides(asides), true))
+}
+
+/// Added to a refusal given again without asking the editor.
+const ASKED_BEFORE: &str = "\n[keel: this change_file call is the same as an earlier one, on the same file, and was refused then for this reason; the editor was not asked again. Say the change differently, or look at the file or the error first.]";
+
+/// Most refusals remembered; past it the memory starts again.
+const MAX_REFUSALS: usize = 64;
+
+/// The editor's refusals in this session, by a hash of everything it was shown (the
+/// prompt: task, change, other files, the file) and the layout asked for. A 1.5B model
+/// made the same refused call nine times in a row, and each time the editor wrote the
+/// same whole file twice over (add-cli-flag, embedded route: 600 s, the time limit).
+#[derive(Debug, Default)]
+struct Refusals(std::collections::HashMap<u64, String>);
+
+impl Refusals {
+    fn key(prompt: &str, layout: LayoutAsked) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::hash::DefaultHasher::new();
+        (prompt, layout).hash(&mut hasher);
+        hasher.finish()
+    }
+
+    fn remember(&mut self, key: u64, refusal: String) {
+        if self.0.len() >= MAX_REFUSALS {
+            self.0.clear();
+        }
+        self.0.insert(key, refusal);
     }
 }
 
@@ -232,7 +283,7 @@ impl Job {
     fn unchanged(&self, why: Unchanged, state: &keel_agent::ToolState) -> ToolOutput {
         let path = &self.args.path;
         match why {
-            Unchanged::Refused(why) => ToolOutput::error(why),
+            Unchanged::Refused { why, .. } => ToolOutput::error(why),
             Unchanged::Same if changed_before(&self.roots, state, path) => ToolOutput::text(format!(
                 "No change needed: `{path}` already has the change you made with change_file earlier (its diff is above). Do not repeat it; go on with the next step of the task."
             )),
@@ -255,9 +306,14 @@ impl Job {
         let (path, inputs, root) = (&self.args.path, &self.inputs, self.roots.root());
         let nested = inputs.current.as_deref().is_some_and(|t| t.lines().any(|l| fence_len(l) >= 3));
         let Some(new) = code_block(reply, nested) else {
-            return Err(Unchanged::Refused(format!(
-                "`{path}` was not changed: the new content did not come back as one whole code block. Call change_file again, saying plainly what to change."
-            )));
+            return Err(Unchanged::Refused {
+                why: format!(
+                    "`{path}` was not changed: the new content did not come back as one whole code block. Call change_file again, saying plainly what to change."
+                ),
+                retry: Some(format!(
+                    "Your earlier reply did not hold the file in one whole code block. Reply with the complete new content of `{path}` in one code block."
+                )),
+            });
         };
         let new = match inputs.current.as_deref() {
             Some(old) => layout.keep(old, new),
@@ -269,16 +325,27 @@ impl Job {
         if let Some(old) = inputs.current.as_deref()
             && let Some((kept, of)) = fragment(old, &new)
         {
-            return Err(Unchanged::Refused(format!(
-                "`{path}` was not changed: its new content came back with {kept} of the file's {of} lines, a part of the file instead of all of it. Call change_file again saying what to change; to delete most of a file on purpose, use the shell."
-            )));
+            return Err(Unchanged::Refused {
+                why: format!(
+                    "`{path}` was not changed: its new content came back with {kept} of the file's {of} lines, a part of the file instead of all of it. Call change_file again saying what to change; to delete most of a file on purpose, use the shell."
+                ),
+                retry: Some(format!(
+                    "Your earlier reply held {kept} of the file's {of} lines. Reply with the complete new content of `{path}`, every line of it, in one code block."
+                )),
+            });
         }
         if let Some(call) = crate::pasted::call_in(path, &new) {
-            return Err(Unchanged::Refused(crate::pasted::call_refusal(path, call)));
+            return Err(Unchanged::Refused { why: crate::pasted::call_refusal(path, call), retry: None });
         }
-        let note = checks
-            .change(path, || inputs.current.clone(), &new, root)
-            .map_err(|e| Unchanged::Refused(e.message))?;
+        let note = checks.judge(path, || inputs.current.clone(), &new, root).map_err(|problem| {
+            Unchanged::Refused {
+                why: crate::syntax::refusal(path, &problem),
+                retry: Some(format!(
+                    "With your earlier reply `{path}` would not parse ({}). Reply with the complete new content of `{path}` in one code block, making the change in a way that parses.",
+                    crate::syntax::clipped(&problem)
+                )),
+            }
+        })?;
         Ok((new, note))
     }
 }
@@ -327,8 +394,9 @@ fn write_new(
 enum Unchanged {
     /// It came back the same as the file.
     Same,
-    /// It was refused, for this reason (for the model).
-    Refused(String),
+    /// It was refused: `why` tells the model; `retry`, when there is one, tells the
+    /// editor what to mend in its next attempt (added to the end of its prompt).
+    Refused { why: String, retry: Option<String> },
 }
 
 /// The files change_file has changed in this session.

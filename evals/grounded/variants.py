@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Scores other ways of writing the grounded answer's prompt on recorded turns.
+
+For every grounded answer (keel_tools::grounded) in the given run records of tasks that
+only want an answer, the prompt is rebuilt as keel builds it (`now`) and as each variant
+below builds it; each is sent to a llama-server (temperature 0.2, seed 1, as keel asks),
+and the reply is judged by the task's own verify.sh in a fresh workspace (files/ and
+setup.sh, as keel-evals prepares one). Prints, per task and in all, how many replies
+passed for the logged reply and each variant. A variant that helps tasks of one kind and
+hurts none is worth a live run; a variant is a general change to how evidence is shown,
+never a rule for one task's wording.
+
+  cd evals/results
+  ../grounded/variants.py LABEL... [--url URL] [--tasks a,b]
+"""
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import replay  # noqa: E402
+
+TASKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tasks")
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "keel eval", "GIT_AUTHOR_EMAIL": "eval@keel.invalid",
+                "GIT_COMMITTER_NAME": "keel eval", "GIT_COMMITTER_EMAIL": "eval@keel.invalid"}
+
+
+def counted(evidence):
+    """Each output's heading says how many lines it has."""
+    out = []
+    for heading, text in evidence:
+        if heading.startswith("Output of"):
+            lines = len(text.rstrip("\n").split("\n")) if text.strip() else 0
+            heading = f"{heading} ({lines} lines)"
+        out.append((heading, text))
+    return out
+
+
+VARIANTS = {
+    "now": lambda ev, task: replay.prompt(ev, task),
+    "counted": lambda ev, task: replay.prompt(counted(ev), task),
+}
+
+
+def verdict(task_name, reply):
+    """Whether verify.sh passes with `reply` as keel's answer, in a fresh workspace."""
+    task_dir = os.path.join(TASKS_DIR, task_name)
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = os.path.join(tmp, "ws")
+        files = os.path.join(task_dir, "files")
+        if os.path.isdir(files):
+            shutil.copytree(files, ws, symlinks=True)
+        else:
+            os.makedirs(ws)
+        env = dict(os.environ, TASK_DIR=task_dir, **GIT_IDENTITY)
+        if os.path.isfile(os.path.join(task_dir, "setup.sh")):
+            subprocess.run(["bash", os.path.join(task_dir, "setup.sh")], cwd=ws, env=env,
+                           capture_output=True, check=True)
+        answer = os.path.join(tmp, "answer.txt")
+        with open(answer, "w") as f:
+            f.write(reply)
+        env["KEEL_EVAL_ANSWER"] = answer
+        done = subprocess.run(["bash", os.path.join(task_dir, "verify.sh")], cwd=ws, env=env,
+                              capture_output=True)
+        return done.returncode == 0
+
+
+def wants_answer(path):
+    for line in open(path):
+        event = json.loads(line)
+        if event["type"] == "turn/intent":
+            return event.get("data", {}).get("wants") == "answer"
+    return False
+
+
+def main(argv):
+    url = "http://127.0.0.1:8091"
+    only = None
+    if "--url" in argv:
+        i = argv.index("--url")
+        url, argv = argv[i + 1], argv[:i] + argv[i + 2:]
+    if "--tasks" in argv:
+        i = argv.index("--tasks")
+        only, argv = set(argv[i + 1].split(",")), argv[:i] + argv[i + 2:]
+    tally = collections.defaultdict(lambda: collections.Counter())
+    for label in argv:
+        for name in sorted(os.listdir(label)):
+            if not name.endswith(".jsonl"):
+                continue
+            task_name = name.split(".")[0]
+            path = os.path.join(label, name)
+            if (only and task_name not in only) or not wants_answer(path):
+                continue
+            for task, env, results, aside in replay.answers(path):
+                ev = replay.evidence(results, env, replay.MAX_OUTPUTS, replay.MAX_EVIDENCE_CHARS)
+                logged = "".join(b.get("text", "") for b in aside["reply"]["content"])
+                row = {"logged": verdict(task_name, logged)}
+                for variant, build in VARIANTS.items():
+                    reply = replay.ask(url, build(ev, task))
+                    row[variant] = verdict(task_name, reply)
+                    print(f"  {variant:8} {'pass' if row[variant] else 'FAIL'} {reply[:120]!r}")
+                print(path, row, flush=True)
+                for key, passed in row.items():
+                    tally[task_name][key] += passed
+                tally[task_name]["records"] += 1
+    total = collections.Counter()
+    for task_name, counts in sorted(tally.items()):
+        print(f"{task_name:24}", dict(counts))
+        total.update(counts)
+    print("all".ljust(24), dict(total))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
