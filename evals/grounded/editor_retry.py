@@ -15,19 +15,16 @@ the change is worth the live run.
 """
 import glob
 import json
+import os
 import re
 import sys
-import urllib.request
 
-SYSTEM = "You are a helpful coding assistant."
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import replay  # noqa: E402
 
 
 def ask(url, text, temperature, seed):
-    body = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}],
-            "temperature": temperature, "seed": seed, "max_tokens": 2000}
-    request = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    return json.load(urllib.request.urlopen(request, timeout=600))["choices"][0]["message"]["content"]
+    return replay.ask(url, text, temperature, seed, max_tokens=2000)
 
 
 def block(reply):

@@ -84,9 +84,10 @@ def answers(path):
             yield task, environment, list(results), data
 
 
-def ask(url, text):
+def ask(url, text, temperature=0.2, seed=1, max_tokens=400):
+    """A plain request as keel_tools::plain sends it (one user message, no tools)."""
     body = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}],
-            "temperature": 0.2, "seed": 1, "max_tokens": 400}
+            "temperature": temperature, "seed": seed, "max_tokens": max_tokens}
     request = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
     return json.load(urllib.request.urlopen(request, timeout=300))["choices"][0]["message"]["content"]

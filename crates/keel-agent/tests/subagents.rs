@@ -95,10 +95,15 @@ impl Setup {
     /// One parent turn on a new session ("go"): its outcome and what its sink heard.
     async fn turn(&self) -> (keel_agent::TurnOutcome, RecordingSink) {
         let mut session = self.store.create("/w").unwrap();
+        self.turn_on(&mut session).await
+    }
+
+    /// One parent turn ("go") on `session`.
+    async fn turn_on(&self, session: &mut Session) -> (keel_agent::TurnOutcome, RecordingSink) {
         let sink = RecordingSink::new();
         let outcome = self
             .agent
-            .run_turn(&mut session, &SessionContext::new("/w"), "go", &sink, &CancellationToken::new())
+            .run_turn(session, &SessionContext::new("/w"), "go", &sink, &CancellationToken::new())
             .await
             .unwrap();
         (outcome, sink)
@@ -163,12 +168,7 @@ async fn a_child_runs_its_tools_and_its_answer_is_the_result() {
     ]);
     let s = setup(&model, Vec::new(), &[], TaskLimits::default());
     let mut session = s.store.create("/w").unwrap();
-    let sink = RecordingSink::new();
-    let outcome = s
-        .agent
-        .run_turn(&mut session, &SessionContext::new("/w"), "go", &sink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let (outcome, sink) = s.turn_on(&mut session).await;
     assert_eq!(outcome.final_text, "Found it.");
     // The child's tokens count in the parent's turn.
     assert_eq!(outcome.usage, Usage { input_tokens: 400, output_tokens: 40, ..Usage::default() });
@@ -274,14 +274,8 @@ async fn two_children_run_side_by_side_each_on_its_own_model() {
     let model_b = ScriptedModel::new([reply().text("answer B").delay(Duration::from_secs(5))]);
     let defs = vec![def("a", None, Some("ma")), def("b", None, Some("mb"))];
     let s = setup(&model, defs, &[("ma", &model_a), ("mb", &model_b)], TaskLimits::default());
-    let mut session = s.store.create("/w").unwrap();
-    let sink = RecordingSink::new();
     let started = tokio::time::Instant::now();
-    let outcome = s
-        .agent
-        .run_turn(&mut session, &SessionContext::new("/w"), "go", &sink, &CancellationToken::new())
-        .await
-        .unwrap();
+    let (outcome, sink) = s.turn().await;
     assert!(
         started.elapsed() < Duration::from_secs(8),
         "the children ran one after the other: {:?}",

@@ -53,10 +53,7 @@ fn editor_prompt(model: &ScriptedModel) -> String {
     assert!(request.tools.is_empty());
     assert_eq!(request.tool_choice, ToolChoice::None);
     assert_eq!(request.temperature, Some(0.2));
-    match &request.messages[..] {
-        [Message::User(user)] => user.content.clone(),
-        other => panic!("one user message expected: {other:?}"),
-    }
+    prompt_of(model, requests.len() - 1)
 }
 
 #[tokio::test]
@@ -165,14 +162,21 @@ fn prompt_of(model: &ScriptedModel, n: usize) -> String {
 async fn the_second_attempt_is_told_why_the_first_was_refused() {
     let ws = tempfile::tempdir().unwrap();
     let path = ws.path().join("b.json");
-    std::fs::write(&path, "{\"x\": 1}\n").unwrap();
-    let model =
-        ScriptedModel::new([reply().text("```\n{\"x\": \n```"), reply().text("```\n{\"x\": 2}\n```")]);
-    let args = serde_json::json!({"path": "b.json", "change": "x = 2"});
-    let out = change_with(ws.path(), &model, "Set x to 2", NOT_LAYOUT, args).await;
-    assert!(!out.is_error, "{}", out.content);
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"x\": 2}\n");
-    let (first, second) = (prompt_of(&model, 0), prompt_of(&model, 1));
+    // Sets x to 2 in b.json (holding x = 1) after a first reply of `first`: the two
+    // editor prompts.
+    let attempt = |first: &'static str| {
+        let (ws, path) = (ws.path().to_owned(), path.clone());
+        async move {
+            std::fs::write(&path, "{\"x\": 1}\n").unwrap();
+            let model = ScriptedModel::new([reply().text(first), reply().text("```\n{\"x\": 2}\n```")]);
+            let args = serde_json::json!({"path": "b.json", "change": "x = 2"});
+            let out = change_with(&ws, &model, "Set x to 2", NOT_LAYOUT, args).await;
+            assert!(!out.is_error, "{}", out.content);
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"x\": 2}\n");
+            (prompt_of(&model, 0), prompt_of(&model, 1))
+        }
+    };
+    let (first, second) = attempt("```\n{\"x\": \n```").await;
     let retry = second.strip_prefix(first.as_str()).expect("the first prompt, then the note");
     assert!(retry.starts_with("\n\nWith your earlier reply `b.json` would not parse ("), "{retry}");
     assert!(
@@ -182,13 +186,8 @@ async fn the_second_attempt_is_told_why_the_first_was_refused() {
         "{retry}"
     );
     // A reply that came back the same as the file is asked again as it was.
-    std::fs::write(&path, "{\"x\": 1}\n").unwrap();
-    let model =
-        ScriptedModel::new([reply().text("```\n{\"x\": 1}\n```"), reply().text("```\n{\"x\": 2}\n```")]);
-    let args = serde_json::json!({"path": "b.json", "change": "x = 2"});
-    let out = change_with(ws.path(), &model, "Set x to 2", NOT_LAYOUT, args).await;
-    assert!(!out.is_error, "{}", out.content);
-    assert_eq!(prompt_of(&model, 0), prompt_of(&model, 1));
+    let (first, second) = attempt("```\n{\"x\": 1}\n```").await;
+    assert_eq!(first, second);
 }
 
 /// Issue 29: a 1.5B model made the same refused change_file call nine times in a row and
