@@ -40,10 +40,14 @@ def fence_for(texts):
     return "`" * n
 
 
+# What keel asks after the task (keel_tools::grounded::prompt).
+CLOSING = " Answer from the output above, briefly; quote it exactly."
+
+
 def prompt(evidence, task):
     fence = fence_for([t for _, t in evidence])
     text = "".join(f"{h}:\n{fence}\n{t.rstrip()}\n{fence}\n\n" for h, t in evidence)
-    return text + task.strip() + " Answer from the output above, briefly; quote it exactly."
+    return text + task.strip() + CLOSING
 
 
 def evidence(results, environment, max_outputs, max_chars):

@@ -11,11 +11,15 @@ hurts none is worth a live run; a variant is a general change to how evidence is
 never a rule for one task's wording.
 
   cd evals/results
-  ../grounded/variants.py LABEL... [--url URL] [--tasks a,b]
+  ../grounded/variants.py LABEL... [--url URL] [--tasks a,b] [--variants a,b] [--seeds N]
+
+With --seeds N every prompt is asked N times (seeds 1..N) and each reply judged: one draw
+per recorded answer is noisy.
 """
 import collections
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,9 +44,50 @@ def counted(evidence):
     return out
 
 
+def asked(closing):
+    """keel's prompt with another closing request after the task."""
+    def build(ev, task, _files):
+        text = replay.prompt(ev, task)
+        return text[: -len(replay.CLOSING)] + closing
+    return build
+
+
+MAX_NAMED_CHARS = 2000
+
+
+def named(evidence, files):
+    """The evidence, then each small project file an output names (a word that is the
+    path of a file in `files`, the task's starting files) that no read_file output
+    showed: a cause one reference away (uploader.py reads "settings.json")."""
+    shown = set()
+    for heading, _ in evidence:
+        if heading.startswith("Output of read_file"):
+            try:
+                shown.add(json.loads(heading[len("Output of read_file "):]).get("path", "").lstrip("./"))
+            except ValueError:
+                pass
+    extra = []
+    for heading, text in evidence:
+        if not heading.startswith("Output of"):
+            continue
+        for word in re.split(r"[\s`'\"(),;:<>\[\]{}]+", text):
+            word = word.rstrip(".!?").lstrip("./")
+            path = os.path.join(files, word)
+            if ("." not in word or word in shown or not os.path.isfile(path)
+                    or os.path.getsize(path) > MAX_NAMED_CHARS):
+                continue
+            shown.add(word)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                extra.append((f"Content of `{word}`", f.read()))
+    return evidence + extra[:2]
+
+
 VARIANTS = {
-    "now": lambda ev, task: replay.prompt(ev, task),
-    "counted": lambda ev, task: replay.prompt(counted(ev), task),
+    "now": lambda ev, task, _files: replay.prompt(ev, task),
+    "counted": lambda ev, task, _files: replay.prompt(counted(ev), task),
+    "nobrief": asked(" Answer from the output above; quote it exactly."),
+    "lines": asked(" Answer from the output above: quote exactly every line of it that answers this."),
+    "named": lambda ev, task, files: replay.prompt(named(ev, files), task),
 }
 
 
@@ -86,6 +131,15 @@ def main(argv):
     if "--tasks" in argv:
         i = argv.index("--tasks")
         only, argv = set(argv[i + 1].split(",")), argv[:i] + argv[i + 2:]
+    seeds = 1
+    if "--seeds" in argv:
+        i = argv.index("--seeds")
+        seeds, argv = int(argv[i + 1]), argv[:i] + argv[i + 2:]
+    chosen = dict(VARIANTS)
+    if "--variants" in argv:
+        i = argv.index("--variants")
+        names, argv = argv[i + 1].split(","), argv[:i] + argv[i + 2:]
+        chosen = {name: VARIANTS[name] for name in names}
     tally = collections.defaultdict(lambda: collections.Counter())
     for label in argv:
         for name in sorted(os.listdir(label)):
@@ -99,10 +153,14 @@ def main(argv):
                 ev = replay.evidence(results, env, replay.MAX_OUTPUTS, replay.MAX_EVIDENCE_CHARS)
                 logged = "".join(b.get("text", "") for b in aside["reply"]["content"])
                 row = {"logged": verdict(task_name, logged)}
-                for variant, build in VARIANTS.items():
-                    reply = replay.ask(url, build(ev, task))
-                    row[variant] = verdict(task_name, reply)
-                    print(f"  {variant:8} {'pass' if row[variant] else 'FAIL'} {reply[:120]!r}")
+                for variant, build in chosen.items():
+                    row[variant] = 0
+                    for seed in range(1, seeds + 1):
+                        files = os.path.join(TASKS_DIR, task_name, "files")
+                        reply = replay.ask(url, build(ev, task, files), seed=seed)
+                        passed = verdict(task_name, reply)
+                        row[variant] += passed
+                        print(f"  {variant:8} {'pass' if passed else 'FAIL'} {reply[:120]!r}")
                 print(path, row, flush=True)
                 for key, passed in row.items():
                     tally[task_name][key] += passed
