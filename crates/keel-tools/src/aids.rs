@@ -11,7 +11,8 @@
 //! - the finish checks: a question is not answered by a change
 //!   ([`crate::question::QuestionGuard`], before the permission policy asks the user), a
 //!   turn that described its change is asked once to make it (`keel_agent::FinishCheck`),
-//!   a change is checked where the task names a check ([`crate::changes::ChangeCheck`]).
+//!   a change is checked where the task names a check ([`crate::changes::ChangeCheck`]),
+//!   a rename the turn made is not left half done ([`crate::renames::RenameCheck`]).
 //!
 //! The checks act on what the task wants, read by the model at turn start
 //! (`keel_agent::intent`), never on words of the task; each nudge is logged with its
@@ -64,7 +65,10 @@ impl Aids {
         }
         hooks = hooks.with_shared(policy);
         if self.finish_check {
-            hooks = hooks.with(FinishCheck::new()).with(crate::changes::ChangeCheck);
+            hooks = hooks
+                .with(FinishCheck::new())
+                .with(crate::changes::ChangeCheck)
+                .with(crate::renames::RenameCheck);
         }
         hooks
     }

@@ -371,6 +371,7 @@ fn edit_in_session(
     }
     if let Some(state) = state {
         crate::repeated::note(state, &canonical, texts(args));
+        crate::renames::record(state, &content, &updated);
     }
     let shown = roots.display(&canonical);
     let first_line = first_lines.first().copied().unwrap_or(1);

@@ -35,7 +35,7 @@ const BUDGET: Duration = Duration::from_millis(400);
 const SHOWN_LINE_CHARS: usize = 160;
 
 /// The names of `text`, in order of first appearance.
-fn names(text: &str) -> Vec<&str> {
+pub(crate) fn names(text: &str) -> Vec<&str> {
     let mut seen = HashSet::new();
     text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .filter(|word| word.chars().count() >= MIN_NAME_CHARS)
@@ -54,7 +54,7 @@ pub(crate) fn vanished(before: &str, after: &str) -> Vec<String> {
 }
 
 /// Whether `line` has `name` as a whole word.
-fn has_word(line: &str, name: &str) -> bool {
+pub(crate) fn has_word(line: &str, name: &str) -> bool {
     let word_char = |c: char| c.is_alphanumeric() || c == '_';
     line.match_indices(name).any(|(at, _)| {
         let before = line[..at].chars().next_back();
@@ -64,10 +64,16 @@ fn has_word(line: &str, name: &str) -> bool {
 }
 
 /// One place a name is still used: the file as shown, the line number, the line.
-type Place = (String, usize, String);
+pub(crate) type Place = (String, usize, String);
 
-/// For each name of `gone`, the places other files of the project use it.
-fn places(roots: &Roots, changed: &Path, gone: &[String]) -> Vec<(String, Vec<Place>)> {
+/// For each name of `gone`, the places the project's files use it (at most
+/// [`MAX_NAMES_SHOWN`] names that are used, [`MAX_PLACES`] places each).
+pub(crate) fn everywhere(roots: &Roots, gone: &[String]) -> Vec<(String, Vec<Place>)> {
+    places(roots, None, gone)
+}
+
+/// For each name of `gone`, the places the project's files other than `changed` use it.
+fn places(roots: &Roots, changed: Option<&Path>, gone: &[String]) -> Vec<(String, Vec<Place>)> {
     let deadline = Instant::now() + BUDGET;
     let mut found: Vec<(String, Vec<Place>)> = gone.iter().map(|n| (n.clone(), Vec::new())).collect();
     // The files grep searches (hidden ones and what .gitignore ignores left out), so the
@@ -86,7 +92,7 @@ fn places(roots: &Roots, changed: &Path, gone: &[String]) -> Vec<(String, Vec<Pl
             break;
         }
         let path = entry.path();
-        if path == changed {
+        if Some(path) == changed {
             continue;
         }
         // Read the file that was opened and verified, as grep does: a file swapped for a
@@ -120,7 +126,7 @@ pub(crate) fn note(roots: &Roots, changed: &Path, shown: &str, before: &str, aft
     if gone.is_empty() {
         return None;
     }
-    let found = places(roots, changed, &gone);
+    let found = places(roots, Some(changed), &gone);
     if found.is_empty() {
         return None;
     }

@@ -36,6 +36,7 @@ mod policy;
 pub mod profile;
 pub mod question;
 pub mod read;
+pub mod renames;
 mod repeated;
 pub mod rules;
 mod sandboxed;

@@ -428,6 +428,7 @@ fn write_new(
                 .and_then(|c| crate::leftovers::note(roots, &c, &shown, old, new))
                 .unwrap_or_default();
             let left_in_file = crate::leftovers::partly_removed(&args.change, old, new).unwrap_or_default();
+            crate::renames::record(state, old, new);
             format!("Changed {shown}:\n{}{left_in_file}{leftovers}", crate::edit::diff(old, new, &shown))
         }
         None => created_report(&shown, new),
