@@ -165,57 +165,27 @@ fn quoted(request: &str) -> Vec<&str> {
     found
 }
 
-/// A text the change words quote, taken out of some lines of the file but not all.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Left<'a> {
-    /// The quoted text.
-    pub part: &'a str,
-    /// Lines that had it before the change, and that have it after.
-    pub had: usize,
-    pub has: usize,
-}
-
-/// Whether `line` holds `part`.
-pub(crate) fn holds(line: &str, part: &str) -> bool {
-    line.contains(part)
-}
-
-/// The texts `request` quotes that the change from `before` to `after` took out of some
-/// lines but not all (at most [`MAX_NAMES_SHOWN`]). A text the change added or left alone
-/// is not one of them.
-pub(crate) fn partly_removed_parts<'a>(request: &'a str, before: &str, after: &str) -> Vec<Left<'a>> {
-    let lines_with = |text: &str, part: &str| text.lines().filter(|line| holds(line, part)).count();
-    quoted(request)
-        .into_iter()
-        .take(MAX_NAMES_SHOWN)
-        .map(|part| Left { part, had: lines_with(before, part), has: lines_with(after, part) })
-        .filter(|left| left.has > 0 && left.has < left.had)
-        .collect()
-}
-
-/// The lines of `text` that hold `part`, at most [`MAX_PLACES`], as (1-based number, line
-/// clipped for showing).
-pub(crate) fn lines_holding(text: &str, part: &str) -> Vec<(usize, String)> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| holds(line, part))
-        .take(MAX_PLACES)
-        .map(|(index, line)| (index + 1, crate::output::clip_line(line.trim(), SHOWN_LINE_CHARS)))
-        .collect()
-}
-
 /// The note for a change asked for in words (`request`) that took a text it quotes out
 /// of some lines of the file but not all: "remove the lines with 'DEBUG'" made into a
 /// file that still prints DEBUG on one line. A text the change added or left alone gets
 /// no note.
 pub(crate) fn partly_removed(request: &str, before: &str, after: &str) -> Option<String> {
+    let lines_with = |text: &str, part: &str| text.lines().filter(|line| line.contains(part)).count();
     let mut note = String::new();
-    for Left { part, had, has } in partly_removed_parts(request, before, after) {
+    for part in quoted(request).into_iter().take(MAX_NAMES_SHOWN) {
+        let (had, has) = (lines_with(before, part), lines_with(after, part));
+        if has == 0 || has >= had {
+            continue;
+        }
         note.push_str(&format!(
             "\n\nYour change quotes `{part}`: the file had it on {had} lines and still has it on {has}:"
         ));
-        for (number, line) in lines_holding(after, part) {
-            note.push_str(&format!("\n{number}: {line}"));
+        for (index, line) in after.lines().enumerate().filter(|(_, l)| l.contains(part)).take(MAX_PLACES) {
+            note.push_str(&format!(
+                "\n{}: {}",
+                index + 1,
+                crate::output::clip_line(line.trim(), SHOWN_LINE_CHARS)
+            ));
         }
     }
     (!note.is_empty()).then_some(note)

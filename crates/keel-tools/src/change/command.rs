@@ -9,8 +9,7 @@
 //! stats.py`, `python3 app.py`, `pip install x`, `rm`, `mv` — cannot be applied to the
 //! content, and the editor invents a change instead (given `git add stats.py` it added
 //! an empty-list check to stats.py). Those are refused before the editor is asked, with
-//! the shell named as the tool that runs commands, once: the same call made again goes
-//! to the editor, which sees the task (see `once`).
+//! the shell named as the tool that runs commands.
 
 /// Commands that say nothing about a file's content (they run, inspect, move, remove,
 /// or manage packages and version control).

@@ -24,8 +24,6 @@ use crate::workspace::Roots;
 
 mod beside;
 mod command;
-mod once;
-mod partial;
 mod prompt;
 
 pub(crate) use prompt::fence_for;
@@ -122,18 +120,14 @@ impl Tool for ChangeFile {
             // The path is checked first: a command aimed outside the project is refused
             // as outside, not answered with "call shell with it".
             let job = Arc::new(gather(roots, args, ctx.task.clone()).await?);
-            if let Some(command) = command::shell_command(&job.args.path, &job.args.change)
-                && once::first_time(&ctx.state, format!("command:{}\0{command}", job.args.path))
-            {
+            if let Some(command) = command::shell_command(&job.args.path, &job.args.change) {
                 return Err(ToolError::new(
                     ToolErrorKind::InvalidArguments,
                     command::refusal(&job.args.path, command),
                 ));
             }
             let named = job.inputs.related.iter().map(|(name, _)| name.as_str());
-            if let Some(refusal) =
-                beside::check(&job.args.path, job.inputs.current.is_some(), named, &ctx.state)
-            {
+            if let Some(refusal) = beside::check(&job.args.path, job.inputs.current.is_some(), named) {
                 return Err(refusal);
             }
             let prompt = editor_prompt(ctx.task.as_deref(), &job.args, &job.inputs);
@@ -158,10 +152,8 @@ impl Tool for ChangeFile {
 }
 
 /// Asks the editor for the file's new content (a second time, hotter, when the first
-/// reply is not used, or made the change on some lines the words quote and not others)
-/// and writes the first reply that passes [`Job::vet`] (of a partial first reply and its
-/// second, the [`partial::better`] one). The flag is true when every reply was refused
-/// (not when a request failed).
+/// reply is not used) and writes the first reply that passes [`Job::vet`]. The flag is
+/// true when every reply was refused (not when a request failed).
 async fn edit(
     job: &Arc<Job>,
     model: &dyn ModelClient,
@@ -173,23 +165,16 @@ async fn edit(
     let mut usage = Usage::default();
     let mut refusal = Unchanged::Same;
     let mut asides = Vec::new();
-    // A first reply that left a quoted text on some lines, and the editor's note for that.
-    let mut partly: Option<(Vetted, String)> = None;
     for temperature in EDITOR_TEMPERATURES {
-        let told = match (&partly, &refusal) {
-            (Some((_, retry)), _) | (None, Unchanged::Refused { retry: Some(retry), .. }) => Some(retry),
-            _ => None,
-        };
-        let prompt = match told {
-            Some(retry) => format!("{prompt}\n\n{retry}"),
-            None => prompt.to_owned(),
+        let prompt = match &refusal {
+            Unchanged::Refused { retry: Some(retry), .. } => format!("{prompt}\n\n{retry}"),
+            _ => prompt.to_owned(),
         };
         let asked =
             crate::plain::ask(model, ChangeFile::NAME, prompt, temperature, ctx.cancel.child_token()).await;
         asides.push(asked.aside);
         let (reply, spent) = match asked.result {
             Ok(replied) => replied,
-            Err(_) if partly.is_some() => break,
             Err(e) => {
                 let failed = ToolOutput::error(format!(
                     "The file was not changed: the model request for its new content failed ({e})."
@@ -199,40 +184,15 @@ async fn edit(
         };
         usage += spent;
         let vetting = Arc::clone(job);
-        let vetted = match blocking(move || vetting.vet(&reply, checks, layout)).await? {
-            Ok(vetted) => vetted,
-            Err(_) if partly.is_some() => break,
-            Err(why) => {
-                refusal = why;
-                continue;
+        match blocking(move || vetting.vet(&reply, checks, layout)).await? {
+            Ok((new, note)) => {
+                return Ok((job.write(new, note, ctx).await?.with_usage(usage).with_asides(asides), false));
             }
-        };
-        let chosen = match (partly.take(), job.inputs.current.as_deref()) {
-            (Some((first, _)), Some(old)) if !partial::better(&job.args.change, old, &first.0, &vetted.0) => {
-                first
-            }
-            (Some(_), _) => vetted,
-            (None, Some(old)) => {
-                match partial::retry_note(&job.args.path, &job.args.change, old, &vetted.0) {
-                    Some(retry) => {
-                        partly = Some((vetted, retry));
-                        continue;
-                    }
-                    None => vetted,
-                }
-            }
-            (None, None) => vetted,
-        };
-        return Ok((job.write(chosen, ctx).await?.with_usage(usage).with_asides(asides), false));
-    }
-    if let Some((first, _)) = partly {
-        return Ok((job.write(first, ctx).await?.with_usage(usage).with_asides(asides), false));
+            Err(why) => refusal = why,
+        }
     }
     Ok((job.unchanged(refusal, &ctx.state).with_usage(usage).with_asides(asides), true))
 }
-
-/// A reply that passed [`Job::vet`]: the new content, and a warning for the model.
-type Vetted = (String, Option<String>);
 
 /// Added to a refusal given again without asking the editor.
 const ASKED_BEFORE: &str = "\n[keel: this change_file call is the same as an earlier one, on the same file, and was refused then for this reason; the editor was not asked again. Say the change differently, or look at the file or the error first.]";
@@ -305,7 +265,8 @@ impl Job {
     /// Writes vetted content; a failed write is an error result for the model.
     async fn write(
         self: &Arc<Self>,
-        (new, note): Vetted,
+        new: String,
+        note: Option<String>,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let keeper = Keeper::for_call(ctx);
@@ -346,7 +307,7 @@ impl Job {
         reply: &str,
         checks: crate::syntax::Checks,
         layout: LayoutAsked,
-    ) -> Result<Vetted, Unchanged> {
+    ) -> Result<(String, Option<String>), Unchanged> {
         let (path, inputs, root) = (&self.args.path, &self.inputs, self.roots.root());
         let nested = inputs.current.as_deref().is_some_and(|t| t.lines().any(|l| fence_len(l) >= 3));
         let Some(new) = code_block(reply, nested) else {
