@@ -97,16 +97,13 @@ impl RenameCheck {
             return None;
         }
         let workspace = state.ctx.workspace.clone();
-        let left = tokio::task::spawn_blocking(move || {
-            let roots = Roots::new(&workspace, &[], &[]).ok()?;
-            let olds: Vec<String> = renamed.iter().map(|(old, _)| old.clone()).collect();
-            let places = crate::leftovers::everywhere(&roots, &olds);
-            Some((renamed, places))
+        let olds: Vec<String> = renamed.iter().map(|(old, _)| old.clone()).collect();
+        let places = tokio::task::spawn_blocking(move || {
+            Roots::new(&workspace, &[], &[]).ok().map(|roots| crate::leftovers::everywhere(&roots, &olds))
         })
         .await
         .ok()
         .flatten()?;
-        let (renamed, places) = left;
         if places.is_empty() {
             return None;
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use keel_agent::{Agent, NullSink, Session, SessionContext};
 use keel_llm::{CancellationToken, Message};
 use keel_testkit::{ScriptedModel, intent, reply};
+use keel_tools::profile::small_with_editor;
 use keel_tools::renames::{RENAME_LEFT, RenameCheck};
 use keel_tools::{ToolsConfig, builtin};
 
@@ -97,4 +98,38 @@ async fn a_finished_rename_or_a_question_gets_no_nudge() {
     let read = reply().call("read_file", r#"{"path": "emails.py"}"#);
     let script = vec![read, rename_in_emails(), reply().text("Renamed.")];
     assert!(nudges(&turn(ws.path(), "answer", script).await).is_empty(), "not a change task");
+}
+
+/// change_file records its renames too (the small profile's only file tool): the editor's
+/// reply renames in emails.py, and the turn's end shows the definition left in dates.py.
+#[tokio::test]
+async fn a_rename_made_through_change_file_is_followed_too() {
+    let ws = project();
+    let model = ScriptedModel::new([
+        intent("change", false, false),
+        intent("change", false, false),
+        reply().call("change_file", r#"{"path": "emails.py", "change": "fmt_date -> format_date"}"#),
+        reply().text("```python\nfrom dates import format_date\n\nprint(format_date(1))\n```"),
+        reply().text("Renamed."),
+        reply().text("Done."),
+    ]);
+    let config = keel_agent::AgentConfig { read_intent: true, ..keel_agent::AgentConfig::default() };
+    let tools = small_with_editor(Arc::new(ToolsConfig::default()), Arc::new(model.clone()));
+    let agent = Agent::builder(model).tools(tools).config(config).hooks(RenameCheck).build();
+    let mut session = Session::in_memory(&ws.path().display().to_string());
+    let ctx = SessionContext::new(ws.path());
+    let task = "Rename fmt_date to format_date.";
+    agent.run_turn(&mut session, &ctx, task, &NullSink, &CancellationToken::new()).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("emails.py")).unwrap(),
+        "from dates import format_date\n\nprint(format_date(1))\n"
+    );
+    assert_eq!(
+        nudges(&session),
+        [format!(
+            "{RENAME_LEFT}\n`fmt_date` (renamed to `format_date`) is still here:\n\
+             dates.py:1: def fmt_date(d):\n\
+             If these mean the name you renamed, change them too; if not, answer."
+        )]
+    );
 }
