@@ -583,3 +583,35 @@ async fn a_new_file_beside_the_file_the_task_names_is_refused() {
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(std::fs::read_to_string(ws.path().join("docs/backup.sh")).unwrap(), "cp docs/*.txt backup/\n");
 }
+
+/// Issue 29: the model called change_file on `docs/a.txt` (which the task does not name)
+/// and the editor, shown `backup.sh` as the file the task names, wrote the fixed script
+/// over it, twice (fix-shell-script, llama-server, seed 1). Both replies are refused,
+/// naming the file whose lines they are; the file keeps its content, and a call on the
+/// named file changes it.
+#[tokio::test]
+async fn a_named_files_content_written_over_another_file_is_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("docs")).unwrap();
+    let script = "#!/bin/sh\nsrc=docs\nmkdir -p backup\ncp \"$source\"/*.txt backup/\n";
+    let fixed = script.replace("$source", "$src");
+    std::fs::write(ws.path().join("backup.sh"), script).unwrap();
+    std::fs::write(ws.path().join("docs/a.txt"), "alpha\n").unwrap();
+    let block = format!("```sh\n{fixed}```");
+    let model = ScriptedModel::new([reply().text(&block), reply().text(&block), reply().text(&block)]);
+    let task = "backup.sh should copy every .txt file from docs/ into backup/. Fix the script.";
+    let out =
+        change(ws.path(), &model, task, serde_json::json!({"path": "docs/a.txt", "change": "docs/b.txt"}))
+            .await;
+    assert!(out.is_error);
+    assert_eq!(
+        out.content,
+        "`docs/a.txt` was not changed: its new content came back as the lines of `backup.sh`, the file the task names, not as a change to `docs/a.txt`. To change `backup.sh`, call change_file with \"path\": \"backup.sh\". To copy `backup.sh` to `docs/a.txt` on purpose, use the shell (cp)."
+    );
+    assert_eq!(model.requests().len(), 2, "asked once more, hotter");
+    assert_eq!(std::fs::read_to_string(ws.path().join("docs/a.txt")).unwrap(), "alpha\n");
+    let out =
+        change(ws.path(), &model, task, serde_json::json!({"path": "backup.sh", "change": "use $src"})).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(std::fs::read_to_string(ws.path().join("backup.sh")).unwrap(), fixed);
+}

@@ -24,6 +24,7 @@ use crate::workspace::Roots;
 
 mod beside;
 mod command;
+mod elsewhere;
 mod prompt;
 
 pub(crate) use prompt::fence_for;
@@ -228,6 +229,7 @@ struct Job {
     roots: Roots,
     args: ChangeArgs,
     inputs: Inputs,
+    task: Option<Arc<str>>,
 }
 
 /// Runs blocking file work off the async threads.
@@ -256,7 +258,7 @@ async fn gather(roots: Roots, args: ChangeArgs, task: Option<Arc<str>>) -> Resul
             about.push_str(task);
         }
         let related = related_files(&roots, &about, &args.path);
-        Ok(Job { roots, args, inputs: Inputs { current, related } })
+        Ok(Job { roots, args, inputs: Inputs { current, related }, task })
     })
     .await?
 }
@@ -338,6 +340,11 @@ impl Job {
                     "Your earlier reply held {kept} of the file's {of} lines. Reply with the complete new content of `{path}`, every line of it, in one code block."
                 )),
             });
+        }
+        if let Some(old) = inputs.current.as_deref()
+            && let Some(why) = elsewhere::check(path, self.task.as_deref(), old, &new, &inputs.related)
+        {
+            return Err(Unchanged::Refused { why, retry: None });
         }
         if let Some(call) = crate::pasted::call_in(path, &new) {
             return Err(Unchanged::Refused { why: crate::pasted::call_refusal(path, call), retry: None });
