@@ -606,7 +606,7 @@ async fn a_named_files_content_written_over_another_file_is_refused() {
     assert!(out.is_error);
     assert_eq!(
         out.content,
-        "`docs/a.txt` was not changed: its new content came back as the lines of `backup.sh`, the file the task names, not as a change to `docs/a.txt`. To change `backup.sh`, call change_file with \"path\": \"backup.sh\". To copy `backup.sh` to `docs/a.txt` on purpose, use the shell (cp)."
+        "`docs/a.txt` was not changed: its new content came back as the lines of `backup.sh`, the file the task names, not as a change to `docs/a.txt`. To change `backup.sh`, call change_file with \"path\": \"backup.sh\"."
     );
     assert_eq!(model.requests().len(), 2, "asked once more, hotter");
     assert_eq!(std::fs::read_to_string(ws.path().join("docs/a.txt")).unwrap(), "alpha\n");

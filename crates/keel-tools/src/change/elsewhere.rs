@@ -4,8 +4,12 @@
 //! model then runs `bash backup.sh`, the old one, and goes on rewriting other files
 //! (fix-shell-script, llama-server, seed 1, 2026-12-07: docs/a.txt and docs/b.txt both
 //! became the script; the task failed). Such a reply is refused, naming the file whose
-//! content it is. A copy meant on purpose is made with the shell, which this does not
-//! touch.
+//! content it is. The refusal ends with the call to make and offers nothing else: when
+//! it went on "To copy `backup.sh` to `docs/a.txt` on purpose, use the shell (cp)", the
+//! 1.5B model ran `cp backup.sh docs/a.txt` next (full-p1, seed 1). A copy meant on
+//! purpose is still made with the shell, which this does not touch.
+
+use std::collections::HashSet;
 
 /// Fewest non-blank lines a reply has before it is compared: a line or two in common
 /// says nothing.
@@ -30,18 +34,19 @@ pub(super) fn check(
     if new_lines.len() < MIN_LINES {
         return None;
     }
+    let in_new: HashSet<&str> = new_lines.iter().copied().collect();
     let old_lines = non_blank(old);
-    let kept = old_lines.iter().filter(|line| new_lines.contains(line)).count();
+    let kept = old_lines.iter().filter(|line| in_new.contains(*line)).count();
     if kept * 3 >= old_lines.len().max(1) {
         return None;
     }
     let (source, _) = named.iter().filter(|(name, _)| names(&words, name)).find(|(_, text)| {
-        let theirs = non_blank(text);
-        let shared = new_lines.iter().filter(|line| theirs.contains(line)).count();
+        let theirs: HashSet<&str> = non_blank(text).into_iter().collect();
+        let shared = new_lines.iter().filter(|line| theirs.contains(*line)).count();
         shared * 3 >= new_lines.len() * 2
     })?;
     Some(format!(
-        "`{path}` was not changed: its new content came back as the lines of `{source}`, the file the task names, not as a change to `{path}`. To change `{source}`, call change_file with \"path\": \"{source}\". To copy `{source}` to `{path}` on purpose, use the shell (cp)."
+        "`{path}` was not changed: its new content came back as the lines of `{source}`, the file the task names, not as a change to `{path}`. To change `{source}`, call change_file with \"path\": \"{source}\"."
     ))
 }
 
@@ -81,7 +86,7 @@ mod tests {
         let fixed = SCRIPT.replace("$source", "$src");
         assert_eq!(
             check("docs/a.txt", Some(TASK), "alpha\n", &fixed, &named()),
-            Some("`docs/a.txt` was not changed: its new content came back as the lines of `backup.sh`, the file the task names, not as a change to `docs/a.txt`. To change `backup.sh`, call change_file with \"path\": \"backup.sh\". To copy `backup.sh` to `docs/a.txt` on purpose, use the shell (cp).".to_owned())
+            Some("`docs/a.txt` was not changed: its new content came back as the lines of `backup.sh`, the file the task names, not as a change to `docs/a.txt`. To change `backup.sh`, call change_file with \"path\": \"backup.sh\".".to_owned())
         );
     }
 
