@@ -28,7 +28,11 @@ const MAX_RENAMES: usize = 8;
 struct Renamed(Vec<(String, String)>);
 
 /// The renames from `before` to `after`: a name gone from the file whose line, with it
-/// replaced by a name new to the file, is a line of `after`.
+/// replaced by a name new to the file, is a line of `after`. The line must hold more
+/// than the name and punctuation (a letter or digit besides it): a word alone on its
+/// line, or in a list item, is a value, not a use of a name (a one-line `alpha` file
+/// changed to `beta` was taken for a rename, and the model was sent to change another
+/// file holding `alpha`: fix-shell-script, spot-p1).
 pub(crate) fn renames(before: &str, after: &str) -> Vec<(String, String)> {
     let gone = vanished(before, after);
     if gone.is_empty() {
@@ -39,7 +43,8 @@ pub(crate) fn renames(before: &str, after: &str) -> Vec<(String, String)> {
     let after_lines: std::collections::HashSet<&str> = after.lines().map(str::trim).collect();
     let mut found = Vec::new();
     for old in &gone {
-        let lines: Vec<&str> = before.lines().filter(|l| has_word(l, old)).map(str::trim).collect();
+        let lines: Vec<&str> =
+            before.lines().map(str::trim).filter(|l| has_word(l, old) && in_context(l, old)).collect();
         if let Some(new) = new_names
             .iter()
             .find(|new| lines.iter().any(|line| after_lines.contains(replace_word(line, old, new).as_str())))
@@ -48,6 +53,11 @@ pub(crate) fn renames(before: &str, after: &str) -> Vec<(String, String)> {
         }
     }
     found
+}
+
+/// Whether `line` holds a letter or digit besides the word `name`.
+fn in_context(line: &str, name: &str) -> bool {
+    replace_word(line, name, "").chars().any(char::is_alphanumeric)
 }
 
 /// `line` with every whole-word `old` replaced by `new`.
@@ -152,6 +162,11 @@ mod tests {
         // A deleted line is no rename, nor a line rewritten beyond the name.
         assert_eq!(renames("a = 1\nprint(\"DEBUG: loading\")\n", "a = 1\n"), Vec::<(String, String)>::new());
         assert_eq!(renames("total = calc(a)\n", "result = compute(b)\n"), Vec::<(String, String)>::new());
+        // A line that is the word alone is a value changed, not a name.
+        assert_eq!(renames("alpha\n", "beta\n"), Vec::<(String, String)>::new());
+        assert_eq!(renames("- alpha\n", "- beta\n"), Vec::<(String, String)>::new());
+        assert_eq!(renames("[\"alpha\"]\n", "[\"beta\"]\n"), Vec::<(String, String)>::new());
+        assert_eq!(renames("alpha: 1\n", "beta: 1\n"), [("alpha".to_owned(), "beta".to_owned())]);
         // A name that is still in the file was not renamed.
         assert_eq!(renames("calc(a)\ncalc(b)\n", "compute(a)\ncalc(b)\n"), Vec::<(String, String)>::new());
     }
