@@ -615,3 +615,35 @@ async fn a_named_files_content_written_over_another_file_is_refused() {
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(std::fs::read_to_string(ws.path().join("backup.sh")).unwrap(), fixed);
 }
+
+/// Issue 29: an unchanged reply's error says the shell renames only when the words name a
+/// new file. Said every time, "to rename, move or delete the file, use the shell (mv, rm)"
+/// sent the 1.5B model to `mv README.md README.md.bak` after it gave a README line as the
+/// words (summarize-last-commit, full-p1).
+#[tokio::test]
+async fn an_unchanged_reply_names_mv_only_when_the_words_name_a_new_file() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "Meeting notes\n").unwrap();
+    let same = || reply().text("```\nMeeting notes\n```");
+    let model = ScriptedModel::new([same(), same(), same(), same()]);
+    let task = "Rename notes.txt to NOTES.md.";
+    let out =
+        change(ws.path(), &model, task, serde_json::json!({"path": "notes.txt", "change": "NOTES.md"})).await;
+    assert_eq!(
+        (out.is_error, out.content.as_str()),
+        (
+            true,
+            "`notes.txt` was not changed: its new content came back the same as the old. To change its content, call change_file again saying exactly what to add, remove or replace. To rename or move `notes.txt` to `NOTES.md`, use the shell (mv)."
+        )
+    );
+    let words = serde_json::json!({"path": "notes.txt", "change": "Meeting notes."});
+    let out = change(ws.path(), &model, "Summarize notes.txt.", words).await;
+    assert_eq!(
+        (out.is_error, out.content.as_str()),
+        (
+            true,
+            "`notes.txt` was not changed: its new content came back the same as the old. To change its content, call change_file again saying exactly what to add, remove or replace."
+        )
+    );
+    assert_eq!(std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(), "Meeting notes\n");
+}

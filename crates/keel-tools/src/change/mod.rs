@@ -25,6 +25,7 @@ use crate::workspace::Roots;
 mod beside;
 mod command;
 mod elsewhere;
+mod moved;
 mod prompt;
 
 pub(crate) use prompt::fence_for;
@@ -295,7 +296,8 @@ impl Job {
                 "No change needed: `{path}` already has the change you made with change_file earlier (its diff is above). Do not repeat it; go on with the next step of the task."
             )),
             Unchanged::Same => ToolOutput::error(format!(
-                "`{path}` was not changed: its new content came back the same as the old. To change its content, call change_file again saying exactly what to add, remove or replace; to rename, move or delete the file, use the shell (mv, rm)."
+                "`{path}` was not changed: its new content came back the same as the old. To change its content, call change_file again saying exactly what to add, remove or replace.{}",
+                moved::hint(&self.roots, path, &self.args.change).unwrap_or_default()
             )),
         }
     }
