@@ -647,3 +647,32 @@ async fn an_unchanged_reply_names_mv_only_when_the_words_name_a_new_file() {
     );
     assert_eq!(std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(), "Meeting notes\n");
 }
+
+/// Issue 29: words that are a command writing another file (`echo … > docs/backup/a.txt`
+/// for docs/a.txt) are refused before the editor is asked, which had written `beta` over
+/// docs/a.txt (fix-shell-script, full-p2); a command that writes the file itself is the
+/// editor's to apply.
+#[tokio::test]
+async fn a_command_that_writes_another_file_is_refused_before_the_editor_is_asked() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("docs")).unwrap();
+    std::fs::write(ws.path().join("docs/a.txt"), "alpha\n").unwrap();
+    let model = ScriptedModel::new([reply().text("```\nnew\n```")]);
+    let tool = typed(ChangeFile::new(Arc::new(ToolsConfig::default()), Arc::new(model.clone())));
+    let ctx = ToolContext::new(ws.path()).task("Fix backup.sh.");
+    let call =
+        |change: &str| tool.prepare(&serde_json::json!({"path": "docs/a.txt", "change": change}).to_string());
+    let error = call("echo 'a backup' > docs/backup/a.txt").unwrap()(ctx.clone()).await.unwrap_err();
+    assert_eq!(
+        (error.kind, error.message.as_str()),
+        (
+            ToolErrorKind::InvalidArguments,
+            "`docs/a.txt` was not changed: `echo 'a backup' > docs/backup/a.txt` writes `docs/backup/a.txt`, not `docs/a.txt`. To change `docs/backup/a.txt`, call change_file with \"path\": \"docs/backup/a.txt\"."
+        )
+    );
+    assert!(model.requests().is_empty(), "the editor was not asked");
+    assert_eq!(std::fs::read_to_string(ws.path().join("docs/a.txt")).unwrap(), "alpha\n");
+    let out = call("echo new > docs/a.txt").unwrap()(ctx).await.unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(std::fs::read_to_string(ws.path().join("docs/a.txt")).unwrap(), "new\n");
+}

@@ -46,6 +46,43 @@ pub(super) fn shell_command<'a>(path: &str, change: &'a str) -> Option<&'a str> 
     (!script || names_the_file).then_some(command)
 }
 
+/// `Some(written)` when `change` is a one-line command that writes a file other than
+/// `path`: `echo 'x' > docs/backup/a.txt` given for `docs/a.txt` (fix-shell-script,
+/// full-p2: the editor, asked to apply it to docs/a.txt, wrote `beta` there, then the
+/// echoed text). The file written is the one after the last `>` of an `echo`, `printf`
+/// or `cat`, or the last word of `sed -i`, `cp` or `tee`; a folder (`cp a.txt backup/`)
+/// writes the file of that name in it. Words that are not such a command are words.
+pub(super) fn writes_elsewhere<'a>(path: &str, change: &'a str) -> Option<&'a str> {
+    let command = change.trim();
+    if command.is_empty() || command.contains('\n') || command.len() > 300 {
+        return None;
+    }
+    let unquote = |word: &'a str| word.trim_matches(|c| c == '"' || c == '\'');
+    let mut words = command.split_whitespace();
+    let first = words.next()?;
+    let written = match (first, command.rfind('>')) {
+        ("echo" | "printf" | "cat", Some(at)) => unquote(command[at + 1..].split_whitespace().next()?),
+        ("sed", None) if command.split_whitespace().any(|w| w.starts_with("-i")) => {
+            unquote(words.next_back()?)
+        }
+        ("cp" | "tee", None) => unquote(words.next_back()?),
+        _ => return None,
+    };
+    let normal = |p: &str| p.trim_start_matches("./").to_owned();
+    let (path, target) = (normal(path), normal(written));
+    let name = path.rsplit('/').next().unwrap_or(&path);
+    let same =
+        target == path || target.strip_suffix('/').is_some_and(|folder| format!("{folder}/{name}") == path);
+    (!target.is_empty() && !same).then_some(written)
+}
+
+/// The refusal of a command that writes `written`, not `path`.
+pub(super) fn elsewhere_refusal(path: &str, command: &str, written: &str) -> String {
+    format!(
+        "`{path}` was not changed: `{command}` writes `{written}`, not `{path}`. To change `{written}`, call change_file with \"path\": \"{written}\"."
+    )
+}
+
 /// The refusal: what the call was, and what to do instead.
 pub(super) fn refusal(path: &str, command: &str) -> String {
     format!(
@@ -86,6 +123,30 @@ mod tests {
             ("README.md", "git"),
         ] {
             assert_eq!(shell_command(path, change), None, "{path}: {change}");
+        }
+    }
+
+    #[test]
+    fn a_command_that_writes_another_file_is_told_from_one_that_writes_the_file() {
+        for (path, change, written) in [
+            ("docs/a.txt", "echo 'This is a backup of a.txt' > docs/backup/a.txt", "docs/backup/a.txt"),
+            ("a.txt", "cat b.txt >> \"c.txt\"", "c.txt"),
+            ("src/app/__init__.py", "sed -i 's/1.2.3/1.3.0/g' setup.py", "setup.py"),
+            ("backup.sh", "cp backup.sh backup.sh.bak", "backup.sh.bak"),
+        ] {
+            assert_eq!(writes_elsewhere(path, change), Some(written), "{path}: {change}");
+        }
+        for (path, change) in [
+            ("docs/a.txt", "echo 'new content' > docs/a.txt"),
+            ("a.txt", "echo x > ./a.txt"),
+            ("src/app/__init__.py", "sed -i 's/1.2.3/1.3.0/g' src/app/__init__.py"),
+            ("backup/a.txt", "cp docs/a.txt backup/"),
+            ("all.txt", "cat a.txt b.txt > all.txt"),
+            ("app.py", "sed 's/a/b/' app.py"),
+            ("app.py", "make the greeting louder"),
+            ("app.py", "return a if a > b else b"),
+        ] {
+            assert_eq!(writes_elsewhere(path, change), None, "{path}: {change}");
         }
     }
 }

@@ -128,6 +128,12 @@ impl Tool for ChangeFile {
                     command::refusal(&job.args.path, command),
                 ));
             }
+            if let Some(written) = command::writes_elsewhere(&job.args.path, &job.args.change) {
+                return Err(ToolError::new(
+                    ToolErrorKind::InvalidArguments,
+                    command::elsewhere_refusal(&job.args.path, job.args.change.trim(), written),
+                ));
+            }
             let named = job.inputs.related.iter().map(|(name, _)| name.as_str());
             if let Some(refusal) = beside::check(&job.args.path, job.inputs.current.is_some(), named) {
                 return Err(refusal);
