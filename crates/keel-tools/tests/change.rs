@@ -676,3 +676,31 @@ async fn a_command_that_writes_another_file_is_refused_before_the_editor_is_aske
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(std::fs::read_to_string(ws.path().join("docs/a.txt")).unwrap(), "new\n");
 }
+
+/// Issue 29: change_file on `.` with a sed command as its words was refused as "a folder
+/// … name a file" and made again six times (version-bump, full-p2). The refusal names the
+/// call the words ask for; nothing is written and the editor is not asked.
+#[tokio::test]
+async fn a_call_on_a_folder_is_told_the_call_its_words_ask_for() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("pyproject.toml"), "version = \"1.2.3\"\n").unwrap();
+    let model = ScriptedModel::new([reply().text("```\nx\n```")]);
+    let tool = typed(ChangeFile::new(Arc::new(ToolsConfig::default()), Arc::new(model.clone())));
+    let ctx = ToolContext::new(ws.path()).task("Bump the version to 1.3.0 in pyproject.toml.");
+    let call = |change: &str| tool.prepare(&serde_json::json!({"path": ".", "change": change}).to_string());
+    let error = call("sed -i 's/1.2.3/1.3.0/' pyproject.toml").unwrap()(ctx.clone()).await.unwrap_err();
+    assert_eq!(
+        (error.kind, error.message.as_str()),
+        (
+            ToolErrorKind::IsADirectory,
+            "`.` is a folder, and change_file changes one file. `sed -i 's/1.2.3/1.3.0/' pyproject.toml` is a shell command: to run it, call shell with it."
+        )
+    );
+    let error = call("set the version in pyproject.toml to 1.3.0").unwrap()(ctx).await.unwrap_err();
+    assert_eq!(
+        error.message,
+        "`.` is a folder, and change_file changes one file. Your words name `pyproject.toml`: to change it, call change_file with \"path\": \"pyproject.toml\"."
+    );
+    assert!(model.requests().is_empty(), "the editor was not asked");
+    assert_eq!(std::fs::read_to_string(ws.path().join("pyproject.toml")).unwrap(), "version = \"1.2.3\"\n");
+}

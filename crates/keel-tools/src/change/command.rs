@@ -46,6 +46,22 @@ pub(super) fn shell_command<'a>(path: &str, change: &'a str) -> Option<&'a str> 
     (!script || names_the_file).then_some(command)
 }
 
+/// Commands that write files from their words; with [`COMMANDS`], the first words of a
+/// command line.
+const WRITERS: &[&str] = &["cp", "echo", "printf", "sed", "tee", "touch"];
+
+/// `Some(command)` when `change` is a one-line command of a known program with
+/// arguments, whatever it does to the file.
+pub(super) fn command_line(change: &str) -> Option<&str> {
+    let command = change.trim();
+    if command.contains('\n') || command.len() > 300 {
+        return None;
+    }
+    let mut words = command.split_whitespace();
+    let first = words.next()?;
+    ((COMMANDS.contains(&first) || WRITERS.contains(&first)) && words.next().is_some()).then_some(command)
+}
+
 /// `Some(written)` when `change` is a one-line command that writes a file other than
 /// `path`: `echo 'x' > docs/backup/a.txt` given for `docs/a.txt` (fix-shell-script,
 /// full-p2: the editor, asked to apply it to docs/a.txt, wrote `beta` there, then the

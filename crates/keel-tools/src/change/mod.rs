@@ -25,6 +25,7 @@ use crate::workspace::Roots;
 mod beside;
 mod command;
 mod elsewhere;
+mod folder;
 mod moved;
 mod prompt;
 
@@ -121,7 +122,14 @@ impl Tool for ChangeFile {
             let roots = Roots::for_call(&ctx, &config)?;
             // The path is checked first: a command aimed outside the project is refused
             // as outside, not answered with "call shell with it".
-            let job = Arc::new(gather(roots, args, ctx.task.clone()).await?);
+            let (path, change) = (args.path.clone(), args.change.clone());
+            let job = match gather(roots.clone(), args, ctx.task.clone()).await {
+                Ok(job) => Arc::new(job),
+                Err(e) if e.kind == ToolErrorKind::IsADirectory => {
+                    return Err(ToolError::new(e.kind, folder::refusal(&roots, &path, &change)));
+                }
+                Err(e) => return Err(e),
+            };
             if let Some(command) = command::shell_command(&job.args.path, &job.args.change) {
                 return Err(ToolError::new(
                     ToolErrorKind::InvalidArguments,
