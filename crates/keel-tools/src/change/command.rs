@@ -73,7 +73,8 @@ pub(super) fn writes_elsewhere<'a>(path: &str, change: &'a str) -> Option<&'a st
     if command.is_empty() || command.contains('\n') || command.len() > 300 {
         return None;
     }
-    let unquote = |word: &'a str| word.trim_matches(|c| c == '"' || c == '\'');
+    let unquote =
+        |word: &'a str| word.trim_end_matches([';', '&', '|']).trim_matches(|c| c == '"' || c == '\'');
     let mut words = command.split_whitespace();
     let first = words.next()?;
     let written = match (first, command.rfind('>')) {
@@ -86,6 +87,10 @@ pub(super) fn writes_elsewhere<'a>(path: &str, change: &'a str) -> Option<&'a st
     };
     let normal = |p: &str| p.trim_start_matches("./").to_owned();
     let (path, target) = (normal(path), normal(written));
+    // `sed -i … a.txt b.txt` writes every file it names.
+    if first == "sed" && command.split_whitespace().any(|word| normal(unquote(word)) == path) {
+        return None;
+    }
     let name = path.rsplit('/').next().unwrap_or(&path);
     let same =
         target == path || target.strip_suffix('/').is_some_and(|folder| format!("{folder}/{name}") == path);
@@ -155,6 +160,8 @@ mod tests {
         for (path, change) in [
             ("docs/a.txt", "echo 'new content' > docs/a.txt"),
             ("a.txt", "echo x > ./a.txt"),
+            ("a.txt", "echo x > a.txt; cat a.txt"),
+            ("a.txt", "sed -i 's/x/y/' a.txt b.txt"),
             ("src/app/__init__.py", "sed -i 's/1.2.3/1.3.0/g' src/app/__init__.py"),
             ("backup/a.txt", "cp docs/a.txt backup/"),
             ("all.txt", "cat a.txt b.txt > all.txt"),

@@ -126,7 +126,8 @@ impl Tool for ChangeFile {
             let job = match gather(roots.clone(), args, ctx.task.clone()).await {
                 Ok(job) => Arc::new(job),
                 Err(e) if e.kind == ToolErrorKind::IsADirectory => {
-                    return Err(ToolError::new(e.kind, folder::refusal(&roots, &path, &change)));
+                    let refusal = blocking(move || folder::refusal(&roots, &path, &change)).await?;
+                    return Err(ToolError::new(e.kind, refusal));
                 }
                 Err(e) => return Err(e),
             };
