@@ -20,14 +20,20 @@ const COMMANDS: &[&str] =
 const SCRIPT_EXTENSIONS: &[&str] = &["sh", "bash", "zsh", "fish", "ps1", "bat", "cmd"];
 const SCRIPT_NAMES: &[&str] = &["Makefile", "makefile", "GNUmakefile", "Dockerfile", "Justfile", "justfile"];
 
+/// Most bytes of a command line told from words.
+const MAX_COMMAND: usize = 300;
+
+/// `change` trimmed, when it is one non-empty line short enough to be a command.
+fn one_line(change: &str) -> Option<&str> {
+    let line = change.trim();
+    (!line.is_empty() && !line.contains('\n') && line.len() <= MAX_COMMAND).then_some(line)
+}
+
 /// `Some(command)` when `change` is a one-line shell command rather than words about
 /// `path`'s content. In a script file a command may be the content, unless it names the
 /// script itself (`chmod +x run.sh` for run.sh).
 pub(super) fn shell_command<'a>(path: &str, change: &'a str) -> Option<&'a str> {
-    let command = change.trim();
-    if command.is_empty() || command.contains('\n') || command.len() > 300 {
-        return None;
-    }
+    let command = one_line(change)?;
     let mut words = command.split_whitespace();
     let first = words.next()?;
     // `cat a > b` writes content; `cat b` only shows it.
@@ -53,10 +59,7 @@ const WRITERS: &[&str] = &["cp", "echo", "printf", "sed", "tee", "touch"];
 /// `Some(command)` when `change` is a one-line command of a known program with
 /// arguments, whatever it does to the file.
 pub(super) fn command_line(change: &str) -> Option<&str> {
-    let command = change.trim();
-    if command.contains('\n') || command.len() > 300 {
-        return None;
-    }
+    let command = one_line(change)?;
     let mut words = command.split_whitespace();
     let first = words.next()?;
     ((COMMANDS.contains(&first) || WRITERS.contains(&first)) && words.next().is_some()).then_some(command)
@@ -69,10 +72,7 @@ pub(super) fn command_line(change: &str) -> Option<&str> {
 /// or `cat`, or the last word of `sed -i`, `cp` or `tee`; a folder (`cp a.txt backup/`)
 /// writes the file of that name in it. Words that are not such a command are words.
 pub(super) fn writes_elsewhere<'a>(path: &str, change: &'a str) -> Option<&'a str> {
-    let command = change.trim();
-    if command.is_empty() || command.contains('\n') || command.len() > 300 {
-        return None;
-    }
+    let command = one_line(change)?;
     let unquote =
         |word: &'a str| word.trim_end_matches([';', '&', '|']).trim_matches(|c| c == '"' || c == '\'');
     let mut words = command.split_whitespace();

@@ -55,12 +55,9 @@ fn non_blank(text: &str) -> Vec<&str> {
     text.lines().map(str::trim).filter(|line| !line.is_empty()).collect()
 }
 
-/// The words of the task, split as file names are (punctuation around them dropped).
+/// The words of the task that may be file names, without a leading `./`.
 fn task_words(task: &str) -> Vec<&str> {
-    task.split(|c: char| c.is_whitespace() || "`'\"(),;:<>[]{}，。：；（）「」".contains(c))
-        .map(|word| word.trim_end_matches(['.', '!', '?', '？', '！']).trim_start_matches("./"))
-        .filter(|word| !word.is_empty())
-        .collect()
+    super::prompt::file_words(task).map(|word| word.trim_start_matches("./")).collect()
 }
 
 /// True when a word of the task is `path` or its file name.

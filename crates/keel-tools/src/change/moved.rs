@@ -9,14 +9,16 @@
 
 use crate::workspace::Roots;
 
+/// Most words of the change looked up on disk (each is a `stat`).
+const MAX_CANDIDATES: usize = 16;
+
 /// The hint to add when `change`, the words for `path`, names a file that does not
 /// exist (a word like `NOTES.md` or `docs/notes.md`), or `None`.
 pub(super) fn hint(roots: &Roots, path: &str, change: &str) -> Option<String> {
     let target = roots.lexical(path);
-    let name = change
-        .split(|c: char| c.is_whitespace() || "`'\"(),;:<>[]{}".contains(c))
-        .map(|word| word.trim_end_matches(['.', '!', '?']))
+    let name = super::prompt::file_words(change)
         .filter(|word| file_name_like(word))
+        .take(MAX_CANDIDATES)
         .find(|word| roots.lexical(word) != target && !roots.lexical(word).exists())?;
     Some(format!(" To rename or move `{path}` to `{name}`, use the shell (mv)."))
 }

@@ -9,14 +9,25 @@ pub(super) struct Inputs {
     pub related: Vec<(String, String)>,
 }
 
+/// What stands around a file name in prose: ASCII punctuation and the full-width marks
+/// of Chinese and Japanese text (`修复 backup.sh。` names `backup.sh`).
+const AROUND_NAMES: &str = "`'\"(),;:<>[]{}，。：；（）「」『』、！？";
+
+/// The words of `text` that may be file names: split at spaces and [`AROUND_NAMES`],
+/// a sentence's closing `.`, `!` or `?` dropped.
+pub(super) fn file_words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| c.is_whitespace() || AROUND_NAMES.contains(c))
+        .map(|word| word.trim_end_matches(['.', '!', '?']))
+        .filter(|word| !word.is_empty())
+}
+
 /// Words of `text` that name files in the project other than `target` (at most
 /// [`MAX_RELATED`], small text files only): what the task is about besides the file.
 pub(super) fn related_files(roots: &Roots, text: &str, target: &str) -> Vec<(String, String)> {
     let mut found: Vec<(String, String)> = Vec::new();
     let target = roots.lexical(target);
-    for word in text.split(|c: char| c.is_whitespace() || "`'\"(),;:<>[]{}".contains(c)) {
-        let word = word.trim_end_matches(['.', '!', '?']);
-        if found.len() == MAX_RELATED || word.is_empty() || !word.contains('.') || word.len() > 200 {
+    for word in file_words(text) {
+        if found.len() == MAX_RELATED || !word.contains('.') || word.len() > 200 {
             continue;
         }
         if roots.lexical(word) == target || found.iter().any(|(name, _)| name == word) {
@@ -158,5 +169,8 @@ mod tests {
             found,
             [("people.csv".to_owned(), "name\n".to_owned()), ("data/n.txt".to_owned(), "1\n".to_owned())]
         );
+        // Full-width punctuation closes a name as ASCII does.
+        let found = related_files(&roots, "把 people.csv。转换成「data/n.txt」？", "out.json");
+        assert_eq!(found.into_iter().map(|(name, _)| name).collect::<Vec<_>>(), ["people.csv", "data/n.txt"]);
     }
 }
