@@ -201,6 +201,9 @@ fn commit(
         run.final_text = result.content.clone();
     }
     run.tool_calls += 1;
+    if let Some(code) = &result.error_code {
+        run.failures.push((result.call_id.clone(), crate::ToolErrorKind::parse(code)));
+    }
     run.sink.emit(&AgentEvent::ToolFinished { step, call, result: &result, duration });
     run.log(EventKind::ToolResult(result))?;
     Ok(concludes)

@@ -119,8 +119,12 @@ impl FinishCheck {
                     }
                 }
                 Message::ToolResult(result) if Some(result.call_id.as_str()) == concluding => {}
+                // A refusal on principle (`.git`, outside the workspace, denied) is no
+                // mistake to fix: "make it again" would push toward what was refused.
                 Message::ToolResult(result) => {
-                    activity.last_error = result.is_error.then(|| error_gist(&result.content));
+                    let refused =
+                        state.failures.iter().any(|(id, kind)| *id == result.call_id && kind.is_refusal());
+                    activity.last_error = (result.is_error && !refused).then(|| error_gist(&result.content));
                 }
             }
         }
@@ -242,6 +246,8 @@ mod tests {
     use super::*;
     use keel_llm::{AssistantMessage, ContentBlock, ToolCall, ToolResultMessage, UserMessage};
     use keel_session::{TaskIntent, Wants};
+
+    use crate::ToolErrorKind;
 
     const CHANGE: TaskIntent =
         TaskIntent { wants: Some(Wants::Change), check: Some(false), layout: Some(false) };
@@ -406,6 +412,27 @@ mod tests {
             result("2", true),
         ];
         assert_eq!(nudge_for(CHANGE, &reverted, "Reverted the last commit."), None);
+    }
+
+    /// Regression (suite run full-p1, upgrade-dependency): change_file on `.git` with
+    /// `rm -rf .git` was refused (the file tools do not touch `.git`), and "Fix the call …
+    /// and make it again now" pushed the model back at what was refused. A refusal on
+    /// principle is no mistake to fix; a mistake in the same place still is.
+    #[test]
+    fn a_refusal_on_principle_is_not_asked_to_be_made_again() {
+        let turn = [user("Upgrade requests to 2.32"), call("1", "change_file"), result("1", true)];
+        let (tools, ctx) = (crate::registry::tests_support::registry(), crate::SessionContext::default());
+        for kind in [ToolErrorKind::GitInternals, ToolErrorKind::OutsideWorkspace, ToolErrorKind::Denied] {
+            let failures = [("1".to_owned(), kind)];
+            let mut refused = state(CHANGE, "Done.", &turn, &tools, &ctx);
+            refused.failures = &failures;
+            assert_eq!(FinishCheck::new().nudge(&refused), None, "{kind:?}");
+        }
+        let failures = [("1".to_owned(), ToolErrorKind::NoMatch)];
+        let mut mistaken = state(CHANGE, "Done.", &turn, &tools, &ctx);
+        mistaken.failures = &failures;
+        let nudge = FinishCheck::new().nudge(&mistaken).map(|n| n.text);
+        assert!(nudge.as_deref().is_some_and(|t| t.starts_with(GAVE_UP)), "{nudge:?}");
     }
 
     #[test]

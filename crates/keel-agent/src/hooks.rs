@@ -12,6 +12,7 @@ use crate::hook_points::{
     AfterToolCall, CompactionStarting, Nudge, PromptDecision, PromptSubmitted, ToolCallDone,
 };
 use crate::registry::ToolRegistry;
+use crate::tool_error::ToolErrorKind;
 
 /// What a `before_tool_call` hook decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +89,9 @@ pub struct TurnStopping<'a> {
     pub concluded: bool,
     /// What the task asks for, as read at the turn's start (unknown when not read).
     pub intent: TaskIntent,
+    /// The kind of each call of this turn that failed, by call id, in order: what the
+    /// messages alone do not say (a refusal on principle or a mistake to fix).
+    pub failures: &'a [(String, ToolErrorKind)],
 }
 
 impl<'a> TurnStopping<'a> {
@@ -109,6 +113,7 @@ impl<'a> TurnStopping<'a> {
             ctx,
             concluded: false,
             intent: TaskIntent::default(),
+            failures: &[],
         }
     }
 }

@@ -52,6 +52,9 @@ pub(crate) struct TurnRun<'a> {
     pub task: std::sync::Arc<str>,
     /// What the task asks for, as read at the turn's start ([`crate::intent`]).
     pub intent: keel_session::TaskIntent,
+    /// The kind of each call of this turn that failed, by call id
+    /// ([`crate::TurnStopping::failures`]).
+    pub failures: Vec<(String, crate::ToolErrorKind)>,
 }
 
 impl TurnRun<'_> {

@@ -136,6 +136,23 @@ impl ToolErrorKind {
         ToolErrorKind::ToolError,
     ];
 
+    /// The call was refused on principle — by the permission policy or the user, or
+    /// because its target is outside what the tools may touch (outside the workspace,
+    /// inside `.git`, a hard link, a device, the network when it is off). The same aim
+    /// made by a corrected call is refused again; it is no mistake to fix.
+    pub fn is_refusal(self) -> bool {
+        matches!(
+            self,
+            ToolErrorKind::Denied
+                | ToolErrorKind::OutsideWorkspace
+                | ToolErrorKind::GitInternals
+                | ToolErrorKind::HardLink
+                | ToolErrorKind::NotARegularFile
+                | ToolErrorKind::NetworkOff
+                | ToolErrorKind::BlockedAddress
+        )
+    }
+
     /// The code the model sees and the log keeps.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -315,6 +315,7 @@ impl TurnRun<'_> {
                     ctx: self.ctx,
                     concluded,
                     intent: self.intent,
+                    failures: &self.failures,
                 };
                 let nudge = self.agent.hooks.turn_stopping(state).await;
                 self.log_hook_runs()?;
@@ -470,6 +471,7 @@ impl Agent {
             prompt: String::new(),
             task: std::sync::Arc::from(""),
             intent: keel_session::TaskIntent::default(),
+            failures: Vec::new(),
         };
         Ok(run.run(input).await?)
     }

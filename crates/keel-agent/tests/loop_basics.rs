@@ -564,3 +564,68 @@ async fn requests_with_hook_input_are_exactly_the_derived_history() {
     assert_eq!(session.messages(), derive_messages(&events).unwrap().as_slice());
     assert_provider_valid(session.messages());
 }
+
+/// A changing tool that fails with the kind its path names (`.git/…`: a refusal on
+/// principle; anything else: a mistake to fix).
+struct FailingWrite;
+
+impl keel_agent::Tool for FailingWrite {
+    type Args = PathArgs;
+    fn name(&self) -> &str {
+        "write"
+    }
+    fn description(&self) -> &str {
+        "Writes a file."
+    }
+    async fn call(
+        &self,
+        args: PathArgs,
+        _ctx: keel_agent::ToolContext,
+    ) -> Result<keel_agent::ToolOutput, keel_agent::ToolError> {
+        let kind = match args.path.starts_with(".git/") {
+            true => keel_agent::ToolErrorKind::GitInternals,
+            false => keel_agent::ToolErrorKind::NotFound,
+        };
+        Err(keel_agent::ToolError::new(kind, format!("`{}` was not written", args.path)))
+    }
+}
+
+/// Issue 29: the finish check learns from the loop what kind each failed call was
+/// (`TurnStopping::failures`), so a refusal on principle (`.git`) is not answered with
+/// "Fix the call … and make it again now"; a mistake still is.
+#[tokio::test]
+async fn the_finish_check_tells_a_refusal_from_a_mistake() {
+    for (path, nudged) in [(".git/config", false), ("src/a.py", true)] {
+        let model = ScriptedModel::new([
+            reply()
+                .call("classify", r#"{"change": true, "question": false, "check": false, "layout": false}"#),
+            reply()
+                .call("classify", r#"{"question": false, "change": true, "check": false, "layout": false}"#),
+            reply().call("write", &format!(r#"{{"path":"{path}"}}"#)),
+            reply().text("I could not do it."),
+            reply().text("Still not."),
+        ]);
+        let config = keel_agent::AgentConfig { read_intent: true, ..keel_agent::AgentConfig::default() };
+        let agent = Agent::builder(model.clone())
+            .tool(FailingWrite)
+            .config(config)
+            .hooks(keel_agent::FinishCheck::new())
+            .build();
+        let mut session = keel_agent::Session::in_memory("/w");
+        let outcome = agent
+            .run_turn(
+                &mut session,
+                &SessionContext::new("/w"),
+                "Change the setting",
+                &NullSink,
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        let asked = session.messages().iter().any(|m| match m {
+            Message::User(user) => user.content.starts_with("Your last tool call failed:"),
+            _ => false,
+        });
+        assert_eq!((path, asked, outcome.steps), (path, nudged, if nudged { 3 } else { 2 }));
+    }
+}

@@ -104,11 +104,36 @@ pub(super) fn elsewhere_refusal(path: &str, command: &str, written: &str) -> Str
     )
 }
 
-/// The refusal: what the call was, and what to do instead.
-pub(super) fn refusal(path: &str, command: &str) -> String {
-    format!(
-        "`{path}` was not changed: `{command}` is a shell command, and change_file does not run commands. To run it, call shell with it; to change `{path}`, call change_file saying in words what to change in its content."
-    )
+/// Most characters of a task offered whole as change_file's words.
+const MAX_TASK_OFFERED: usize = 400;
+
+/// The refusal: what the call was, and what to do instead. When the task names `path`,
+/// it ends with the call that makes the task's change there, the task's own words as the
+/// change (json-dependency: told only "say in words what to change", the 1.5B model sent
+/// `npm install lodash` as the words again and again; what a refusal offers last is what
+/// it does next).
+pub(super) fn refusal(path: &str, command: &str, task: Option<&str>) -> String {
+    let head = format!(
+        "`{path}` was not changed: `{command}` is a shell command, and change_file does not run commands. To run it, call shell with it;"
+    );
+    let task = task
+        .map(str::trim)
+        .filter(|task| task.chars().count() <= MAX_TASK_OFFERED && super::elsewhere::task_names(task, path));
+    match task {
+        Some(task) => format!(
+            "{head} to make the change the task asks for in `{path}`, call change_file with \"path\": {}, \"change\": {}.",
+            json_string(path),
+            json_string(task)
+        ),
+        None => format!(
+            "{head} to change `{path}`, call change_file saying in words what to change in its content."
+        ),
+    }
+}
+
+/// `text` as a JSON string, quotes and all.
+fn json_string(text: &str) -> String {
+    serde_json::Value::String(text.to_owned()).to_string()
 }
 
 #[cfg(test)]
@@ -145,6 +170,37 @@ mod tests {
         ] {
             assert_eq!(shell_command(path, change), None, "{path}: {change}");
         }
+    }
+
+    /// Regression (suite runs full-p1..p3, json-dependency, 0 of 3): the words
+    /// `npm install lodash@^4.17.21 --save-dev` for package.json were refused with "say
+    /// in words what to change", and the model sent the same command as words again until
+    /// the step limit. When the task names the file, the refusal ends with the call that
+    /// makes the task's change, in the task's own words.
+    #[test]
+    fn a_command_for_a_file_the_task_names_is_answered_with_the_tasks_change() {
+        let task =
+            "Add the dependency \"lodash\" with version \"^4.17.21\" to the dependencies in package.json.";
+        let npm = "npm install lodash@^4.17.21 --save-dev";
+        assert_eq!(
+            refusal("package.json", npm, Some(task)),
+            format!(
+                "`package.json` was not changed: `{npm}` is a shell command, and change_file does not run commands. To run it, call shell with it; to make the change the task asks for in `package.json`, call change_file with \"path\": \"package.json\", \"change\": \"Add the dependency \\\"lodash\\\" with version \\\"^4.17.21\\\" to the dependencies in package.json.\"."
+            )
+        );
+        let generic =
+            "to change `package.json`, call change_file saying in words what to change in its content.";
+        // A task that does not name the file, a long one, or none: the words are asked for.
+        for task in
+            [Some("Add lodash to the project."), Some(&*format!("{} package.json", "x".repeat(400))), None]
+        {
+            assert!(refusal("package.json", npm, task).ends_with(generic), "{task:?}");
+        }
+        // Any script: the task's name for the file is found beside full-width marks.
+        assert!(
+            refusal("app.py", "python3 app.py", Some("修复 app.py。"))
+                .ends_with("\"change\": \"修复 app.py。\".")
+        );
     }
 
     #[test]

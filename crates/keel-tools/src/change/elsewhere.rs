@@ -60,6 +60,11 @@ fn task_words(task: &str) -> Vec<&str> {
     super::prompt::file_words(task).map(|word| word.trim_start_matches("./")).collect()
 }
 
+/// True when a word of `task` is `path` or its file name.
+pub(super) fn task_names(task: &str, path: &str) -> bool {
+    names(&task_words(task), path)
+}
+
 /// True when a word of the task is `path` or its file name.
 fn names(words: &[&str], path: &str) -> bool {
     let path = path.trim_start_matches("./");

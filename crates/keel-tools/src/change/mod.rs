@@ -134,7 +134,7 @@ impl Tool for ChangeFile {
             if let Some(command) = command::shell_command(&job.args.path, &job.args.change) {
                 return Err(ToolError::new(
                     ToolErrorKind::InvalidArguments,
-                    command::refusal(&job.args.path, command),
+                    command::refusal(&job.args.path, command, ctx.task.as_deref()),
                 ));
             }
             if let Some(written) = command::writes_elsewhere(&job.args.path, &job.args.change) {
