@@ -704,3 +704,43 @@ async fn a_call_on_a_folder_is_told_the_call_its_words_ask_for() {
     assert!(model.requests().is_empty(), "the editor was not asked");
     assert_eq!(std::fs::read_to_string(ws.path().join("pyproject.toml")).unwrap(), "version = \"1.2.3\"\n");
 }
+
+/// Regression (summarize-last-commit, 3 of 5 recorded server runs): the model gave a
+/// line of README.md as its words; the editor rightly gave the file back unchanged, and
+/// asked again, hotter, it set `50 MB` in bold — an unasked change. An unchanged reply to
+/// words the file already holds is the answer: the editor is asked once, nothing is
+/// written, and the result (not an error) says so.
+#[tokio::test]
+async fn words_the_file_already_holds_are_not_asked_for_again() {
+    let ws = tempfile::tempdir().unwrap();
+    let readme = "# picshare\n\nUpload PNG, JPEG or WebP pictures of up to 50 MB.\n";
+    std::fs::write(ws.path().join("README.md"), readme).unwrap();
+    let model = ScriptedModel::new([
+        reply().text(&format!("```\n{readme}```")),
+        reply().text("```\n# picshare\n\nUpload PNG, JPEG or WebP pictures of up to **50 MB**.\n```"),
+    ]);
+    let tool = typed(ChangeFile::new(Arc::new(ToolsConfig::default()), Arc::new(model.clone())));
+    let prepared = tool
+        .prepare(r#"{"path": "README.md", "change": "Upload PNG, JPEG or WebP pictures of up to 50 MB."}"#)
+        .unwrap();
+    let out = prepared(ToolContext::new(ws.path()).task("Summarize the last commit.")).await.unwrap();
+    assert_eq!(
+        (out.is_error, out.content.as_str()),
+        (
+            false,
+            "No change needed: `README.md` already holds the text your words give, so it was left as it is. Go on with the next step of the task."
+        )
+    );
+    assert_eq!(model.requests().len(), 1, "the editor was asked once");
+    assert_eq!(std::fs::read_to_string(ws.path().join("README.md")).unwrap(), readme);
+    // Words the file does not hold are asked for again, hotter, as before.
+    let model = ScriptedModel::new([
+        reply().text(&format!("```\n{readme}```")),
+        reply().text("```\n# picshare\n\nUpload pictures of up to 60 MB.\n```"),
+    ]);
+    let tool = typed(ChangeFile::new(Arc::new(ToolsConfig::default()), Arc::new(model.clone())));
+    let prepared = tool.prepare(r#"{"path": "README.md", "change": "Raise the limit to 60 MB"}"#).unwrap();
+    let out = prepared(ToolContext::new(ws.path()).task("Raise the limit to 60 MB")).await.unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(model.requests().len(), 2);
+}

@@ -26,6 +26,7 @@ mod beside;
 mod command;
 mod elsewhere;
 mod folder;
+mod held;
 mod moved;
 mod prompt;
 
@@ -205,6 +206,12 @@ async fn edit(
             Ok((new, note)) => {
                 return Ok((job.write(new, note, ctx).await?.with_usage(usage).with_asides(asides), false));
             }
+            // An unchanged reply to words the file already holds is right: asked again,
+            // hotter, the editor invents a change (`held`).
+            Err(Unchanged::Same) if job.holds_words() => {
+                refusal = Unchanged::Held;
+                break;
+            }
             Err(why) => refusal = why,
         }
     }
@@ -302,11 +309,17 @@ impl Job {
         })
     }
 
+    /// True when the file exists and already holds the model's words ([`held::holds`]).
+    fn holds_words(&self) -> bool {
+        self.inputs.current.as_deref().is_some_and(|file| held::holds(file, &self.args.change))
+    }
+
     /// The result when no attempt was written.
     fn unchanged(&self, why: Unchanged, state: &keel_agent::ToolState) -> ToolOutput {
         let path = &self.args.path;
         match why {
             Unchanged::Refused { why, .. } => ToolOutput::error(why),
+            Unchanged::Held => ToolOutput::text(held::report(path)),
             Unchanged::Same if changed_before(&self.roots, state, path) => ToolOutput::text(format!(
                 "No change needed: `{path}` already has the change you made with change_file earlier (its diff is above). Do not repeat it; go on with the next step of the task."
             )),
@@ -424,6 +437,8 @@ fn write_new(
 enum Unchanged {
     /// It came back the same as the file.
     Same,
+    /// It came back the same as the file, which already holds the words.
+    Held,
     /// It was refused: `why` tells the model; `retry`, when there is one, tells the
     /// editor what to mend in its next attempt (added to the end of its prompt).
     Refused { why: String, retry: Option<String> },
