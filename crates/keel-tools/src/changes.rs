@@ -108,6 +108,21 @@ pub(crate) async fn unchanged_this_turn(workspace: &Path, state: &keel_agent::To
     state.with(|start: &mut Start| matches!(&start.0, Some((_, files)) if same_outside(files, &now, &git)))
 }
 
+/// True when the file at `relative` (to `workspace`) differs from what it was when this
+/// turn started, as the session's [`ChangeCheck`] saw it (a file new since counts). False
+/// when no snapshot was taken or the file cannot be read. One file, read whole: for
+/// change_file's files (at most 16 KiB).
+pub(crate) fn file_changed_this_turn(
+    workspace: &Path,
+    relative: &Path,
+    state: &keel_agent::ToolState,
+) -> bool {
+    let path = workspace.join(relative);
+    let Ok(meta) = std::fs::metadata(&path) else { return false };
+    let now = (meta.len(), stamp(&path, &meta));
+    state.with(|start: &mut Start| start.0.as_ref().is_some_and(|(_, files)| files.get(&path) != Some(&now)))
+}
+
 /// Whether `a` and `b` are the same but for files under `left_out`.
 fn same_outside(a: &Snapshot, b: &Snapshot, left_out: &Path) -> bool {
     fn outside<'a>(files: &'a Snapshot, left_out: &Path) -> HashMap<&'a PathBuf, &'a (u64, Stamp)> {

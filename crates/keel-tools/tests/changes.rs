@@ -85,3 +85,57 @@ async fn questions_are_left_alone() {
         .unwrap();
     assert_eq!(outcome.steps, 1);
 }
+
+/// Regression (en-blank-lines, full-p3): `sed -i` had changed todo.txt; change_file with
+/// the same sed command as its words came back the same, and "was not changed … call
+/// change_file again" had the model repeat it twice, then answer that todo.txt was not
+/// changed. A file changed earlier in the turn, by any tool, that the editor gives back
+/// as it is already has what the words ask; in a later turn it is an error as before.
+#[tokio::test]
+async fn a_file_changed_earlier_in_the_turn_that_comes_back_the_same_needs_no_change() {
+    let ws = tempfile::tempdir().unwrap();
+    let call = r#"{"path": "todo.txt", "change": "sed -i '/^$/d' todo.txt"}"#;
+    let same = "```\na\nb\n```";
+    let model = ScriptedModel::new([
+        intent("change", false, false),
+        intent("change", false, false),
+        reply().call("write_file", r#"{"path": "todo.txt", "content": "a\nb\n"}"#),
+        reply().call("change_file", call),
+        reply().text(same),
+        reply().text(same),
+        reply().text("Done."),
+        intent("change", false, false),
+        intent("change", false, false),
+        reply().call("change_file", call),
+        reply().text(same),
+        reply().text(same),
+        reply().text("Done again."),
+        reply().text("Really."),
+    ]);
+    let config = Arc::new(ToolsConfig::default());
+    let mut tools = builtin(Arc::clone(&config));
+    tools.register(keel_tools::change::ChangeFile::new(config, Arc::new(model.clone())));
+    let agent_config = keel_agent::AgentConfig { read_intent: true, ..keel_agent::AgentConfig::default() };
+    let agent = Agent::builder(model.clone()).tools(tools).config(agent_config).hooks(ChangeCheck).build();
+    let mut session = Session::in_memory(&ws.path().display().to_string());
+    let ctx = SessionContext::new(ws.path());
+    for task in ["Delete the extra blank lines in todo.txt", "Delete them again"] {
+        agent.run_turn(&mut session, &ctx, task, &NullSink, &CancellationToken::new()).await.unwrap();
+    }
+    let results: Vec<(bool, String)> = session
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult(r) if r.name == "change_file" => Some((r.is_error, r.content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results[0],
+        (
+            false,
+            "No change needed: `todo.txt` was already changed earlier in this task (by another tool or a command), and it already has what your words ask for. Do not repeat it; go on with the next step of the task.".to_owned()
+        )
+    );
+    assert!(results[1].0 && results[1].1.contains("came back the same as the old"), "{:?}", results[1]);
+}

@@ -29,9 +29,11 @@ mod folder;
 mod held;
 mod moved;
 mod prompt;
+mod unchanged;
 
 pub(crate) use prompt::fence_for;
 use prompt::{Inputs, code_block, editor_prompt, fence_len, related_files};
+use unchanged::{Changed, Unchanged};
 
 /// Most lines of a file change_file rewrites (its whole text is generated again).
 const MAX_LINES: usize = 200;
@@ -215,7 +217,7 @@ async fn edit(
             Err(why) => refusal = why,
         }
     }
-    Ok((job.unchanged(refusal, &ctx.state).with_usage(usage).with_asides(asides), true))
+    Ok((job.unchanged(refusal, ctx).with_usage(usage).with_asides(asides), true))
 }
 
 /// Added to a refusal given again without asking the editor.
@@ -307,27 +309,6 @@ impl Job {
             Ok(report) => ToolOutput::text(report).with_change(witness.change()),
             Err(e) => ToolOutput::error(e.message),
         })
-    }
-
-    /// True when the file exists and already holds the model's words ([`held::holds`]).
-    fn holds_words(&self) -> bool {
-        self.inputs.current.as_deref().is_some_and(|file| held::holds(file, &self.args.change))
-    }
-
-    /// The result when no attempt was written.
-    fn unchanged(&self, why: Unchanged, state: &keel_agent::ToolState) -> ToolOutput {
-        let path = &self.args.path;
-        match why {
-            Unchanged::Refused { why, .. } => ToolOutput::error(why),
-            Unchanged::Held => ToolOutput::text(held::report(path)),
-            Unchanged::Same if changed_before(&self.roots, state, path) => ToolOutput::text(format!(
-                "No change needed: `{path}` already has the change you made with change_file earlier (its diff is above). Do not repeat it; go on with the next step of the task."
-            )),
-            Unchanged::Same => ToolOutput::error(format!(
-                "`{path}` was not changed: its new content came back the same as the old. To change its content, call change_file again saying exactly what to add, remove or replace.{}",
-                moved::hint(&self.roots, path, &self.args.change).unwrap_or_default()
-            )),
-        }
     }
 
     /// Checks the editor's reply: one whole code block, different from the file (blank
@@ -431,27 +412,6 @@ fn write_new(
         }
         None => created_report(&shown, new),
     })
-}
-
-/// Why the editor's reply was not written.
-enum Unchanged {
-    /// It came back the same as the file.
-    Same,
-    /// It came back the same as the file, which already holds the words.
-    Held,
-    /// It was refused: `why` tells the model; `retry`, when there is one, tells the
-    /// editor what to mend in its next attempt (added to the end of its prompt).
-    Refused { why: String, retry: Option<String> },
-}
-
-/// The files change_file has changed in this session.
-#[derive(Debug, Default)]
-struct Changed(std::collections::HashSet<std::path::PathBuf>);
-
-/// True when change_file changed the file at `path` earlier in the session.
-fn changed_before(roots: &Roots, state: &keel_agent::ToolState, path: &str) -> bool {
-    let Ok(canonical) = roots.resolve_existing(path, false) else { return false };
-    state.with(|changed: &mut Changed| changed.0.contains(&canonical))
 }
 
 /// Refuses, before the model is asked, a path the file could not be written to.
