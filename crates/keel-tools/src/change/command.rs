@@ -107,16 +107,19 @@ pub(super) fn elsewhere_refusal(path: &str, command: &str, written: &str) -> Str
 /// Most characters of a task offered whole as change_file's words.
 const MAX_TASK_OFFERED: usize = 400;
 
-/// The refusal: what the call was, and what to do instead. When the task names `path`,
-/// it ends with the call that makes the task's change there, the task's own words as the
-/// change (json-dependency: told only "say in words what to change", the 1.5B model sent
-/// `npm install lodash` as the words again and again; what a refusal offers last is what
-/// it does next).
-pub(super) fn refusal(path: &str, command: &str, task: Option<&str>) -> String {
+/// The refusal: what the call was, and what to do instead. When `path` is an existing
+/// file (`exists`) the task names, it ends with the call that makes the task's change
+/// there, the task's own words as the change (json-dependency: told only "say in words
+/// what to change", the 1.5B model sent `npm install lodash` as the words again and
+/// again; what a refusal offers last is what it does next). Not for a path that does not
+/// exist: `node_modules/lodash` shares its last name with the task's package `lodash`,
+/// and the offered call created it with package.json's content.
+pub(super) fn refusal(path: &str, command: &str, task: Option<&str>, exists: bool) -> String {
     let head = format!(
         "`{path}` was not changed: `{command}` is a shell command, and change_file does not run commands. To run it, call shell with it;"
     );
     let task = task
+        .filter(|_| exists)
         .map(str::trim)
         .filter(|task| task.chars().count() <= MAX_TASK_OFFERED && super::elsewhere::task_names(task, path));
     match task {
@@ -183,7 +186,7 @@ mod tests {
             "Add the dependency \"lodash\" with version \"^4.17.21\" to the dependencies in package.json.";
         let npm = "npm install lodash@^4.17.21 --save-dev";
         assert_eq!(
-            refusal("package.json", npm, Some(task)),
+            refusal("package.json", npm, Some(task), true),
             format!(
                 "`package.json` was not changed: `{npm}` is a shell command, and change_file does not run commands. To run it, call shell with it; to make the change the task asks for in `package.json`, call change_file with \"path\": \"package.json\", \"change\": \"Add the dependency \\\"lodash\\\" with version \\\"^4.17.21\\\" to the dependencies in package.json.\"."
             )
@@ -194,11 +197,18 @@ mod tests {
         for task in
             [Some("Add lodash to the project."), Some(&*format!("{} package.json", "x".repeat(400))), None]
         {
-            assert!(refusal("package.json", npm, task).ends_with(generic), "{task:?}");
+            assert!(refusal("package.json", npm, task, true).ends_with(generic), "{task:?}");
         }
+        // Regression (full-t1): a path that does not exist, though its last name is a word
+        // of the task (the package `lodash`), is asked for words; the offered call had
+        // created `node_modules/lodash` with package.json's content.
+        let mkdir = "mkdir -p node_modules/lodash";
+        assert!(refusal("node_modules/lodash", mkdir, Some(task), false).ends_with(
+            "to change `node_modules/lodash`, call change_file saying in words what to change in its content."
+        ));
         // Any script: the task's name for the file is found beside full-width marks.
         assert!(
-            refusal("app.py", "python3 app.py", Some("修复 app.py。"))
+            refusal("app.py", "python3 app.py", Some("修复 app.py。"), true)
                 .ends_with("\"change\": \"修复 app.py。\".")
         );
     }

@@ -137,7 +137,12 @@ impl Tool for ChangeFile {
             if let Some(command) = command::shell_command(&job.args.path, &job.args.change) {
                 return Err(ToolError::new(
                     ToolErrorKind::InvalidArguments,
-                    command::refusal(&job.args.path, command, ctx.task.as_deref()),
+                    command::refusal(
+                        &job.args.path,
+                        command,
+                        ctx.task.as_deref(),
+                        job.inputs.current.is_some(),
+                    ),
                 ));
             }
             if let Some(written) = command::writes_elsewhere(&job.args.path, &job.args.change) {
