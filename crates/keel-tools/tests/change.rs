@@ -498,7 +498,7 @@ async fn a_shell_command_as_the_change_is_refused_before_the_editor_is_asked() {
     assert_eq!(error.kind, ToolErrorKind::InvalidArguments);
     assert_eq!(
         error.message,
-        "`stats.py` was not changed: `git add stats.py` is a shell command, and change_file does not run commands. To run it, call shell with it; to make the change the task asks for in `stats.py`, call change_file with \"path\": \"stats.py\", \"change\": \"Fix stats.py\"."
+        "`stats.py` was not changed: `git add stats.py` is a shell command, and change_file does not run commands. To make the change the task asks for in `stats.py`, call change_file with \"path\": \"stats.py\", \"change\": \"Fix stats.py\"."
     );
     assert!(model.requests().is_empty(), "the editor was not asked");
     // A command aimed outside the project is refused as outside, not sent to the shell

@@ -111,12 +111,14 @@ const MAX_TASK_OFFERED: usize = 400;
 /// file (`exists`) the task names, it ends with the call that makes the task's change
 /// there, the task's own words as the change (json-dependency: told only "say in words
 /// what to change", the 1.5B model sent `npm install lodash` as the words again and
-/// again; what a refusal offers last is what it does next). Not for a path that does not
+/// again; what a refusal offers last is what it does next), and offers nothing else:
+/// after "To run it, call shell with it; to make the change …" the model ran the failing
+/// `npm install` again (spot-u1). Not for a path that does not
 /// exist: `node_modules/lodash` shares its last name with the task's package `lodash`,
 /// and the offered call created it with package.json's content.
 pub(super) fn refusal(path: &str, command: &str, task: Option<&str>, exists: bool) -> String {
     let head = format!(
-        "`{path}` was not changed: `{command}` is a shell command, and change_file does not run commands. To run it, call shell with it;"
+        "`{path}` was not changed: `{command}` is a shell command, and change_file does not run commands."
     );
     let task = task
         .filter(|_| exists)
@@ -124,12 +126,12 @@ pub(super) fn refusal(path: &str, command: &str, task: Option<&str>, exists: boo
         .filter(|task| task.chars().count() <= MAX_TASK_OFFERED && super::elsewhere::task_names(task, path));
     match task {
         Some(task) => format!(
-            "{head} to make the change the task asks for in `{path}`, call change_file with \"path\": {}, \"change\": {}.",
+            "{head} To make the change the task asks for in `{path}`, call change_file with \"path\": {}, \"change\": {}.",
             json_string(path),
             json_string(task)
         ),
         None => format!(
-            "{head} to change `{path}`, call change_file saying in words what to change in its content."
+            "{head} To run it, call shell with it; to change `{path}`, call change_file saying in words what to change in its content."
         ),
     }
 }
@@ -188,7 +190,7 @@ mod tests {
         assert_eq!(
             refusal("package.json", npm, Some(task), true),
             format!(
-                "`package.json` was not changed: `{npm}` is a shell command, and change_file does not run commands. To run it, call shell with it; to make the change the task asks for in `package.json`, call change_file with \"path\": \"package.json\", \"change\": \"Add the dependency \\\"lodash\\\" with version \\\"^4.17.21\\\" to the dependencies in package.json.\"."
+                "`package.json` was not changed: `{npm}` is a shell command, and change_file does not run commands. To make the change the task asks for in `package.json`, call change_file with \"path\": \"package.json\", \"change\": \"Add the dependency \\\"lodash\\\" with version \\\"^4.17.21\\\" to the dependencies in package.json.\"."
             )
         );
         let generic =
