@@ -109,9 +109,11 @@ pub(crate) async fn unchanged_this_turn(workspace: &Path, state: &keel_agent::To
 }
 
 /// True when the file at `relative` (to `workspace`) differs from what it was when this
-/// turn started, as the session's [`ChangeCheck`] saw it (a file new since counts). False
-/// when no snapshot was taken or the file cannot be read. One file, read whole: for
-/// change_file's files (at most 16 KiB).
+/// turn started, as the session's [`ChangeCheck`] saw it. False when no snapshot was
+/// taken, the file cannot be read, or the snapshot does not have it: a file new since and
+/// one the snapshot leaves out (what `.gitignore` ignores) cannot be told apart, and an
+/// ignored file left alone is not "changed earlier". One file, at most 1 MiB read (past
+/// that, its size and time are compared).
 pub(crate) fn file_changed_this_turn(
     workspace: &Path,
     relative: &Path,
@@ -120,7 +122,9 @@ pub(crate) fn file_changed_this_turn(
     let path = workspace.join(relative);
     let Ok(meta) = std::fs::metadata(&path) else { return false };
     let now = (meta.len(), stamp(&path, &meta));
-    state.with(|start: &mut Start| start.0.as_ref().is_some_and(|(_, files)| files.get(&path) != Some(&now)))
+    state.with(|start: &mut Start| {
+        start.0.as_ref().and_then(|(_, files)| files.get(&path)).is_some_and(|then| *then != now)
+    })
 }
 
 /// Whether `a` and `b` are the same but for files under `left_out`.
@@ -196,6 +200,27 @@ mod tests {
         std::fs::remove_file(dir.path().join("b.txt")).unwrap();
         std::fs::write(dir.path().join("a.txt"), "2").unwrap();
         assert!(!same_outside(&before, &snapshot(dir.path()).unwrap(), &git));
+    }
+
+    #[test]
+    fn a_file_is_changed_this_turn_only_when_the_snapshot_had_it_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".gitignore"), "*.log\n").unwrap();
+        std::fs::write(dir.path().join("a.txt"), "1").unwrap();
+        std::fs::write(dir.path().join("x.log"), "ignored").unwrap();
+        let state = keel_agent::ToolState::default();
+        let changed = |name: &str| file_changed_this_turn(dir.path(), Path::new(name), &state);
+        assert!(!changed("a.txt"), "no snapshot taken");
+        state.with(|start: &mut Start| start.0 = Some((1, snapshot(dir.path()).unwrap())));
+        assert!(!changed("a.txt"));
+        std::fs::write(dir.path().join("a.txt"), "2").unwrap();
+        assert!(changed("a.txt"));
+        // An ignored file is not in the snapshot: never "changed earlier".
+        std::fs::write(dir.path().join("x.log"), "changed").unwrap();
+        assert!(!changed("x.log"));
+        std::fs::write(dir.path().join("b.txt"), "new").unwrap();
+        assert!(!changed("b.txt"), "new since, or ignored: not told apart");
+        assert!(!changed("missing.txt"));
     }
 
     #[test]

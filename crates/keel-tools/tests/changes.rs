@@ -94,11 +94,13 @@ async fn questions_are_left_alone() {
 #[tokio::test]
 async fn a_file_changed_earlier_in_the_turn_that_comes_back_the_same_needs_no_change() {
     let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("todo.txt"), "a\n\n\nb\n").unwrap();
     let call = r#"{"path": "todo.txt", "change": "sed -i '/^$/d' todo.txt"}"#;
     let same = "```\na\nb\n```";
     let model = ScriptedModel::new([
         intent("change", false, false),
         intent("change", false, false),
+        reply().call("read_file", r#"{"path": "todo.txt"}"#),
         reply().call("write_file", r#"{"path": "todo.txt", "content": "a\nb\n"}"#),
         reply().call("change_file", call),
         reply().text(same),
