@@ -1,13 +1,18 @@
 //! A note under a failed git command run where there is no git repository. Told
 //! "fatal: not a git repository", small models were seen to make one (`git init`) in the
 //! user's folder and then commit, for tasks that never mentioned git; the note says
-//! what the failure means and that a repository is the user's call. It rests on facts
-//! only: the command ran git, it failed, and no `.git` is in its folder or above.
+//! what the failure means and ends with what to do instead: work on the files. It does
+//! not mention making a repository: a note that ended "do not make a repository unless
+//! the user asked for one" was followed by `git init` 10 times in the 48 it was given
+//! (recorded suite runs, 2026-12-07), and asked again at that step (3 samples each of 10
+//! distinct points, llama-server, 1.5B) the old text drew `git init` 5 times and a
+//! file read none, the new one 2 and 5. It rests on facts only: the command ran git, it
+//! failed, and no `.git` is in its folder or above.
 
 use std::path::Path;
 
 /// The note added to the output.
-pub(crate) const NOTE: &str = "[keel: this folder is not in a git repository, so git commands fail here. Work on the files themselves; do not make a repository unless the user asked for one.]";
+pub(crate) const NOTE: &str = "[keel: this folder is not in a git repository, so git commands fail here. Its files are here as they are: read and change them with your tools.]";
 
 /// The note for `command`, run in `workdir`, when it ran git, failed, and `workdir` is
 /// not in a git repository.
