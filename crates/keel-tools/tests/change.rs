@@ -512,6 +512,37 @@ async fn a_shell_command_as_the_change_is_refused_before_the_editor_is_asked() {
     );
 }
 
+/// Regression (bug-in-helper, suite run full-t1): the words `test_invoice.py` for
+/// test_invoice.py reached the editor nine times, which wrote the file back unchanged each
+/// time. Words that only name the file are answered before the editor is asked.
+#[tokio::test]
+async fn words_that_only_name_the_file_are_refused_before_the_editor_is_asked() {
+    let ws = tempfile::tempdir().unwrap();
+    let test = "import unittest\n";
+    std::fs::write(ws.path().join("test_invoice.py"), test).unwrap();
+    let model = ScriptedModel::new([reply().text("```python\nimport unittest\n```")]);
+    let tool = typed(ChangeFile::new(Arc::new(ToolsConfig::default()), Arc::new(model.clone())));
+    let prepared = tool.prepare(r#"{"path": "test_invoice.py", "change": "test_invoice.py"}"#).unwrap();
+    let error = prepared(ToolContext::new(ws.path()).task("test_invoice.py fails. Can you fix it?"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ToolErrorKind::InvalidArguments);
+    assert!(
+        error.message.starts_with(
+            "`test_invoice.py` was not changed: your words, `test_invoice.py`, only name the file"
+        ),
+        "{}",
+        error.message
+    );
+    assert!(
+        error.message.ends_with("run the command that fails and read its error, or read the file."),
+        "{}",
+        error.message
+    );
+    assert!(model.requests().is_empty(), "the editor was not asked");
+    assert_eq!(std::fs::read_to_string(ws.path().join("test_invoice.py")).unwrap(), test);
+}
+
 #[test]
 fn change_file_declares_that_it_writes_its_path() {
     let model = ScriptedModel::new([]);

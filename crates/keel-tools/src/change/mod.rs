@@ -22,6 +22,7 @@ use crate::blank_lines::LayoutAsked;
 use crate::undo::Keeper;
 use crate::workspace::Roots;
 
+mod bare;
 mod beside;
 mod command;
 mod elsewhere;
@@ -149,6 +150,12 @@ impl Tool for ChangeFile {
                 return Err(ToolError::new(
                     ToolErrorKind::InvalidArguments,
                     command::elsewhere_refusal(&job.args.path, job.args.change.trim(), written),
+                ));
+            }
+            if bare::only_names(&job.args.path, &job.args.change) {
+                return Err(ToolError::new(
+                    ToolErrorKind::InvalidArguments,
+                    bare::refusal(&job.args.path, &job.args.change),
                 ));
             }
             let named = job.inputs.related.iter().map(|(name, _)| name.as_str());
