@@ -664,7 +664,7 @@ async fn an_unchanged_reply_names_mv_only_when_the_words_name_a_new_file() {
         (out.is_error, out.content.as_str()),
         (
             true,
-            "`notes.txt` was not changed: its new content came back the same as the old. To change its content, call change_file again saying exactly what to add, remove or replace. To rename or move `notes.txt` to `NOTES.md`, use the shell (mv)."
+            "`notes.txt` was not changed: its new content came back the same as the old: the editor found nothing to change in it from your words. Say exactly what to add, remove or replace; if you do not know yet, find out first: run the command that fails and read its error, or read the file. To rename or move `notes.txt` to `NOTES.md`, use the shell (mv)."
         )
     );
     let words = serde_json::json!({"path": "notes.txt", "change": "Meeting notes."});
@@ -673,7 +673,7 @@ async fn an_unchanged_reply_names_mv_only_when_the_words_name_a_new_file() {
         (out.is_error, out.content.as_str()),
         (
             true,
-            "`notes.txt` was not changed: its new content came back the same as the old. To change its content, call change_file again saying exactly what to add, remove or replace."
+            "`notes.txt` was not changed: its new content came back the same as the old: the editor found nothing to change in it from your words. Say exactly what to add, remove or replace; if you do not know yet, find out first: run the command that fails and read its error, or read the file."
         )
     );
     assert_eq!(std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(), "Meeting notes\n");

@@ -64,8 +64,12 @@ impl Job {
             Unchanged::Same if self.changed_this_turn(ctx) => ToolOutput::text(format!(
                 "No change needed: `{path}` was already changed earlier in this task (by another tool or a command), and it already has what your words ask for. Do not repeat it; go on with the next step of the task."
             )),
+            // Ends with how to find what to change: "call change_file again saying exactly
+            // what to add, remove or replace" was followed by the same call or an answer
+            // (asked again at that step, 13 distinct points of the recorded runs, 3 samples
+            // each: the same call 10 times and an answer 13, against 3 and 1 with this text).
             Unchanged::Same => ToolOutput::error(format!(
-                "`{path}` was not changed: its new content came back the same as the old. To change its content, call change_file again saying exactly what to add, remove or replace.{}",
+                "`{path}` was not changed: its new content came back the same as the old: the editor found nothing to change in it from your words. Say exactly what to add, remove or replace; if you do not know yet, find out first: run the command that fails and read its error, or read the file.{}",
                 moved::hint(&self.roots, path, &self.args.change).unwrap_or_default()
             )),
         }
