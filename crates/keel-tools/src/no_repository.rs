@@ -4,10 +4,11 @@
 //! what the failure means and ends with what to do instead: work on the files. It does
 //! not mention making a repository: a note that ended "do not make a repository unless
 //! the user asked for one" was followed by `git init` 10 times in the 48 it was given
-//! (recorded suite runs, 2026-12-07), and asked again at that step (3 samples each of 10
-//! distinct points, llama-server, 1.5B) the old text drew `git init` 5 times and a
-//! file read none, the new one 2 and 5. It rests on facts only: the command ran git, it
-//! failed, and no `.git` is in its folder or above.
+//! (recorded suite runs, 2026-12-07). Asked again at that step (10 distinct points, 3
+//! samples each, llama-server, 1.5B, the call grammar's `<tool_call>` opening), the old
+//! text drew an answer 25 times, `git init` 4 and a file read none; the new one an
+//! answer 13 times, `git init` 3, a file read 14. It rests on facts only: the command
+//! ran git, it failed, and no `.git` is in its folder or above.
 
 use std::path::Path;
 
