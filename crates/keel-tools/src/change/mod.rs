@@ -229,7 +229,11 @@ async fn edit(
             Err(why) => refusal = why,
         }
     }
-    Ok((job.unchanged(refusal, ctx).with_usage(usage).with_asides(asides), true))
+    // The answer stats the file and the words' names (`moved`, `changes`): off the
+    // async thread, as every other file access of the tool.
+    let (answering, ctx) = (Arc::clone(job), ctx.clone());
+    let output = blocking(move || answering.unchanged(refusal, &ctx)).await?;
+    Ok((output.with_usage(usage).with_asides(asides), true))
 }
 
 /// Added to a refusal given again without asking the editor.
