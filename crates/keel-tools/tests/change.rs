@@ -543,6 +543,28 @@ async fn words_that_only_name_the_file_are_refused_before_the_editor_is_asked() 
     assert_eq!(std::fs::read_to_string(ws.path().join("test_invoice.py")).unwrap(), test);
 }
 
+/// Regression (count-errors-to-file, full-v1): the words `echo 11 > error_count.txt` for a
+/// new error_count.txt were applied by the editor, which wrote `1`. Plain text echoed into
+/// a file that does not exist yet is written as said, without asking the editor; an
+/// existing file is still the editor's.
+#[tokio::test]
+async fn plain_text_echoed_into_a_new_file_is_written_as_said() {
+    let ws = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new([reply().text("```\nkept\n```")]);
+    let tool = typed(ChangeFile::new(Arc::new(ToolsConfig::default()), Arc::new(model.clone())));
+    let new = tool.prepare(r#"{"path": "error_count.txt", "change": "echo 11 > error_count.txt"}"#).unwrap();
+    let out = new(ToolContext::new(ws.path()).task("Count the errors")).await.unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(std::fs::read_to_string(ws.path().join("error_count.txt")).unwrap(), "11\n");
+    assert!(model.requests().is_empty(), "the editor was not asked");
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let existing = tool.prepare(r#"{"path": "a.txt", "change": "echo kept > a.txt"}"#).unwrap();
+    let out = existing(ToolContext::new(ws.path()).task("Fix a.txt")).await.unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(model.requests().len(), 1, "an existing file is the editor's");
+    assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "kept\n");
+}
+
 #[test]
 fn change_file_declares_that_it_writes_its_path() {
     let model = ScriptedModel::new([]);

@@ -25,6 +25,7 @@ use crate::workspace::Roots;
 mod bare;
 mod beside;
 mod command;
+mod echoed;
 mod elsewhere;
 mod folder;
 mod held;
@@ -161,6 +162,12 @@ impl Tool for ChangeFile {
             let named = job.inputs.related.iter().map(|(name, _)| name.as_str());
             if let Some(refusal) = beside::check(&job.args.path, job.inputs.current.is_some(), named) {
                 return Err(refusal);
+            }
+            // A new file whose words echo plain text into it holds that text (`echoed`).
+            if job.inputs.current.is_none()
+                && let Some(text) = echoed::content(&job.args.path, &job.args.change)
+            {
+                return job.write(text, None, &ctx).await;
             }
             let prompt = editor_prompt(ctx.task.as_deref(), &job.args, &job.inputs);
             // Unless the task is about layout, blank lines the editor reflowed and the
