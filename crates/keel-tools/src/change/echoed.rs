@@ -22,7 +22,13 @@ pub(super) fn content(path: &str, change: &str) -> Option<String> {
     }
     let rest = line.strip_prefix("echo ")?;
     let (text, target) = rest.rsplit_once('>')?;
-    if text.ends_with('>') || target.contains(SPECIAL) || text.contains(SPECIAL) {
+    // `>>` appends; `2>` or `11>` (a digit right before it) redirects another stream; a
+    // second `>` means the text is not all echoed into the path.
+    if text.ends_with(|c: char| c == '>' || c.is_ascii_digit())
+        || text.contains('>')
+        || target.contains(SPECIAL)
+        || text.contains(SPECIAL)
+    {
         return None;
     }
     let plain =
@@ -71,6 +77,27 @@ fn shell_words(text: &str) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any input is read without a panic, and what is read is one line of the words.
+        #[test]
+        fn any_words_are_read_safely(change in ".{0,80}") {
+            if let Some(text) = content("a.txt", &change) {
+                prop_assert!(text.ends_with('\n') && text.matches('\n').count() == 1, "{text:?}");
+                prop_assert!(!text.contains(SPECIAL), "{text:?}");
+            }
+        }
+
+        /// Plain words, each quoted, come back joined by single spaces.
+        #[test]
+        fn quoted_plain_words_are_the_content(words in proptest::collection::vec("[a-zA-Z0-9 ,.:=+-]{1,12}", 1..5)) {
+            let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+            let change = format!("echo {} > a.txt", quoted.join(" "));
+            let want = if words[0].starts_with('-') { None } else { Some(words.join(" ") + "\n") };
+            prop_assert_eq!(content("a.txt", &change), want);
+        }
+    }
 
     #[test]
     fn plain_text_echoed_into_the_file_is_its_content() {
@@ -80,6 +107,7 @@ mod tests {
             ("docs/note.txt", "echo \"two  spaces\" kept > docs/note.txt", "two  spaces kept\n"),
             ("a.txt", "echo '' > a.txt", "\n"),
             ("a.txt", "echo hello   world > \"a.txt\"", "hello world\n"),
+            ("a.txt", "echo a>a.txt", "a\n"),
         ] {
             assert_eq!(content(path, change).as_deref(), Some(want), "{change}");
         }
@@ -93,6 +121,9 @@ mod tests {
             ("a.txt", "echo -n 11 > a.txt"),
             ("a.txt", "echo -e 'a\\nb' > a.txt"),
             ("a.txt", "echo 11 >> a.txt"),
+            ("a.txt", "echo 11> a.txt"),
+            ("a.txt", "echo oops 2> a.txt"),
+            ("b.txt", "echo a > a.txt > b.txt"),
             ("a.txt", "echo 11 > b.txt"),
             ("a.txt", "echo 11 > a.txt; cat a.txt"),
             ("a.txt", "echo *.py > a.txt"),
