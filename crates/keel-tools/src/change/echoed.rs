@@ -3,75 +3,31 @@
 //! `echo 11 > error_count.txt` says exactly what the new file holds; the editor, asked
 //! to apply it, wrote `1` in 2 of the 8 recorded calls (count-errors-to-file). For a file
 //! that does not exist yet there is nothing the editor could keep, so such words are
-//! written as they say. Only plain text is read so: no variables, substitutions,
-//! escapes, globs or other commands (anything a shell would expand is left to the
-//! editor), and only into the call's own path. An existing file is still the editor's:
+//! written as they say. Only words bash passes as written are read so (no variables,
+//! substitutions, globs or other commands: anything a shell would expand is left to
+//! the editor), and only into the call's own path. An existing file is still the editor's:
 //! an echo over it replaces what the task may need (`echo 'Hello, world!' > docs/a.txt`
 //! for a script's input file, where the editor kept the file).
 
-/// Characters a shell would give a meaning to, other than quotes and spaces.
-const SPECIAL: &[char] =
-    &['$', '`', '\\', '*', '?', '[', ';', '|', '&', '<', '(', ')', '{', '}', '~', '#', '!'];
-
-/// The text `change` writes into `path` when it is `echo TEXT > path` with plain text:
-/// the words after `echo`, unquoted and joined by single spaces, and a line break.
+/// The text `change` writes into `path` when it is one `echo TEXT > path` whose words
+/// bash would pass as written (read by [`crate::script::parse`], the parser the
+/// permission rules use): the words after `echo` joined by single spaces, and a line
+/// break. Anything else — an expansion, a substitution, a flag (`-n`, `-e`), another
+/// redirection (`>>`, `2>`), a second command, a line the parser is unsure of — is left
+/// to the editor.
 pub(super) fn content(path: &str, change: &str) -> Option<String> {
-    let line = change.trim();
-    if line.contains('\n') {
-        return None;
-    }
-    let rest = line.strip_prefix("echo ")?;
-    let (text, target) = rest.rsplit_once('>')?;
-    // `>>` appends; `2>` or `11>` (a digit right before it) redirects another stream; a
-    // second `>` means the text is not all echoed into the path.
-    if text.ends_with(|c: char| c == '>' || c.is_ascii_digit())
-        || text.contains('>')
-        || target.contains(SPECIAL)
-        || text.contains(SPECIAL)
-    {
-        return None;
-    }
-    let plain =
-        |p: &str| p.trim().trim_matches(|c| c == '"' || c == '\'').trim_start_matches("./").to_owned();
-    if plain(target) != plain(path) || target.trim().contains(char::is_whitespace) {
-        return None;
-    }
-    let words = shell_words(text)?;
-    // `echo -n`, `echo -e`: flags change what is written.
-    if words.is_empty() || words[0].starts_with('-') {
-        return None;
-    }
-    Some(words.join(" ") + "\n")
-}
-
-/// `text` split as a shell splits plain words: at unquoted spaces, quotes removed.
-/// `None` when a quote is not closed.
-fn shell_words(text: &str) -> Option<Vec<String>> {
-    let (mut words, mut word, mut quote, mut started) = (Vec::new(), String::new(), None, false);
-    for c in text.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => word.push(c),
-            (None, '\'' | '"') => (quote, started) = (Some(c), true),
-            (None, c) if c.is_whitespace() => {
-                if started {
-                    words.push(std::mem::take(&mut word));
-                    started = false;
-                }
-            }
-            (None, c) => {
-                word.push(c);
-                started = true;
-            }
-        }
-    }
-    if quote.is_some() {
-        return None;
-    }
-    if started {
-        words.push(word);
-    }
-    Some(words)
+    let script = crate::script::parse(change.trim());
+    let [command] = script.commands.as_slice() else { return None };
+    let [(operator, target)] = command.redirects.as_slice() else { return None };
+    let (program, words) = command.words.split_first()?;
+    let literal = |word: &crate::script::Word| !word.dynamic && !word.substitution;
+    let plain = |text: &str| text.trim_start_matches("./").to_owned();
+    let simple = script.unsure.is_none() && script.expanded.is_empty() && command.assignments.is_empty();
+    let into_path = operator == ">" && literal(target) && plain(&target.text) == plain(path.trim());
+    let echoed = program.text == "echo" && literal(program) && words.iter().all(literal);
+    let flagged = words.first().is_none_or(|first| first.text.starts_with('-'));
+    (simple && into_path && echoed && !flagged)
+        .then(|| words.iter().map(|word| word.text.as_str()).collect::<Vec<_>>().join(" ") + "\n")
 }
 
 #[cfg(test)]
@@ -80,18 +36,18 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Any input is read without a panic, and what is read is one line of the words.
+        /// Any one-line input is read without a panic, and what is read is one line.
         #[test]
         fn any_words_are_read_safely(change in ".{0,80}") {
             if let Some(text) = content("a.txt", &change) {
                 prop_assert!(text.ends_with('\n') && text.matches('\n').count() == 1, "{text:?}");
-                prop_assert!(!text.contains(SPECIAL), "{text:?}");
             }
         }
 
-        /// Plain words, each quoted, come back joined by single spaces.
+        /// Words in single quotes, whatever they hold, come back as written, joined by
+        /// single spaces (a first word that is a flag leaves it to the editor).
         #[test]
-        fn quoted_plain_words_are_the_content(words in proptest::collection::vec("[a-zA-Z0-9 ,.:=+-]{1,12}", 1..5)) {
+        fn quoted_words_are_the_content(words in proptest::collection::vec("[a-zA-Z0-9 ,.:=+$*?;|&<>(){}#!~-]{1,12}", 1..5)) {
             let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
             let change = format!("echo {} > a.txt", quoted.join(" "));
             let want = if words[0].starts_with('-') { None } else { Some(words.join(" ") + "\n") };
@@ -108,6 +64,7 @@ mod tests {
             ("a.txt", "echo '' > a.txt", "\n"),
             ("a.txt", "echo hello   world > \"a.txt\"", "hello world\n"),
             ("a.txt", "echo a>a.txt", "a\n"),
+            ("a.txt", "echo '$HOME costs 5$' > a.txt", "$HOME costs 5$\n"),
         ] {
             assert_eq!(content(path, change).as_deref(), Some(want), "{change}");
         }
