@@ -1,11 +1,19 @@
-//! What an unchanged reply's error says about renaming. A model that wants a file
-//! renamed sometimes calls change_file with the new name as its words ("NOTES.md" for
-//! notes.txt); the editor gives the file back as it was, and the error should say that
-//! renaming is the shell's work. Said to every unchanged reply, the same hint ("to
-//! rename, move or delete the file, use the shell (mv, rm)") sent the 1.5B model, which
-//! had only given a README line as the words, to `mv README.md README.md.bak`
-//! (summarize-last-commit, full-p1). So it is given only when the words name a file that
-//! does not exist yet: a name the file could be given.
+//! What an unchanged reply's error says about a file the words name that does not exist
+//! yet. Two models' calls look alike here:
+//!
+//! - A rename: the model calls change_file with only the new name as its words
+//!   (`{"path": "notes.txt", "change": "NOTES.md"}`, rename-file); the editor gives the
+//!   file back as it was, and the error should say that renaming is the shell's work.
+//! - Words for another file: `{"path": "server.log", "change": "11 ERROR lines … saved in
+//!   error_count.txt."}` (count-errors-to-file, embedded). Told "to rename or move
+//!   `server.log` to `error_count.txt`, use the shell (mv)", the 1.5B model moved the
+//!   user's log away. So `mv` is named only when the words are the new name and nothing
+//!   else; words that say more are offered the new file as change_file's path, which
+//!   loses nothing if the model meant a rename.
+//!
+//! Said to every unchanged reply, a rename hint sent the model, which had only given a
+//! README line as the words, to `mv README.md README.md.bak` (summarize-last-commit,
+//! full-p1): no hint is given unless the words name a file that does not exist yet.
 
 use crate::workspace::Roots;
 
@@ -20,7 +28,19 @@ pub(super) fn hint(roots: &Roots, path: &str, change: &str) -> Option<String> {
         .filter(|word| file_name_like(word))
         .take(MAX_CANDIDATES)
         .find(|word| roots.lexical(word) != target && !roots.lexical(word).exists())?;
-    Some(format!(" To rename or move `{path}` to `{name}`, use the shell (mv)."))
+    Some(if only_names(change, name) {
+        format!(" To rename or move `{path}` to `{name}`, use the shell (mv).")
+    } else {
+        format!(
+            " `{name}` does not exist yet: if your words are for it, call change_file with \"path\": \"{name}\"."
+        )
+    })
+}
+
+/// True when `change` is `name` and nothing else but quotes and punctuation (no letter
+/// or digit outside the name), in any script.
+fn only_names(change: &str, name: &str) -> bool {
+    change.replacen(name, "", 1).chars().all(|c| !c.is_alphanumeric())
 }
 
 /// A word shaped like a file name: a stem, a dot and an extension that begins with a
@@ -37,20 +57,48 @@ fn file_name_like(word: &str) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_hint_is_given_for_words_that_name_a_new_file_only() {
+    fn project() -> (tempfile::TempDir, Roots) {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("notes.txt"), "x\n").unwrap();
-        std::fs::write(dir.path().join("README.md"), "x\n").unwrap();
+        for name in ["notes.txt", "README.md", "server.log"] {
+            std::fs::write(dir.path().join(name), "x\n").unwrap();
+        }
         let roots = Roots::new(dir.path(), &[], &[]).unwrap();
+        (dir, roots)
+    }
+
+    #[test]
+    fn mv_is_named_only_for_words_that_are_the_new_name_alone() {
+        let (_dir, roots) = project();
+        for words in ["NOTES.md", "`NOTES.md`.", " \"NOTES.md\"\n", "「NOTES.md」。"] {
+            assert_eq!(
+                hint(&roots, "notes.txt", words).as_deref(),
+                Some(" To rename or move `notes.txt` to `NOTES.md`, use the shell (mv)."),
+                "{words}"
+            );
+        }
+    }
+
+    #[test]
+    fn words_that_say_more_are_offered_the_new_file_as_the_path() {
+        let (_dir, roots) = project();
+        let offered = |name: &str| {
+            format!(
+                " `{name}` does not exist yet: if your words are for it, call change_file with \"path\": \"{name}\"."
+            )
+        };
+        // The recorded call that had the model move the user's log (local-spot-z2).
+        let words = "11 ERROR lines in server.log. The number has been saved in error_count.txt.";
+        assert_eq!(hint(&roots, "server.log", words), Some(offered("error_count.txt")));
         assert_eq!(
-            hint(&roots, "notes.txt", "NOTES.md").as_deref(),
-            Some(" To rename or move `notes.txt` to `NOTES.md`, use the shell (mv).")
+            hint(&roots, "notes.txt", "Rename it to `docs/notes.md`."),
+            Some(offered("docs/notes.md"))
         );
-        assert_eq!(
-            hint(&roots, "notes.txt", "Rename it to `docs/notes.md`.").as_deref(),
-            Some(" To rename or move `notes.txt` to `docs/notes.md`, use the shell (mv).")
-        );
+        assert_eq!(hint(&roots, "notes.txt", "把它改名为 NOTES.md"), Some(offered("NOTES.md")));
+    }
+
+    #[test]
+    fn no_hint_without_a_new_file_name_in_the_words() {
+        let (_dir, roots) = project();
         for words in [
             "Upload PNG, JPEG or WebP pictures of up to 50 MB.",
             "README.md",
