@@ -75,6 +75,13 @@ impl TaskIntent {
         self.wants == Some(Wants::Change)
     }
 
+    /// Sure the task wants files changed, with or without an answer: what a rule needs
+    /// that asks only when nothing changed (a task that wants a file and an answer is not
+    /// done without the file).
+    pub fn wants_a_change(&self) -> bool {
+        matches!(self.wants, Some(Wants::Change | Wants::Both))
+    }
+
     /// Sure the task wants only an answer.
     pub fn is_question(&self) -> bool {
         self.wants == Some(Wants::Answer)

@@ -136,9 +136,13 @@ fn same_outside(a: &Snapshot, b: &Snapshot, left_out: &Path) -> bool {
 }
 
 impl ChangeCheck {
-    /// Whether to look at all: the task asks for a change and this turn was not asked yet.
+    /// Whether to look at all: the task asks for a change (alone or with an answer) and
+    /// this turn was not asked yet. A task read as wanting both (count-errors-to-file,
+    /// embedded route: `grep -c` run, then "saved in error_count.txt" with no file written)
+    /// is not done without its change; the two readings agreeing on both were right in
+    /// every recorded reading (evals/intent, the suite's runs).
     fn may_ask(state: &TurnStopping<'_>) -> bool {
-        state.intent.asks_for_change()
+        state.intent.wants_a_change()
             && !state
                 .messages
                 .iter()

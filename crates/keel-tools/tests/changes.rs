@@ -61,6 +61,39 @@ async fn a_change_task_that_changed_nothing_is_asked_once_to_make_the_change() {
     assert_eq!((outcome.steps, outcome.final_text.as_str()), (2, "Really."));
 }
 
+/// Regression (count-errors-to-file, embedded route, local-spot-z1): a task read as
+/// wanting an answer and a file ran `grep -c` and answered that the count was saved,
+/// writing nothing. A task that wants both is asked to make its change too.
+#[tokio::test]
+async fn a_task_that_wants_an_answer_and_a_file_is_asked_for_the_file() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("server.log"), "ERROR a\nINFO b\n").unwrap();
+    let model = ScriptedModel::new([
+        intent("both", false, false),
+        intent("both", false, false),
+        reply().text("There is 1 ERROR line; I saved it in count.txt."),
+        reply().call("write_file", r#"{"path": "count.txt", "content": "1\n"}"#),
+        reply().text("There is 1 ERROR line, saved in count.txt."),
+    ]);
+    let config = keel_agent::AgentConfig { read_intent: true, ..keel_agent::AgentConfig::default() };
+    let agent = Agent::builder(model.clone())
+        .tools(builtin(Arc::new(ToolsConfig::default())))
+        .config(config)
+        .hooks(ChangeCheck)
+        .build();
+    let mut session = Session::in_memory(&ws.path().display().to_string());
+    let task = "How many ERROR lines are in server.log? Also save the number in count.txt.";
+    let outcome = agent
+        .run_turn(&mut session, &SessionContext::new(ws.path()), task, &NullSink, &CancellationToken::new())
+        .await
+        .unwrap();
+    let asked: Vec<String> =
+        user_messages(&session).into_iter().filter(|m| m.starts_with(NOTHING_CHANGED)).collect();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(outcome.final_text, "There is 1 ERROR line, saved in count.txt.");
+    assert_eq!(std::fs::read_to_string(ws.path().join("count.txt")).unwrap(), "1\n");
+}
+
 #[tokio::test]
 async fn questions_are_left_alone() {
     let ws = tempfile::tempdir().unwrap();
