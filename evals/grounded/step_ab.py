@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/B a tool result's wording: ask the model again at the step right after it.
 
-    python3 evals/grounded/step_ab.py OLD_TEXT NEW_TEXT [--seeds 1,2,3] [--url URL] [--exclude TEXT]
+    python3 evals/grounded/step_ab.py OLD_TEXT NEW_TEXT [--seeds 1,2,3] [--url URL] [--exclude TEXT] [--show]
 
 Finds, in every recorded run under evals/results/*/*.jsonl, the first tool result that
 contains OLD_TEXT (and not --exclude), rebuilds the conversation up to it (the system
@@ -91,6 +91,7 @@ def main():
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--url", default="http://127.0.0.1:8091")
     parser.add_argument("--exclude", default=None)
+    parser.add_argument("--show", action="store_true", help="print each reply, not only its kind")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     found = list(points(args.old, args.exclude))
@@ -106,7 +107,11 @@ def main():
         last_call = next(m for m in reversed(messages) if m.get("tool_calls"))["tool_calls"][0]["function"]
         row = {}
         for name, text in (("old", args.old), ("new", args.new)):
-            row[name] = [kind(ask(args.url, header, messages, args.old, text, s), last_call) for s in seeds]
+            replies = [ask(args.url, header, messages, args.old, text, s) for s in seeds]
+            row[name] = [kind(reply, last_call) for reply in replies]
+            if args.show:
+                for reply in replies:
+                    print(f"  {name}: {reply.strip()[:300]}")
             tally[name].update(row[name])
         print(os.path.relpath(path, RESULTS), json.dumps(row), flush=True)
     for name, counts in tally.items():
