@@ -1,5 +1,5 @@
 //! What an unchanged reply's error says about a file the words name that does not exist
-//! yet. Two models' calls look alike here:
+//! yet. Two kinds of call look alike here:
 //!
 //! - A rename: the model calls change_file with only the new name as its words
 //!   (`{"path": "notes.txt", "change": "NOTES.md"}`, rename-file); the editor gives the
