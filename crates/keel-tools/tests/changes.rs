@@ -20,6 +20,12 @@ fn user_messages(session: &Session) -> Vec<String> {
         .collect()
 }
 
+/// An agent that reads the task's intent and has ChangeCheck, with `tools`.
+fn checked_agent(model: &ScriptedModel, tools: keel_agent::ToolRegistry) -> Agent {
+    let config = keel_agent::AgentConfig { read_intent: true, ..keel_agent::AgentConfig::default() };
+    Agent::builder(model.clone()).tools(tools).config(config).hooks(ChangeCheck).build()
+}
+
 #[tokio::test]
 async fn a_change_task_that_changed_nothing_is_asked_once_to_make_the_change() {
     let ws = tempfile::tempdir().unwrap();
@@ -36,9 +42,7 @@ async fn a_change_task_that_changed_nothing_is_asked_once_to_make_the_change() {
         reply().text("Changed."),
         reply().text("Really."),
     ]);
-    let tools = builtin(Arc::new(ToolsConfig::default()));
-    let config = keel_agent::AgentConfig { read_intent: true, ..keel_agent::AgentConfig::default() };
-    let agent = Agent::builder(model.clone()).tools(tools).config(config).hooks(ChangeCheck).build();
+    let agent = checked_agent(&model, builtin(Arc::new(ToolsConfig::default())));
     let mut session = Session::in_memory(&ws.path().display().to_string());
     let ctx = SessionContext::new(ws.path());
     let outcome = agent
@@ -75,12 +79,7 @@ async fn a_task_that_wants_an_answer_and_a_file_is_asked_for_the_file() {
         reply().call("write_file", r#"{"path": "count.txt", "content": "1\n"}"#),
         reply().text("There is 1 ERROR line, saved in count.txt."),
     ]);
-    let config = keel_agent::AgentConfig { read_intent: true, ..keel_agent::AgentConfig::default() };
-    let agent = Agent::builder(model.clone())
-        .tools(builtin(Arc::new(ToolsConfig::default())))
-        .config(config)
-        .hooks(ChangeCheck)
-        .build();
+    let agent = checked_agent(&model, builtin(Arc::new(ToolsConfig::default())));
     let mut session = Session::in_memory(&ws.path().display().to_string());
     let task = "How many ERROR lines are in server.log? Also save the number in count.txt.";
     let outcome = agent
@@ -99,12 +98,7 @@ async fn questions_are_left_alone() {
     let ws = tempfile::tempdir().unwrap();
     // A question, in any language, as the model reads it.
     let model = ScriptedModel::new([intent("answer", false, false), reply().text("main")]);
-    let config = keel_agent::AgentConfig { read_intent: true, ..keel_agent::AgentConfig::default() };
-    let agent = Agent::builder(model.clone())
-        .tools(builtin(Arc::new(ToolsConfig::default())))
-        .config(config)
-        .hooks(ChangeCheck)
-        .build();
+    let agent = checked_agent(&model, builtin(Arc::new(ToolsConfig::default())));
     let mut session = Session::in_memory(&ws.path().display().to_string());
     let outcome = agent
         .run_turn(
@@ -150,8 +144,7 @@ async fn a_file_changed_earlier_in_the_turn_that_comes_back_the_same_needs_no_ch
     let config = Arc::new(ToolsConfig::default());
     let mut tools = builtin(Arc::clone(&config));
     tools.register(keel_tools::change::ChangeFile::new(config, Arc::new(model.clone())));
-    let agent_config = keel_agent::AgentConfig { read_intent: true, ..keel_agent::AgentConfig::default() };
-    let agent = Agent::builder(model.clone()).tools(tools).config(agent_config).hooks(ChangeCheck).build();
+    let agent = checked_agent(&model, tools);
     let mut session = Session::in_memory(&ws.path().display().to_string());
     let ctx = SessionContext::new(ws.path());
     for task in ["Delete the extra blank lines in todo.txt", "Delete them again"] {
