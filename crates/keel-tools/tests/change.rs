@@ -797,3 +797,78 @@ async fn words_the_file_already_holds_are_not_asked_for_again() {
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(model.requests().len(), 2);
 }
+
+/// Issue 29: asked `version = '0.4.2'` for a file at 0.4.1 with the task "bump version",
+/// the editor wrote 0.4.3 (the words applied, then bumped again), and change_file wrote
+/// it. The second attempt is told the value the words give; a reply that still sets
+/// another is not written.
+#[tokio::test]
+async fn a_reply_that_sets_another_value_than_the_words_is_asked_again_then_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    let path = ws.path().join("pyproject.toml");
+    let old = "[project]\nname = \"tidyup\"\nversion = \"0.4.1\"\n";
+    let at = |version: &str| reply().text(&format!("```toml\n{}```", old.replace("0.4.1", version)));
+    let args = serde_json::json!({"path": "pyproject.toml", "change": "version = '0.4.2'"});
+
+    std::fs::write(&path, old).unwrap();
+    let model = ScriptedModel::new([at("0.4.3"), at("0.4.2")]);
+    let out = change_with(ws.path(), &model, "bump version", NOT_LAYOUT, args.clone()).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), old.replace("0.4.1", "0.4.2"));
+    let retry = prompt_of(&model, 1);
+    let note = retry.strip_prefix(prompt_of(&model, 0).as_str()).expect("the first prompt, then the note");
+    assert_eq!(
+        note,
+        "\n\nYour earlier reply set `version` to `0.4.3`, but the change gives `0.4.2`. Reply with the complete new content of `pyproject.toml` in one code block, with `version` set to `0.4.2` exactly."
+    );
+
+    std::fs::write(&path, old).unwrap();
+    let model = ScriptedModel::new([at("0.4.3"), at("0.4.3")]);
+    let out = change_with(ws.path(), &model, "bump version", NOT_LAYOUT, args).await;
+    assert!(out.is_error, "{}", out.content);
+    assert_eq!(
+        out.content,
+        "`pyproject.toml` was not changed: your words set `version` to `0.4.2`, and the editor's new content set it to `0.4.3` instead. Call change_file again with the value you want, or look at the file first."
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), old, "nothing written");
+}
+
+/// Issue 29: having set the version in pyproject.toml, the 1.5B model called change_file
+/// with `version = '1.0.1'` on the package's `cli.py`, which only imports the version,
+/// four times, and was told each time only that the editor found nothing to change. The
+/// unchanged reply names the file that sets the key; one that sets it gets no hint.
+#[tokio::test]
+async fn an_unchanged_reply_to_a_setting_names_the_file_that_sets_it() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("tidyup")).unwrap();
+    let cli = "from tidyup import __version__\n\nprint(__version__)\n";
+    std::fs::write(ws.path().join("tidyup/cli.py"), cli).unwrap();
+    std::fs::write(ws.path().join("tidyup/__init__.py"), "__version__ = \"0.4.1\"\n").unwrap();
+    std::fs::write(ws.path().join("pyproject.toml"), "[project]\nversion = \"0.4.2\"\n").unwrap();
+    let same = || reply().text(&format!("```python\n{cli}```"));
+    let model = ScriptedModel::new([same(), same()]);
+    let args = serde_json::json!({"path": "tidyup/cli.py", "change": "version = '0.4.2'"});
+    let out = change_with(ws.path(), &model, "bump version", NOT_LAYOUT, args).await;
+    assert!(out.is_error, "{}", out.content);
+    // pyproject.toml, first by path, already has the value: the file still to change is named.
+    assert!(
+        out.content.ends_with(
+            " `tidyup/cli.py` sets no `version`; `tidyup/__init__.py` sets `version` (line 1: `__version__ = \"0.4.1\"`): to change it there, call change_file with \"path\": \"tidyup/__init__.py\"."
+        ),
+        "{}",
+        out.content
+    );
+    let model = ScriptedModel::new([same(), same()]);
+    let args = serde_json::json!({"path": "tidyup/cli.py", "change": "version = '0.4.3'"});
+    let out = change_with(ws.path(), &model, "bump version", NOT_LAYOUT, args).await;
+    assert!(out.content.contains("`pyproject.toml` sets `version` (line 2:"), "{}", out.content);
+    // The file the words are for sets the key: nothing else is named.
+    let init = "__version__ = \"0.4.1\"\n";
+    let model = ScriptedModel::new([
+        reply().text(&format!("```\n{init}```")),
+        reply().text(&format!("```\n{init}```")),
+    ]);
+    let args = serde_json::json!({"path": "tidyup/__init__.py", "change": "version = '0.4.3'"});
+    let out = change_with(ws.path(), &model, "bump version", NOT_LAYOUT, args).await;
+    assert!(out.is_error && !out.content.contains(" sets "), "{}", out.content);
+}

@@ -14,10 +14,14 @@ pub(super) fn refusal(roots: &Roots, path: &str, change: &str) -> String {
     if let Some(command) = command::command_line(change) {
         return format!("{head} `{command}` is a shell command: to run it, call shell with it.");
     }
-    match related_files(roots, change, path).into_iter().next() {
-        Some((file, _)) => format!(
+    if let Some((file, _)) = related_files(roots, change, path).into_iter().next() {
+        return format!(
             "{head} Your words name `{file}`: to change it, call change_file with \"path\": \"{file}\"."
-        ),
+        );
+    }
+    let folder = roots.lexical(path);
+    match super::setting::set_elsewhere(roots, change, &folder, &folder) {
+        Some(at) => format!("{head} {}", at.hint()),
         None => format!("{head} Name a file (list_files shows them)."),
     }
 }
@@ -45,6 +49,13 @@ mod tests {
         assert_eq!(
             refusal(&roots, "src/", "set the version to 1.3.0"),
             "`src/` is a folder, and change_file changes one file. Name a file (list_files shows them)."
+        );
+        std::fs::create_dir(dir.path().join("tidyup")).unwrap();
+        std::fs::write(dir.path().join("tidyup/cli.py"), "from tidyup import __version__\n").unwrap();
+        std::fs::write(dir.path().join("tidyup/__init__.py"), "__version__ = \"0.4.1\"\n").unwrap();
+        assert_eq!(
+            refusal(&roots, "tidyup/", "version = '0.4.2'"),
+            "`tidyup/` is a folder, and change_file changes one file. `tidyup/__init__.py` sets `version` (line 1: `__version__ = \"0.4.1\"`): to change it there, call change_file with \"path\": \"tidyup/__init__.py\"."
         );
     }
 }

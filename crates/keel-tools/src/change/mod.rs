@@ -31,6 +31,7 @@ mod folder;
 mod held;
 mod moved;
 mod prompt;
+mod setting;
 mod unchanged;
 
 pub(crate) use prompt::fence_for;
@@ -374,6 +375,11 @@ impl Job {
                     "Your earlier reply held {kept} of the file's {of} lines. Reply with the complete new content of `{path}`, every line of it, in one code block."
                 )),
             });
+        }
+        if let Some(old) = inputs.current.as_deref()
+            && let Some(missed) = setting::missed(&self.args.change, old, &new)
+        {
+            return Err(Unchanged::Refused { why: missed.refusal(path), retry: Some(missed.retry(path)) });
         }
         if let Some(old) = inputs.current.as_deref()
             && let Some(why) = elsewhere::check(path, self.task.as_deref(), old, &new, &inputs.related)

@@ -5,7 +5,7 @@
 
 use keel_agent::{ToolContext, ToolOutput};
 
-use super::{Job, held, moved};
+use super::{Job, held, moved, setting};
 use crate::workspace::Roots;
 
 /// Why the editor's reply was not written.
@@ -44,6 +44,18 @@ impl Job {
         crate::changes::file_changed_this_turn(&ctx.workspace, &relative, &ctx.state)
     }
 
+    /// What an unchanged reply adds: a file the words name that does not exist yet
+    /// ([`moved::hint`]), or another file that sets what the words set
+    /// ([`setting::set_elsewhere`]).
+    fn elsewhere_hint(&self) -> Option<String> {
+        let (roots, path, words) = (&self.roots, &self.args.path, &self.args.change);
+        moved::hint(roots, path, words).or_else(|| {
+            let target = roots.lexical(path);
+            setting::set_elsewhere(roots, words, roots.root(), &target)
+                .map(|at| format!(" `{path}` sets no `{}`; {}", at.key, at.hint()))
+        })
+    }
+
     /// True when the file exists and already holds the model's words ([`held::holds`]).
     pub(super) fn holds_words(&self) -> bool {
         self.inputs.current.as_deref().is_some_and(|file| held::holds(file, &self.args.change))
@@ -70,7 +82,7 @@ impl Job {
             // each: the same call 10 times and an answer 13, against 3 and 1 with this text).
             Unchanged::Same => ToolOutput::error(format!(
                 "`{path}` was not changed: its new content came back the same as the old: the editor found nothing to change in it from your words. Say exactly what to add, remove or replace; if you do not know yet, find out first: run the command that fails and read its error, or read the file.{}",
-                moved::hint(&self.roots, path, &self.args.change).unwrap_or_default()
+                self.elsewhere_hint().unwrap_or_default()
             )),
         }
     }

@@ -1,0 +1,294 @@
+//! Words that set keys to plain values, and an editor reply that set them to others.
+//!
+//! Asked `version = '0.4.2'` for a pyproject.toml at 0.4.1 with the task "bump version",
+//! the 1.5B editor wrote 0.4.3: it applied the words and then the task's "bump" again
+//! (1.0.0 became 1.0.1, 0.4.4 became 0.4.5; every recorded bump-version run, both routes,
+//! the same at three seeds). Told what it set and what the words give, it wrote the given
+//! value in 12 of 12 replays. The check is structural: words made only of `key = value`
+//! or `key: value` parts, a key the file already sets, a value plain enough to compare
+//! (one token, or a quoted one without shell or pattern characters). Words that are a
+//! command or an expression (`"build": "$(date +%s)"`) are not read as settings.
+
+use std::io::Read;
+use std::path::Path;
+use std::time::Instant;
+
+use crate::workspace::Roots;
+
+/// One `key = value` (or `key: value`) part of the words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Setting {
+    pub key: String,
+    pub value: String,
+}
+
+/// A setting the editor's reply did not make: the key, the words' value and what the
+/// reply set it to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Missed {
+    pub key: String,
+    pub wanted: String,
+    pub written: String,
+}
+
+/// Most parts the words may have to be read as settings.
+const MAX_PARTS: usize = 16;
+/// Characters that make a value a command, pattern or expression rather than a value.
+const NOT_PLAIN: &str = "$`\\*?[]{}()<>|;%^=";
+
+/// The settings the words make, when every non-blank part of them (split at `;` and
+/// line ends) is one; otherwise none.
+pub(super) fn settings(words: &str) -> Vec<Setting> {
+    let parts: Vec<&str> = words.split([';', '\n']).map(str::trim).filter(|p| !p.is_empty()).collect();
+    if parts.is_empty() || parts.len() > MAX_PARTS {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    for part in parts {
+        let Some((key, value)) = split_setting(part.trim_end_matches(',')) else { return Vec::new() };
+        let Some(value) = plain_value(value) else { return Vec::new() };
+        found.push(Setting { key: key.to_owned(), value: value.to_owned() });
+    }
+    found
+}
+
+/// `key = value` or `key: value` (the key may be quoted) as its key and raw value.
+fn split_setting(part: &str) -> Option<(&str, &str)> {
+    let at = part.find([':', '='])?;
+    let key = unquote(part[..at].trim())?;
+    let value = part[at + 1..].trim();
+    let is_key = !key.is_empty() && key.chars().all(|c| c.is_alphanumeric() || "_.-".contains(c));
+    let first = key.chars().next()?;
+    // `a == b` (a pinned requirement) and `a := b` are not settings.
+    let is_setting = !value.starts_with('=') && !value.is_empty() && !first.is_ascii_digit();
+    (is_key && is_setting).then_some((key, value))
+}
+
+/// The text inside matching quotes, or the text itself when it is not quoted.
+fn unquote(text: &str) -> Option<&str> {
+    for quote in ['"', '\''] {
+        if let Some(inner) = text.strip_prefix(quote) {
+            return inner.strip_suffix(quote);
+        }
+    }
+    Some(text)
+}
+
+/// The value when it is plain: quoted text without [`NOT_PLAIN`] characters, or one
+/// such token unquoted.
+fn plain_value(value: &str) -> Option<&str> {
+    let quoted = value.starts_with(['"', '\'']);
+    let inner = unquote(value)?;
+    let plain = !inner.is_empty()
+        && !inner.chars().any(|c| NOT_PLAIN.contains(c) || c == '"' || c == '\'')
+        && (quoted || !inner.chars().any(char::is_whitespace));
+    plain.then_some(inner)
+}
+
+/// The parts of a key: `__version__` and `version` are the same key, `default_color`
+/// and `default-color` too.
+fn key_parts(key: &str) -> Vec<String> {
+    key.split(['_', '-']).filter(|p| !p.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// The values `text`'s lines set `key` to (`key = "v"`, `"key": v,`, `key: v`).
+fn values_of<'t>(text: &'t str, key: &str) -> Vec<&'t str> {
+    let wanted = key_parts(key);
+    text.lines()
+        .filter_map(|line| {
+            let (found, value) = split_setting(line.trim())?;
+            if key_parts(found) != wanted {
+                return None;
+            }
+            let value = value.trim_end_matches(',').trim();
+            Some(unquote(value).unwrap_or(value))
+        })
+        .collect()
+}
+
+/// The first of the words' settings on a key `old` sets that `new` sets to another value
+/// (and never to the words' one).
+pub(super) fn missed(words: &str, old: &str, new: &str) -> Option<Missed> {
+    settings(words).into_iter().find_map(|setting| {
+        if values_of(old, &setting.key).is_empty() {
+            return None;
+        }
+        let written = values_of(new, &setting.key);
+        if written.is_empty() || written.contains(&setting.value.as_str()) {
+            return None;
+        }
+        Some(Missed { key: setting.key, wanted: setting.value, written: written[0].to_owned() })
+    })
+}
+
+/// Most files looked at for a key set elsewhere, most bytes of each, and the time spent.
+const MAX_FILES: usize = 200;
+const MAX_FILE_BYTES: u64 = 64 * 1024;
+const BUDGET: std::time::Duration = std::time::Duration::from_millis(300);
+/// Most characters of the line shown.
+const SHOWN_LINE_CHARS: usize = 120;
+
+/// Where a key the words set is set to another value, in a file under `within` other
+/// than `target`, when the words are settings and `target` sets none of their keys: "`__init__.py` sets
+/// `version` (line 1: `__version__ = "0.4.1"`)". The 1.5B model, having set a version in
+/// pyproject.toml, called change_file with the same words on the package's folder and
+/// then on its `cli.py`, which only imports the version, four times (bump-version).
+pub(super) fn set_elsewhere(roots: &Roots, words: &str, within: &Path, target: &Path) -> Option<SetAt> {
+    let wanted = settings(words);
+    if wanted.is_empty() {
+        return None;
+    }
+    let sets_a_key = |text: &str| wanted.iter().any(|s| !values_of(text, &s.key).is_empty());
+    if let Some(file) = roots.open_found(target) {
+        let mut text = String::new();
+        if file.take(MAX_FILE_BYTES).read_to_string(&mut text).is_ok() && sets_a_key(&text) {
+            return None;
+        }
+    }
+    let deadline = Instant::now() + BUDGET;
+    let walker = ignore::WalkBuilder::new(within)
+        .require_git(false)
+        .git_global(false)
+        .sort_by_file_path(|a, b| a.cmp(b))
+        .build();
+    let files = walker
+        .flatten()
+        .filter(|e| e.file_type().is_some_and(|t| t.is_file()) && !roots.in_read_only_root(e.path()));
+    for entry in files.take(MAX_FILES) {
+        if Instant::now() > deadline {
+            break;
+        }
+        if entry.path() == target {
+            continue;
+        }
+        // The file opened and verified, as grep reads it: not a symlink out of the project.
+        let Some(file) = roots.open_found(entry.path()) else { continue };
+        let mut text = String::new();
+        if file.metadata().map_or(true, |m| m.len() > MAX_FILE_BYTES)
+            || file.take(MAX_FILE_BYTES).read_to_string(&mut text).is_err()
+        {
+            continue;
+        }
+        for (index, line) in text.lines().enumerate() {
+            let Some((key, value)) = split_setting(line.trim()) else { continue };
+            let value = value.trim_end_matches(',').trim();
+            let value = unquote(value).unwrap_or(value);
+            // A file that already has the words' value is done, not where to go.
+            if let Some(setting) =
+                wanted.iter().find(|s| key_parts(key) == key_parts(&s.key) && s.value != value)
+            {
+                return Some(SetAt {
+                    file: roots.display(entry.path()),
+                    key: setting.key.clone(),
+                    line: index + 1,
+                    text: crate::output::clip_line(line.trim(), SHOWN_LINE_CHARS),
+                });
+            }
+        }
+    }
+    None
+}
+
+/// A line of another file that sets a key of the words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SetAt {
+    pub file: String,
+    pub key: String,
+    pub line: usize,
+    pub text: String,
+}
+
+impl SetAt {
+    /// "`F` sets `key` (line N: `text`): to change it there, call change_file with …".
+    pub(super) fn hint(&self) -> String {
+        format!(
+            "`{}` sets `{}` (line {}: `{}`): to change it there, call change_file with \"path\": \"{}\".",
+            self.file, self.key, self.line, self.text, self.file
+        )
+    }
+}
+
+impl Missed {
+    /// What the model is told when no reply made the setting.
+    pub(super) fn refusal(&self, path: &str) -> String {
+        format!(
+            "`{path}` was not changed: your words set `{}` to `{}`, and the editor's new content set it to `{}` instead. Call change_file again with the value you want, or look at the file first.",
+            self.key, self.wanted, self.written
+        )
+    }
+
+    /// What the editor is told on its next attempt.
+    pub(super) fn retry(&self, path: &str) -> String {
+        format!(
+            "Your earlier reply set `{}` to `{}`, but the change gives `{}`. Reply with the complete new content of `{path}` in one code block, with `{}` set to `{}` exactly.",
+            self.key, self.written, self.wanted, self.key, self.wanted
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setting(key: &str, value: &str) -> Setting {
+        Setting { key: key.to_owned(), value: value.to_owned() }
+    }
+
+    #[test]
+    fn words_made_of_settings_are_read_as_settings() {
+        assert_eq!(settings("version = '0.4.2'"), vec![setting("version", "0.4.2")]);
+        assert_eq!(settings(r#""timeout": 30,"#), vec![setting("timeout", "30")]);
+        assert_eq!(
+            settings("theme: light; default_color: blue\nshow_grid: false"),
+            vec![setting("theme", "light"), setting("default_color", "blue"), setting("show_grid", "false")]
+        );
+        assert_eq!(settings("颜色: 蓝色"), vec![setting("颜色", "蓝色")]);
+        assert_eq!(settings(r#"title = "My app""#), vec![setting("title", "My app")]);
+    }
+
+    #[test]
+    fn words_that_say_more_or_compute_are_not_settings() {
+        for words in [
+            "set the version to 0.4.2",
+            "version = 0.4.2 and update the changelog",
+            r#""build": "$(date +%Y%m%d)""#,
+            "requests==2.32.3",
+            "sed -i 's/retry_count = 3/retry_count = 5/' config.ini",
+            "timeout: 30 seconds",
+            "x = [1, 2]",
+            "note: it's fine",
+            "",
+        ] {
+            assert_eq!(settings(words), Vec::<Setting>::new(), "{words:?}");
+        }
+    }
+
+    #[test]
+    fn a_reply_that_set_another_value_is_caught() {
+        let old = "[project]\nname = \"tidyup\"\nversion = \"0.4.1\"\n";
+        let bumped_twice = old.replace("0.4.1", "0.4.3");
+        assert_eq!(
+            missed("version = '0.4.2'", old, &bumped_twice),
+            Some(Missed { key: "version".into(), wanted: "0.4.2".into(), written: "0.4.3".into() })
+        );
+        assert_eq!(missed("version = '0.4.2'", old, &old.replace("0.4.1", "0.4.2")), None);
+        let init = "__version__ = \"0.4.1\"\n";
+        assert_eq!(
+            missed("version = \"0.5.0\"", init, "__version__ = \"0.5.1\"\n").map(|m| m.written),
+            Some("0.5.1".to_owned()),
+            "`__version__` is the words' `version`"
+        );
+        let json = "{\n  \"default_color\": \"red\",\n  \"border_color\": \"red\"\n}\n";
+        let new = json.replace("\"default_color\": \"red\"", "\"default_color\": \"blue\"");
+        assert_eq!(missed("default_color: blue", json, &new), None);
+        assert_eq!(missed("default_color: blue", json, json).map(|m| m.written), Some("red".to_owned()));
+    }
+
+    #[test]
+    fn keys_the_file_does_not_set_or_the_reply_drops_are_not_judged() {
+        let old = "def main():\n    pass\n";
+        assert_eq!(missed("version = '1.0.0'", old, "def main():\n    return 1\n"), None);
+        let toml = "version = \"0.4.1\"\nname = \"x\"\n";
+        assert_eq!(missed("version = '1.0.0'", toml, "name = \"x\"\n"), None);
+    }
+}
