@@ -872,3 +872,41 @@ async fn an_unchanged_reply_to_a_setting_names_the_file_that_sets_it() {
     let out = change_with(ws.path(), &model, "bump version", NOT_LAYOUT, args).await;
     assert!(out.is_error && !out.content.contains(" sets "), "{}", out.content);
 }
+
+/// Issue 29: with the version set, the 1.5B model called change_file with the
+/// description line pyproject.toml already had as its words; the editor, given the task
+/// "bump version", bumped the version again and change_file wrote it. Settings the file
+/// already has are answered without the editor; a reply that changes a key the words do
+/// not set is asked again, then refused.
+#[tokio::test]
+async fn settings_in_place_need_no_editor_and_keys_changed_unasked_are_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    let path = ws.path().join("pyproject.toml");
+    let old = "[project]\nversion = \"1.0.0\"\ndescription = \"Tidies text\"\n";
+    std::fs::write(&path, old).unwrap();
+    let model = ScriptedModel::new([]);
+    let args = serde_json::json!({"path": "pyproject.toml", "change": "description = 'Tidies text'"});
+    let out = change_with(ws.path(), &model, "bump version", NOT_LAYOUT, args).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.starts_with("No change needed: `pyproject.toml` already holds"), "{}", out.content);
+    assert_eq!(model.requests().len(), 0, "the editor is not asked");
+
+    let bumped =
+        || reply().text(&format!("```toml\n{}```", old.replace("1.0.0", "1.0.1").replace("text", "files")));
+    let model = ScriptedModel::new([bumped(), bumped()]);
+    let args = serde_json::json!({"path": "pyproject.toml", "change": "description = 'Tidies files'"});
+    let out = change_with(ws.path(), &model, "bump version", NOT_LAYOUT, args).await;
+    assert!(out.is_error, "{}", out.content);
+    assert_eq!(
+        out.content,
+        "`pyproject.toml` was not changed: the editor's new content also changed `version` (`1.0.0` to `1.0.1`), which your words do not set. Call change_file again saying everything to change, or look at the file first."
+    );
+    assert!(
+        prompt_of(&model, 1).ends_with(
+            "Your earlier reply also changed `version` from `1.0.0` to `1.0.1`, which the change does not mention. Reply with the complete new content of `pyproject.toml` in one code block, changing only `description`."
+        ),
+        "{}",
+        prompt_of(&model, 1)
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), old);
+}

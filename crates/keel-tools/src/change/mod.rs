@@ -170,6 +170,10 @@ impl Tool for ChangeFile {
             {
                 return job.write(text, None, &ctx).await;
             }
+            // Settings the file already has need no editor: asked, it changed others.
+            if job.inputs.current.as_deref().is_some_and(|old| setting::in_place(&job.args.change, old)) {
+                return Ok(ToolOutput::text(held::report(&job.args.path)));
+            }
             let prompt = editor_prompt(ctx.task.as_deref(), &job.args, &job.inputs);
             // Unless the task is about layout, blank lines the editor reflowed and the
             // file's line endings are put back.
@@ -380,6 +384,12 @@ impl Job {
             && let Some(missed) = setting::missed(&self.args.change, old, &new)
         {
             return Err(Unchanged::Refused { why: missed.refusal(path), retry: Some(missed.retry(path)) });
+        }
+        if let Some(old) = inputs.current.as_deref()
+            && let Some(changed) = setting::stray(&self.args.change, old, &new)
+        {
+            let (why, retry) = setting::stray_refusal(path, &self.args.change, &changed);
+            return Err(Unchanged::Refused { why, retry: Some(retry) });
         }
         if let Some(old) = inputs.current.as_deref()
             && let Some(why) = elsewhere::check(path, self.task.as_deref(), old, &new, &inputs.related)

@@ -121,6 +121,54 @@ pub(super) fn missed(words: &str, old: &str, new: &str) -> Option<Missed> {
     })
 }
 
+/// True when the words are settings and `old` already sets each of their keys to their
+/// value (quotes aside). Asked `description = '…'` for the line pyproject.toml already
+/// had, the editor, given the task "bump version", bumped the version again.
+pub(super) fn in_place(words: &str, old: &str) -> bool {
+    let wanted = settings(words);
+    !wanted.is_empty() && wanted.iter().all(|s| values_of(old, &s.key).contains(&s.value.as_str()))
+}
+
+/// A key the words do not set whose value the reply changed (a key in both old and
+/// new, with another value): (key, old value, new value).
+pub(super) fn stray(words: &str, old: &str, new: &str) -> Option<(String, String, String)> {
+    let wanted = settings(words);
+    if wanted.is_empty() {
+        return None;
+    }
+    let named = |key: &str| wanted.iter().any(|s| key_parts(&s.key) == key_parts(key));
+    old.lines().find_map(|line| {
+        let (key, _) = split_setting(line.trim())?;
+        if named(key) {
+            return None;
+        }
+        let (before, after) = (values_of(old, key), values_of(new, key));
+        if before.is_empty() || after.is_empty() || before == after {
+            return None;
+        }
+        Some((key.to_owned(), before[0].to_owned(), after[0].to_owned()))
+    })
+}
+
+/// The refusal and the editor's retry note for a reply that changed `key` from
+/// `before` to `after` though the words do not set it.
+pub(super) fn stray_refusal(
+    path: &str,
+    words: &str,
+    (key, before, after): &(String, String, String),
+) -> (String, String) {
+    let keys: Vec<String> = settings(words).into_iter().map(|s| format!("`{}`", s.key)).collect();
+    let keys = keys.join(", ");
+    (
+        format!(
+            "`{path}` was not changed: the editor's new content also changed `{key}` (`{before}` to `{after}`), which your words do not set. Call change_file again saying everything to change, or look at the file first."
+        ),
+        format!(
+            "Your earlier reply also changed `{key}` from `{before}` to `{after}`, which the change does not mention. Reply with the complete new content of `{path}` in one code block, changing only {keys}."
+        ),
+    )
+}
+
 /// Most files looked at for a key set elsewhere, most bytes of each, and the time spent.
 const MAX_FILES: usize = 200;
 const MAX_FILE_BYTES: u64 = 64 * 1024;
@@ -290,5 +338,22 @@ mod tests {
         assert_eq!(missed("version = '1.0.0'", old, "def main():\n    return 1\n"), None);
         let toml = "version = \"0.4.1\"\nname = \"x\"\n";
         assert_eq!(missed("version = '1.0.0'", toml, "name = \"x\"\n"), None);
+    }
+
+    #[test]
+    fn settings_already_in_place_and_keys_changed_unasked_are_told() {
+        let old = "[project]\nversion = \"1.0.0\"\ndescription = \"Tidies text\"\n";
+        assert!(in_place("description = 'Tidies text'", old));
+        assert!(!in_place("description = 'Tidies files'", old));
+        assert!(!in_place("make the description shorter", old));
+        let bumped = old.replace("1.0.0", "1.0.1");
+        assert_eq!(
+            stray("description = 'Tidies text'", old, &bumped),
+            Some(("version".to_owned(), "1.0.0".to_owned(), "1.0.1".to_owned()))
+        );
+        assert_eq!(stray("version = '1.0.1'", old, &bumped), None, "the key the words set");
+        assert_eq!(stray("set the version", old, &bumped), None, "words that are not settings");
+        let renamed = "[project]\nrelease = \"1.0.0\"\ndescription = \"Tidies text\"\n";
+        assert_eq!(stray("release = '1.0.0'", old, renamed), None, "a key gone is not a value changed");
     }
 }
