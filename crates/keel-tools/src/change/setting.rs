@@ -130,10 +130,14 @@ pub(super) fn in_place(words: &str, old: &str) -> bool {
 }
 
 /// A key the words do not set whose value the reply changed (a key in both old and
-/// new, with another value): (key, old value, new value).
+/// new, with another value), when the file sets every key of the words: (key, old
+/// value, new value).
 pub(super) fn stray(words: &str, old: &str, new: &str) -> Option<(String, String, String)> {
     let wanted = settings(words);
-    if wanted.is_empty() {
+    // Words whose keys the file does not set as written (`server_port` for a `port` under
+    // `[server]`, `retry_count` for `max_retries`) leave the editor to find the key: it
+    // did, and the reply changes another one rightly.
+    if wanted.is_empty() || wanted.iter().any(|s| values_of(old, &s.key).is_empty()) {
         return None;
     }
     let named = |key: &str| wanted.iter().any(|s| key_parts(&s.key) == key_parts(key));
@@ -355,5 +359,11 @@ mod tests {
         assert_eq!(stray("set the version", old, &bumped), None, "words that are not settings");
         let renamed = "[project]\nrelease = \"1.0.0\"\ndescription = \"Tidies text\"\n";
         assert_eq!(stray("release = '1.0.0'", old, renamed), None, "a key gone is not a value changed");
+        let config = "[server]\nport = 3000\n";
+        assert_eq!(
+            stray("server_port = 8080", config, "[server]\nport = 8080\n"),
+            None,
+            "the words' key is not the file's: the editor found it"
+        );
     }
 }
