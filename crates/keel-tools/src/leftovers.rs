@@ -14,6 +14,7 @@
 
 use std::collections::HashSet;
 use std::io::Read;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -72,14 +73,21 @@ pub(crate) fn everywhere(roots: &Roots, gone: &[String]) -> Vec<(String, Vec<Pla
     places(roots, None, gone)
 }
 
-/// For each name of `gone`, the places the project's files other than `changed` use it.
-fn places(roots: &Roots, changed: Option<&Path>, gone: &[String]) -> Vec<(String, Vec<Place>)> {
+/// Calls `visit` with each of the project's files under `within` other than `skip` (as
+/// shown, and its text) until it breaks: the files grep searches (hidden ones and what
+/// .gitignore ignores left out), so a note and the model's own search agree; keel's
+/// copies in the session's artifacts (an undo copy holds the old name) are not the
+/// project's files either. At most `max_files` files, [`MAX_FILE_BYTES`] each, for
+/// [`BUDGET`].
+pub(crate) fn each_file(
+    roots: &Roots,
+    within: &Path,
+    skip: Option<&Path>,
+    max_files: usize,
+    mut visit: impl FnMut(&str, &str) -> ControlFlow<()>,
+) {
     let deadline = Instant::now() + BUDGET;
-    let mut found: Vec<(String, Vec<Place>)> = gone.iter().map(|n| (n.clone(), Vec::new())).collect();
-    // The files grep searches (hidden ones and what .gitignore ignores left out), so the
-    // note and the model's own search agree; keel's copies in the session's artifacts
-    // (an undo copy holds the old name) are not the project's files either.
-    let walker = ignore::WalkBuilder::new(roots.root())
+    let walker = ignore::WalkBuilder::new(within)
         .require_git(false)
         .git_global(false)
         .sort_by_file_path(|a, b| a.cmp(b))
@@ -87,12 +95,12 @@ fn places(roots: &Roots, changed: Option<&Path>, gone: &[String]) -> Vec<(String
     let files = walker
         .flatten()
         .filter(|e| e.file_type().is_some_and(|t| t.is_file()) && !roots.in_read_only_root(e.path()));
-    for entry in files.take(MAX_FILES) {
+    for entry in files.take(max_files) {
         if Instant::now() > deadline {
             break;
         }
         let path = entry.path();
-        if Some(path) == changed {
+        if Some(path) == skip {
             continue;
         }
         // Read the file that was opened and verified, as grep does: a file swapped for a
@@ -104,24 +112,45 @@ fn places(roots: &Roots, changed: Option<&Path>, gone: &[String]) -> Vec<(String
         {
             continue;
         }
-        let shown = roots.display(path);
+        if visit(&roots.display(path), &text).is_break() {
+            break;
+        }
+    }
+}
+
+/// For each name of `gone`, the places the project's files other than `changed` use it.
+fn places(roots: &Roots, changed: Option<&Path>, gone: &[String]) -> Vec<(String, Vec<Place>)> {
+    let mut found: Vec<(String, Vec<Place>)> = gone.iter().map(|n| (n.clone(), Vec::new())).collect();
+    each_file(roots, roots.root(), changed, MAX_FILES, |shown, text| {
         for (index, line) in text.lines().enumerate() {
             for (name, at) in found.iter_mut() {
                 if at.len() < MAX_PLACES && has_word(line, name) {
                     let line = crate::output::clip_line(line.trim(), SHOWN_LINE_CHARS);
-                    at.push((shown.clone(), index + 1, line));
+                    at.push((shown.to_owned(), index + 1, line));
                 }
             }
         }
-    }
+        ControlFlow::Continue(())
+    });
     found.retain(|(_, at)| !at.is_empty());
     found.truncate(MAX_NAMES_SHOWN);
     found
 }
 
 /// The note for a change of the file at `changed` (shown as `shown`) from `before` to
-/// `after`: where other files still use the names it removed, or `None`.
+/// `after`: where other files still use the names it removed ([`renamed_note`]) and set
+/// a key to the value it replaced ([`old_values_note`]), or `None`.
 pub(crate) fn note(roots: &Roots, changed: &Path, shown: &str, before: &str, after: &str) -> Option<String> {
+    let names = renamed_note(roots, changed, shown, before, after);
+    let values = old_values_note(roots, changed, shown, before, after);
+    match (names, values) {
+        (None, None) => None,
+        (names, values) => Some(names.unwrap_or_default() + &values.unwrap_or_default()),
+    }
+}
+
+/// Where other files still use the names the change removed.
+fn renamed_note(roots: &Roots, changed: &Path, shown: &str, before: &str, after: &str) -> Option<String> {
     let gone = vanished(before, after);
     if gone.is_empty() {
         return None;
@@ -140,6 +169,61 @@ pub(crate) fn note(roots: &Roots, changed: &Path, shown: &str, before: &str, aft
         }
     }
     note.push_str("\nIf they mean what you changed, change them too.");
+    Some(note)
+}
+
+/// A change of more settings than this is a rewrite: no note on old values.
+const MAX_CHANGED_VALUES: usize = 3;
+/// Shortest value followed; it must have a digit too (a version, a port, a limit):
+/// `true` or `red` set in two files need not mean the same thing.
+const MIN_VALUE_CHARS: usize = 3;
+
+/// Where other files set a key to the value the change replaced: pyproject.toml's
+/// version made 0.4.2, and the package's `__version__ = "0.4.1"` left behind (the 1.5B
+/// model said the version was bumped; bump-version, every recorded run that got that
+/// far).
+fn old_values_note(roots: &Roots, changed: &Path, shown: &str, before: &str, after: &str) -> Option<String> {
+    let values = crate::keyed::changed(before, after, MAX_CHANGED_VALUES + 1);
+    if values.len() > MAX_CHANGED_VALUES {
+        return None;
+    }
+    let followed =
+        |value: &str| value.chars().count() >= MIN_VALUE_CHARS && value.chars().any(|c| c.is_ascii_digit());
+    let mut found: Vec<(&crate::keyed::Changed, Vec<Place>)> =
+        values.iter().filter(|c| followed(&c.before)).map(|c| (c, Vec::new())).collect();
+    if found.is_empty() {
+        return None;
+    }
+    each_file(roots, roots.root(), Some(changed), MAX_FILES, |file, text| {
+        for (index, line) in text.lines().enumerate() {
+            let Some((key, value)) = crate::keyed::setting(line) else { continue };
+            for (change, at) in found.iter_mut() {
+                if at.len() < MAX_PLACES && value == change.before && crate::keyed::same_key(key, &change.key)
+                {
+                    at.push((
+                        file.to_owned(),
+                        index + 1,
+                        crate::output::clip_line(line.trim(), SHOWN_LINE_CHARS),
+                    ));
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    let mut note = String::new();
+    for (change, at) in found.iter().filter(|(_, at)| !at.is_empty()) {
+        let crate::keyed::Changed { key, before, after } = change;
+        note.push_str(&format!(
+            "\n\nOther files still set `{key}` to `{before}`, which this change made `{after}` in {shown}:"
+        ));
+        for (file, line, text) in at {
+            note.push_str(&format!("\n{file}:{line}: {text}"));
+        }
+    }
+    if note.is_empty() {
+        return None;
+    }
+    note.push_str("\nIf they mean the same, change them too.");
     Some(note)
 }
 
@@ -244,6 +328,33 @@ mod tests {
         // Nothing left elsewhere: no note.
         std::fs::write(root.join("main.py"), "from billing import compute_total\n").unwrap();
         assert_eq!(super::note(&roots, &root.join("billing.py"), "billing.py", before, after), None);
+    }
+
+    #[test]
+    fn the_note_names_other_files_that_still_set_a_key_to_the_replaced_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("tidyup")).unwrap();
+        std::fs::write(root.join("tidyup/__init__.py"), "__version__ = \"0.4.1\"\n").unwrap();
+        std::fs::write(root.join("tidyup/cli.py"), "from tidyup import __version__\nlimit = \"0.4.1\"\n")
+            .unwrap();
+        std::fs::write(root.join("README.md"), "debug = true\n").unwrap();
+        let roots = Roots::new(&root, &[], &[]).unwrap();
+        let before = "[project]\nname = \"tidyup\"\nversion = \"0.4.1\"\ndebug = false\n";
+        let after = "[project]\nname = \"tidyup\"\nversion = \"0.4.2\"\ndebug = true\n";
+        let note = note(&roots, &root.join("pyproject.toml"), "pyproject.toml", before, after);
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                "\n\nOther files still set `version` to `0.4.1`, which this change made `0.4.2` in pyproject.toml:\n\
+                 tidyup/__init__.py:1: __version__ = \"0.4.1\"\n\
+                 If they mean the same, change them too."
+            ),
+            "another key with the value, and a value without a digit, are not followed"
+        );
+        // The other file already has the new value: no note.
+        std::fs::write(root.join("tidyup/__init__.py"), "__version__ = \"0.4.2\"\n").unwrap();
+        assert_eq!(super::note(&roots, &root.join("pyproject.toml"), "pyproject.toml", before, after), None);
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod environment;
 pub mod glob;
 pub mod grep;
 pub mod grounded;
+mod keyed;
 mod leftovers;
 pub mod list;
 mod loose;

@@ -11,8 +11,8 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::time::Instant;
 
+use crate::keyed;
 use crate::workspace::Roots;
 
 /// One `key = value` (or `key: value`) part of the words.
@@ -45,75 +45,32 @@ pub(super) fn settings(words: &str) -> Vec<Setting> {
     }
     let mut found = Vec::new();
     for part in parts {
-        let Some((key, value)) = split_setting(part.trim_end_matches(',')) else { return Vec::new() };
+        let Some((key, value)) = keyed::split(part.trim_end_matches(',')) else { return Vec::new() };
         let Some(value) = plain_value(value) else { return Vec::new() };
         found.push(Setting { key: key.to_owned(), value: value.to_owned() });
     }
     found
 }
 
-/// `key = value` or `key: value` (the key may be quoted) as its key and raw value.
-fn split_setting(part: &str) -> Option<(&str, &str)> {
-    let at = part.find([':', '='])?;
-    let key = unquote(part[..at].trim())?;
-    let value = part[at + 1..].trim();
-    let is_key = !key.is_empty() && key.chars().all(|c| c.is_alphanumeric() || "_.-".contains(c));
-    let first = key.chars().next()?;
-    // `a == b` (a pinned requirement) and `a := b` are not settings.
-    let is_setting = !value.starts_with('=') && !value.is_empty() && !first.is_ascii_digit();
-    (is_key && is_setting).then_some((key, value))
-}
-
-/// The text inside matching quotes, or the text itself when it is not quoted.
-fn unquote(text: &str) -> Option<&str> {
-    for quote in ['"', '\''] {
-        if let Some(inner) = text.strip_prefix(quote) {
-            return inner.strip_suffix(quote);
-        }
-    }
-    Some(text)
-}
-
 /// The value when it is plain: quoted text without [`NOT_PLAIN`] characters, or one
 /// such token unquoted.
 fn plain_value(value: &str) -> Option<&str> {
     let quoted = value.starts_with(['"', '\'']);
-    let inner = unquote(value)?;
+    let inner = keyed::unquote(value)?;
     let plain = !inner.is_empty()
         && !inner.chars().any(|c| NOT_PLAIN.contains(c) || c == '"' || c == '\'')
         && (quoted || !inner.chars().any(char::is_whitespace));
     plain.then_some(inner)
 }
 
-/// The parts of a key: `__version__` and `version` are the same key, `default_color`
-/// and `default-color` too.
-fn key_parts(key: &str) -> Vec<String> {
-    key.split(['_', '-']).filter(|p| !p.is_empty()).map(str::to_lowercase).collect()
-}
-
-/// The values `text`'s lines set `key` to (`key = "v"`, `"key": v,`, `key: v`).
-fn values_of<'t>(text: &'t str, key: &str) -> Vec<&'t str> {
-    let wanted = key_parts(key);
-    text.lines()
-        .filter_map(|line| {
-            let (found, value) = split_setting(line.trim())?;
-            if key_parts(found) != wanted {
-                return None;
-            }
-            let value = value.trim_end_matches(',').trim();
-            Some(unquote(value).unwrap_or(value))
-        })
-        .collect()
-}
-
 /// The first of the words' settings on a key `old` sets that `new` sets to another value
 /// (and never to the words' one).
 pub(super) fn missed(words: &str, old: &str, new: &str) -> Option<Missed> {
     settings(words).into_iter().find_map(|setting| {
-        if values_of(old, &setting.key).is_empty() {
+        if keyed::values_of(old, &setting.key).is_empty() {
             return None;
         }
-        let written = values_of(new, &setting.key);
+        let written = keyed::values_of(new, &setting.key);
         if written.is_empty() || written.contains(&setting.value.as_str()) {
             return None;
         }
@@ -126,41 +83,30 @@ pub(super) fn missed(words: &str, old: &str, new: &str) -> Option<Missed> {
 /// had, the editor, given the task "bump version", bumped the version again.
 pub(super) fn in_place(words: &str, old: &str) -> bool {
     let wanted = settings(words);
-    !wanted.is_empty() && wanted.iter().all(|s| values_of(old, &s.key).contains(&s.value.as_str()))
+    !wanted.is_empty() && wanted.iter().all(|s| keyed::values_of(old, &s.key).contains(&s.value.as_str()))
 }
 
-/// A key the words do not set whose value the reply changed (a key in both old and
-/// new, with another value), when the file sets every key of the words: (key, old
-/// value, new value).
-pub(super) fn stray(words: &str, old: &str, new: &str) -> Option<(String, String, String)> {
+/// Most changed keys looked at for one the words do not set.
+const MAX_CHANGED: usize = 64;
+
+/// A key the words do not set whose value the reply changed (a key set once in both old
+/// and new), when the file sets every key of the words.
+pub(super) fn stray(words: &str, old: &str, new: &str) -> Option<keyed::Changed> {
     let wanted = settings(words);
     // Words whose keys the file does not set as written (`server_port` for a `port` under
     // `[server]`, `retry_count` for `max_retries`) leave the editor to find the key: it
     // did, and the reply changes another one rightly.
-    if wanted.is_empty() || wanted.iter().any(|s| values_of(old, &s.key).is_empty()) {
+    if wanted.is_empty() || wanted.iter().any(|s| keyed::values_of(old, &s.key).is_empty()) {
         return None;
     }
-    let named = |key: &str| wanted.iter().any(|s| key_parts(&s.key) == key_parts(key));
-    old.lines().find_map(|line| {
-        let (key, _) = split_setting(line.trim())?;
-        if named(key) {
-            return None;
-        }
-        let (before, after) = (values_of(old, key), values_of(new, key));
-        if before.is_empty() || after.is_empty() || before == after {
-            return None;
-        }
-        Some((key.to_owned(), before[0].to_owned(), after[0].to_owned()))
-    })
+    let named = |key: &str| wanted.iter().any(|s| keyed::same_key(&s.key, key));
+    keyed::changed(old, new, MAX_CHANGED).into_iter().find(|c| !named(&c.key))
 }
 
-/// The refusal and the editor's retry note for a reply that changed `key` from
-/// `before` to `after` though the words do not set it.
-pub(super) fn stray_refusal(
-    path: &str,
-    words: &str,
-    (key, before, after): &(String, String, String),
-) -> (String, String) {
+/// The refusal and the editor's retry note for a reply that changed a key the words do
+/// not set.
+pub(super) fn stray_refusal(path: &str, words: &str, changed: &keyed::Changed) -> (String, String) {
+    let keyed::Changed { key, before, after } = changed;
     let keys: Vec<String> = settings(words).into_iter().map(|s| format!("`{}`", s.key)).collect();
     let keys = keys.join(", ");
     (
@@ -173,10 +119,10 @@ pub(super) fn stray_refusal(
     )
 }
 
-/// Most files looked at for a key set elsewhere, most bytes of each, and the time spent.
+/// Most files looked at for a key set elsewhere, and most bytes of the file the words
+/// are for.
 const MAX_FILES: usize = 200;
 const MAX_FILE_BYTES: u64 = 64 * 1024;
-const BUDGET: std::time::Duration = std::time::Duration::from_millis(300);
 /// Most characters of the line shown.
 const SHOWN_LINE_CHARS: usize = 120;
 
@@ -190,55 +136,31 @@ pub(super) fn set_elsewhere(roots: &Roots, words: &str, within: &Path, target: &
     if wanted.is_empty() {
         return None;
     }
-    let sets_a_key = |text: &str| wanted.iter().any(|s| !values_of(text, &s.key).is_empty());
+    let sets_a_key = |text: &str| wanted.iter().any(|s| !keyed::values_of(text, &s.key).is_empty());
     if let Some(file) = roots.open_found(target) {
         let mut text = String::new();
         if file.take(MAX_FILE_BYTES).read_to_string(&mut text).is_ok() && sets_a_key(&text) {
             return None;
         }
     }
-    let deadline = Instant::now() + BUDGET;
-    let walker = ignore::WalkBuilder::new(within)
-        .require_git(false)
-        .git_global(false)
-        .sort_by_file_path(|a, b| a.cmp(b))
-        .build();
-    let files = walker
-        .flatten()
-        .filter(|e| e.file_type().is_some_and(|t| t.is_file()) && !roots.in_read_only_root(e.path()));
-    for entry in files.take(MAX_FILES) {
-        if Instant::now() > deadline {
-            break;
-        }
-        if entry.path() == target {
-            continue;
-        }
-        // The file opened and verified, as grep reads it: not a symlink out of the project.
-        let Some(file) = roots.open_found(entry.path()) else { continue };
-        let mut text = String::new();
-        if file.metadata().map_or(true, |m| m.len() > MAX_FILE_BYTES)
-            || file.take(MAX_FILE_BYTES).read_to_string(&mut text).is_err()
-        {
-            continue;
-        }
+    let mut found = None;
+    crate::leftovers::each_file(roots, within, Some(target), MAX_FILES, |shown, text| {
         for (index, line) in text.lines().enumerate() {
-            let Some((key, value)) = split_setting(line.trim()) else { continue };
-            let value = value.trim_end_matches(',').trim();
-            let value = unquote(value).unwrap_or(value);
+            let Some((key, value)) = keyed::setting(line) else { continue };
             // A file that already has the words' value is done, not where to go.
-            if let Some(setting) =
-                wanted.iter().find(|s| key_parts(key) == key_parts(&s.key) && s.value != value)
-            {
-                return Some(SetAt {
-                    file: roots.display(entry.path()),
+            if let Some(setting) = wanted.iter().find(|s| keyed::same_key(key, &s.key) && s.value != value) {
+                found = Some(SetAt {
+                    file: shown.to_owned(),
                     key: setting.key.clone(),
                     line: index + 1,
                     text: crate::output::clip_line(line.trim(), SHOWN_LINE_CHARS),
                 });
+                return std::ops::ControlFlow::Break(());
             }
         }
-    }
-    None
+        std::ops::ControlFlow::Continue(())
+    });
+    found
 }
 
 /// A line of another file that sets a key of the words.
@@ -352,7 +274,7 @@ mod tests {
         assert!(!in_place("make the description shorter", old));
         let bumped = old.replace("1.0.0", "1.0.1");
         assert_eq!(
-            stray("description = 'Tidies text'", old, &bumped),
+            stray("description = 'Tidies text'", old, &bumped).map(|c| (c.key, c.before, c.after)),
             Some(("version".to_owned(), "1.0.0".to_owned(), "1.0.1".to_owned()))
         );
         assert_eq!(stray("version = '1.0.1'", old, &bumped), None, "the key the words set");
