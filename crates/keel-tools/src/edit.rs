@@ -376,7 +376,8 @@ fn edit_in_session(
     let shown = roots.display(&canonical);
     let first_line = first_lines.first().copied().unwrap_or(1);
     let plural = if count == 1 { "" } else { "s" };
-    let leftovers = crate::leftovers::note(roots, &canonical, &shown, &content, &updated).unwrap_or_default();
+    let leftovers = crate::leftovers::note(roots, "edit_file", &canonical, &shown, &content, &updated)
+        .unwrap_or_default();
     Ok(format!(
         "Edited {shown}: {count} replacement{plural} (first at line {first_line}).\n{}{}{leftovers}",
         diff(&content, &updated, &shown),

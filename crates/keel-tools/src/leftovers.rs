@@ -137,12 +137,20 @@ fn places(roots: &Roots, changed: Option<&Path>, gone: &[String]) -> Vec<(String
     found
 }
 
-/// The note for a change of the file at `changed` (shown as `shown`) from `before` to
-/// `after`: where other files still use the names it removed ([`renamed_note`]) and set
-/// a key to the value it replaced ([`old_values_note`]), or `None`.
-pub(crate) fn note(roots: &Roots, changed: &Path, shown: &str, before: &str, after: &str) -> Option<String> {
+/// The note for a change by the tool `tool` of the file at `changed` (shown as `shown`)
+/// from `before` to `after`: where other files still use the names it removed
+/// ([`renamed_note`]) and set a key to the value it replaced ([`old_values_note`]), or
+/// `None`.
+pub(crate) fn note(
+    roots: &Roots,
+    tool: &str,
+    changed: &Path,
+    shown: &str,
+    before: &str,
+    after: &str,
+) -> Option<String> {
     let names = renamed_note(roots, changed, shown, before, after);
-    let values = old_values_note(roots, changed, shown, before, after);
+    let values = old_values_note(roots, tool, changed, shown, before, after);
     match (names, values) {
         (None, None) => None,
         (names, values) => Some(names.unwrap_or_default() + &values.unwrap_or_default()),
@@ -181,8 +189,17 @@ const MIN_VALUE_CHARS: usize = 3;
 /// Where other files set a key to the value the change replaced: pyproject.toml's
 /// version made 0.4.2, and the package's `__version__ = "0.4.1"` left behind (the 1.5B
 /// model said the version was bumped; bump-version, every recorded run that got that
-/// far).
-fn old_values_note(roots: &Roots, changed: &Path, shown: &str, before: &str, after: &str) -> Option<String> {
+/// far). The note ends with the call that changes the first of them: asked again at the
+/// recorded step, the model changed `__init__.py` 5 times of 5 with it, and without it
+/// listed files, ran git or answered (a note ending "change them too" alone: 1 of 5).
+fn old_values_note(
+    roots: &Roots,
+    tool: &str,
+    changed: &Path,
+    shown: &str,
+    before: &str,
+    after: &str,
+) -> Option<String> {
     let values = crate::keyed::changed(before, after, MAX_CHANGED_VALUES + 1);
     if values.len() > MAX_CHANGED_VALUES {
         return None;
@@ -210,20 +227,20 @@ fn old_values_note(roots: &Roots, changed: &Path, shown: &str, before: &str, aft
         }
         ControlFlow::Continue(())
     });
+    let first = found.iter().find_map(|(_, at)| at.first()).map(|(file, _, _)| file.clone())?;
     let mut note = String::new();
     for (change, at) in found.iter().filter(|(_, at)| !at.is_empty()) {
         let crate::keyed::Changed { key, before, after } = change;
         note.push_str(&format!(
-            "\n\nOther files still set `{key}` to `{before}`, which this change made `{after}` in {shown}:"
+            "\n\nOther files still set `{key}` to `{before}`, the value this change replaced with `{after}` in {shown}:"
         ));
         for (file, line, text) in at {
             note.push_str(&format!("\n{file}:{line}: {text}"));
         }
     }
-    if note.is_empty() {
-        return None;
-    }
-    note.push_str("\nIf they mean the same, change them too.");
+    note.push_str(&format!(
+        "\nIf they mean the same, change them too: call {tool} with \"path\": \"{first}\"."
+    ));
     Some(note)
 }
 
@@ -308,7 +325,7 @@ mod tests {
         let roots = Roots::new(&root, &[], &[]).unwrap();
         let before = "def calc_total(prices):\n    return sum(prices)\n";
         let after = "def compute_total(prices):\n    return sum(prices)\n";
-        let note = note(&roots, &root.join("billing.py"), "billing.py", before, after);
+        let note = note(&roots, "edit_file", &root.join("billing.py"), "billing.py", before, after);
         assert_eq!(
             note.as_deref(),
             Some(
@@ -322,12 +339,16 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("secret.py"), "calc_total = 'outside'\n").unwrap();
         std::os::unix::fs::symlink(outside.path().join("secret.py"), root.join("link.py")).unwrap();
-        let shown = super::note(&roots, &root.join("billing.py"), "billing.py", before, after).unwrap();
+        let shown =
+            super::note(&roots, "edit_file", &root.join("billing.py"), "billing.py", before, after).unwrap();
         assert!(!shown.contains("outside") && !shown.contains("link.py"), "{shown}");
         std::fs::remove_file(root.join("link.py")).unwrap();
         // Nothing left elsewhere: no note.
         std::fs::write(root.join("main.py"), "from billing import compute_total\n").unwrap();
-        assert_eq!(super::note(&roots, &root.join("billing.py"), "billing.py", before, after), None);
+        assert_eq!(
+            super::note(&roots, "edit_file", &root.join("billing.py"), "billing.py", before, after),
+            None
+        );
     }
 
     #[test]
@@ -342,19 +363,22 @@ mod tests {
         let roots = Roots::new(&root, &[], &[]).unwrap();
         let before = "[project]\nname = \"tidyup\"\nversion = \"0.4.1\"\ndebug = false\n";
         let after = "[project]\nname = \"tidyup\"\nversion = \"0.4.2\"\ndebug = true\n";
-        let note = note(&roots, &root.join("pyproject.toml"), "pyproject.toml", before, after);
+        let note = note(&roots, "change_file", &root.join("pyproject.toml"), "pyproject.toml", before, after);
         assert_eq!(
             note.as_deref(),
             Some(
-                "\n\nOther files still set `version` to `0.4.1`, which this change made `0.4.2` in pyproject.toml:\n\
+                "\n\nOther files still set `version` to `0.4.1`, the value this change replaced with `0.4.2` in pyproject.toml:\n\
                  tidyup/__init__.py:1: __version__ = \"0.4.1\"\n\
-                 If they mean the same, change them too."
+                 If they mean the same, change them too: call change_file with \"path\": \"tidyup/__init__.py\"."
             ),
             "another key with the value, and a value without a digit, are not followed"
         );
         // The other file already has the new value: no note.
         std::fs::write(root.join("tidyup/__init__.py"), "__version__ = \"0.4.2\"\n").unwrap();
-        assert_eq!(super::note(&roots, &root.join("pyproject.toml"), "pyproject.toml", before, after), None);
+        assert_eq!(
+            super::note(&roots, "change_file", &root.join("pyproject.toml"), "pyproject.toml", before, after),
+            None
+        );
     }
 
     #[test]

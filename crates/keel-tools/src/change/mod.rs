@@ -443,7 +443,7 @@ fn write_new(
     Ok(match old {
         Some(old) => {
             let leftovers = canonical
-                .and_then(|c| crate::leftovers::note(roots, &c, &shown, old, new))
+                .and_then(|c| crate::leftovers::note(roots, ChangeFile::NAME, &c, &shown, old, new))
                 .unwrap_or_default();
             let left_in_file = crate::leftovers::partly_removed(&args.change, old, new).unwrap_or_default();
             crate::renames::record(state, old, new);
