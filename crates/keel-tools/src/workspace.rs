@@ -159,7 +159,11 @@ impl Roots {
     /// which every git command failed); git commands in the shell change them. The
     /// refusal names no git command: naming `git init` there was followed by `git init`
     /// in the next step, for tasks that had nothing to do with git (suite run of
-    /// 2026-12-06, bump-version and revert-last-commit).
+    /// 2026-12-06, bump-version and revert-last-commit). Nor does it say "the task is done
+    /// in the project's own files": the 1.5B model gave that sentence as its answer (every
+    /// recorded upgrade-dependency run that wrote to `.git`); asked again at those 7 steps,
+    /// 3 seeds, it answered 21 of 21 times with it and called change_file 21 of 21 with
+    /// "Change the project's own files instead".
     pub fn refuse_git_internals(&self, path: &str) -> Result<(), ToolError> {
         let lexical = self.lexical(path);
         let inside = lexical.strip_prefix(&self.root).unwrap_or(&lexical);
@@ -167,7 +171,7 @@ impl Roots {
             return Err(ToolError::new(
                 ToolErrorKind::GitInternals,
                 format!(
-                    "`{path}` is git's own data: the file tools do not write it. The task is done in the project's own files; git's data changes only through git commands."
+                    "`{path}` is git's own data: the file tools do not write it. Change the project's own files instead: git's data changes only through git commands."
                 ),
             ));
         }

@@ -311,7 +311,13 @@ async fn long_files_and_empty_changes_are_refused_before_asking() {
     assert!(!ws.path().join("backup").exists());
     // Nor is git's own data.
     let git = tool.prepare(r#"{"path": ".git", "change": "init"}"#).unwrap();
-    assert_eq!(git(ToolContext::new(ws.path())).await.unwrap_err().kind, ToolErrorKind::GitInternals);
+    let refused = git(ToolContext::new(ws.path())).await.unwrap_err();
+    assert_eq!(refused.kind, ToolErrorKind::GitInternals);
+    // Issue 29: "The task is done in the project's own files" was given as the answer.
+    assert_eq!(
+        refused.message,
+        "`.git` is git's own data: the file tools do not write it. Change the project's own files instead: git's data changes only through git commands."
+    );
     assert!(!ws.path().join(".git").exists());
     assert!(model.requests().is_empty(), "no model request for a refused call");
 }
