@@ -57,5 +57,10 @@ mod tests {
             refusal(&roots, "tidyup/", "version = '0.4.2'"),
             "`tidyup/` is a folder, and change_file changes one file. `tidyup/__init__.py` sets `version` (line 1: `__version__ = \"0.4.1\"`): to change it there, call change_file with \"path\": \"tidyup/__init__.py\"."
         );
+        assert_eq!(
+            refusal(&roots, "/etc/", "version = '0.4.2'"),
+            "`/etc/` is a folder, and change_file changes one file. Name a file (list_files shows them).",
+            "a folder outside the project: nothing in it is named"
+        );
     }
 }

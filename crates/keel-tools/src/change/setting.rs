@@ -133,7 +133,8 @@ const SHOWN_LINE_CHARS: usize = 120;
 /// then on its `cli.py`, which only imports the version, four times (bump-version).
 pub(super) fn set_elsewhere(roots: &Roots, words: &str, within: &Path, target: &Path) -> Option<SetAt> {
     let wanted = settings(words);
-    if wanted.is_empty() {
+    // A folder outside the project (`/etc/`) is not walked: its files are not read anyway.
+    if wanted.is_empty() || !within.starts_with(roots.root()) {
         return None;
     }
     let sets_a_key = |text: &str| wanted.iter().any(|s| !keyed::values_of(text, &s.key).is_empty());
