@@ -33,12 +33,15 @@ pub(crate) fn setting(line: &str) -> Option<(&str, &str)> {
     Some((key, unquote(value).unwrap_or(value)))
 }
 
+/// A key as compared: its parts between `_` and `-`, lowercased, joined by `_`.
+fn normal_key(key: &str) -> String {
+    let parts: Vec<String> = key.split(['_', '-']).filter(|p| !p.is_empty()).map(str::to_lowercase).collect();
+    parts.join("_")
+}
+
 /// Whether two keys are the same: the same parts between `_` and `-`, any case.
 pub(crate) fn same_key(a: &str, b: &str) -> bool {
-    let parts = |key: &str| -> Vec<String> {
-        key.split(['_', '-']).filter(|p| !p.is_empty()).map(str::to_lowercase).collect()
-    };
-    parts(a) == parts(b)
+    normal_key(a) == normal_key(b)
 }
 
 /// The values `text`'s lines set `key` to.
@@ -60,17 +63,33 @@ impl Changed {
     }
 }
 
-/// The keys set once in both texts whose value changed, at most `max`.
+/// Each key `text` sets (as [`normal_key`]) with its values and the key as first written.
+fn settings_of(text: &str) -> std::collections::HashMap<String, (&str, Vec<&str>)> {
+    let mut found: std::collections::HashMap<String, (&str, Vec<&str>)> = std::collections::HashMap::new();
+    for (key, value) in text.lines().filter_map(setting) {
+        found.entry(normal_key(key)).or_insert((key, Vec::new())).1.push(value);
+    }
+    found
+}
+
+/// The keys set once in both texts whose value changed, at most `max`, in the order
+/// `before` sets them. One pass over each text: edit_file's note runs this on every edit.
 pub(crate) fn changed(before: &str, after: &str, max: usize) -> Vec<Changed> {
+    let (old, new) = (settings_of(before), settings_of(after));
     let mut found: Vec<Changed> = Vec::new();
     for (key, _) in before.lines().filter_map(setting) {
-        if found.len() == max || found.iter().any(|c| same_key(&c.key, key)) {
+        if found.len() == max {
+            break;
+        }
+        let normal = normal_key(key);
+        if found.iter().any(|c| normal_key(&c.key) == normal) {
             continue;
         }
-        if let ([old], [new]) = (&values_of(before, key)[..], &values_of(after, key)[..])
-            && old != new
+        if let (Some((key, values)), Some((_, now))) = (old.get(&normal), new.get(&normal))
+            && let ([was], [is]) = (&values[..], &now[..])
+            && was != is
         {
-            found.push(Changed::new(key, old, new));
+            found.push(Changed::new(key, was, is));
         }
     }
     found
