@@ -84,9 +84,13 @@ def run(path, out, url):
             sink.flush()
 
 
-def wants(reading):
-    return {(True, False): "change", (False, True): "answer", (True, True): "both"}.get(
-        (reading.get("change"), reading.get("question")))
+def wants(reading, unchanged_answers=False):
+    """What a reading says the request wants; with `unchanged_answers`, a request that
+    changes nothing wants an answer whatever `question` says (keel since 2026-12-08)."""
+    pair = (reading.get("change"), reading.get("question"))
+    if unchanged_answers and pair in ((False, False), (False, True)):
+        return "answer"
+    return {(True, False): "change", (False, True): "answer", (True, True): "both"}.get(pair)
 
 
 def score(path):
@@ -96,6 +100,8 @@ def score(path):
         said = {name: wants(r[name]) for name in WAYS}
         for a, b in [("o1", "o2"), ("o1", "s2"), ("s1", "s2")]:
             said[f"{a}+{b}"] = said[a] if said[a] == said[b] else None
+        a, b = wants(r["o1"], True), wants(r["s2"], True)
+        said["o1+s2, no change = answer"] = a if a == b else None
         odds = lambda k: (r["o1p"][k] + r["o2p"][k]) / 2
         said["o1,o2 mean odds"] = wants({"change": odds("change") > 0.5, "question": odds("question") > 0.5})
         for name, value in said.items():

@@ -209,13 +209,18 @@ pub fn parse_reply(reply: &keel_llm::AssistantMessage) -> TaskIntent {
     }
 }
 
-/// The two answers, `change` and `question`, decide what the task wants; neither said
-/// leaves it unknown (so does a reply that leaves either out).
+/// The two answers, `change` and `question`, decide what the task wants; a reply that
+/// leaves either out leaves it unknown. A request that changes nothing wants an answer,
+/// whatever `question` says: "Summarize the last commit.", "list the TODOs" and "how big
+/// is the data/ folder" were read `question: false` (they are not worded as questions),
+/// and on 90 labelled requests (evals/intent) every one that both readings said changes
+/// nothing wanted an answer (right 35 → 43 of 45 held-out, 36 → 39 of the suite's 45,
+/// none wrong more).
 fn from_arguments(value: &Value) -> TaskIntent {
     let flag = |name: &str| value.get(name).and_then(Value::as_bool);
     let wants = match (flag("change"), flag("question")) {
         (Some(true), Some(false)) => Some(Wants::Change),
-        (Some(false), Some(true)) => Some(Wants::Answer),
+        (Some(false), Some(_)) => Some(Wants::Answer),
         (Some(true), Some(true)) => Some(Wants::Both),
         _ => None,
     };
@@ -247,7 +252,11 @@ mod tests {
         );
         assert_eq!(read(r#"{"change": true, "question": false, "check": true}"#).wants, Some(Wants::Change));
         assert_eq!(read(r#"{"change": true, "question": true}"#).wants, Some(Wants::Both));
-        assert_eq!(read(r#"{"change": false, "question": false}"#).wants, None, "neither: unknown");
+        assert_eq!(
+            read(r#"{"change": false, "question": false}"#).wants,
+            Some(Wants::Answer),
+            "a request that changes nothing is answered"
+        );
         assert_eq!(read(r#"{"change": true}"#).wants, None, "half an answer: unknown");
         let text = AssistantMessage {
             content: vec![ContentBlock::Text {
