@@ -656,6 +656,7 @@ async fn a_named_files_content_written_over_another_file_is_refused() {
     let fixed = script.replace("$source", "$src");
     std::fs::write(ws.path().join("backup.sh"), script).unwrap();
     std::fs::write(ws.path().join("docs/a.txt"), "alpha\n").unwrap();
+    std::fs::write(ws.path().join("docs/b.txt"), "beta\n").unwrap();
     let block = format!("```sh\n{fixed}```");
     let model = ScriptedModel::new([reply().text(&block), reply().text(&block), reply().text(&block)]);
     let task = "backup.sh should copy every .txt file from docs/ into backup/. Fix the script.";
@@ -675,26 +676,44 @@ async fn a_named_files_content_written_over_another_file_is_refused() {
     assert_eq!(std::fs::read_to_string(ws.path().join("backup.sh")).unwrap(), fixed);
 }
 
-/// Issue 29: an unchanged reply's error says the shell renames only when the words name a
-/// new file. Said every time, "to rename, move or delete the file, use the shell (mv, rm)"
+/// Issue 29: the shell is named for a rename only when the words name a new file. Said
+/// to every unchanged reply, "to rename, move or delete the file, use the shell (mv, rm)"
 /// sent the 1.5B model to `mv README.md README.md.bak` after it gave a README line as the
-/// words (summarize-last-commit, full-p1).
+/// words (summarize-last-commit, full-p1). Words that are the new name alone are answered
+/// before the editor is asked: in 5 recorded rename-file runs it wrote `# NOTES.md` into
+/// the file as a heading, so no hint came and the file was never renamed.
 #[tokio::test]
-async fn an_unchanged_reply_names_mv_only_when_the_words_name_a_new_file() {
+async fn words_that_are_only_a_new_files_name_name_mv_and_no_editor_is_asked() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("notes.txt"), "Meeting notes\n").unwrap();
     let same = || reply().text("```\nMeeting notes\n```");
-    let model = ScriptedModel::new([same(), same(), same(), same()]);
+    let heading = reply().text("```\n# NOTES.md\n\nMeeting notes\n```");
+    let model = ScriptedModel::new([heading, same(), same()]);
     let task = "Rename notes.txt to NOTES.md.";
-    let out =
-        change(ws.path(), &model, task, serde_json::json!({"path": "notes.txt", "change": "NOTES.md"})).await;
+    let config = Arc::new(ToolsConfig { keep_parsing: true, ..ToolsConfig::default() });
+    let tool = typed(ChangeFile::new(config, Arc::new(model.clone())));
+    let args = serde_json::json!({"path": "notes.txt", "change": "NOTES.md"});
+    let error =
+        tool.prepare(&args.to_string()).unwrap()(ToolContext::new(ws.path()).task(task)).await.unwrap_err();
+    assert_eq!(
+        (error.kind, error.message.as_str()),
+        (
+            ToolErrorKind::InvalidArguments,
+            "`notes.txt` was not changed: your words, `NOTES.md`, are only the name of a file that does not exist yet, and change_file changes what is in a file. To rename or move `notes.txt` to `NOTES.md`, use the shell (mv)."
+        )
+    );
+    assert_eq!(model.requests().len(), 0, "the editor is not asked");
+    let words = serde_json::json!({"path": "notes.txt", "change": "Call it `NOTES.md`."});
+    let out = change(ws.path(), &model, task, words).await;
     assert_eq!(
         (out.is_error, out.content.as_str()),
         (
-            true,
-            "`notes.txt` was not changed: its new content came back the same as the old: the editor found nothing to change in it from your words. Say exactly what to add, remove or replace; if you do not know yet, find out first: run the command that fails and read its error, or read the file. To rename or move `notes.txt` to `NOTES.md`, use the shell (mv)."
-        )
+            false,
+            "Changed notes.txt:\n--- notes.txt\n+++ notes.txt\n@@ -1 +1,2 @@\n+# NOTES.md\n Meeting notes"
+        ),
+        "words that say more are the editor's to read"
     );
+    std::fs::write(ws.path().join("notes.txt"), "Meeting notes\n").unwrap();
     let words = serde_json::json!({"path": "notes.txt", "change": "Meeting notes."});
     let out = change(ws.path(), &model, "Summarize notes.txt.", words).await;
     assert_eq!(

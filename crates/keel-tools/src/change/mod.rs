@@ -160,6 +160,10 @@ impl Tool for ChangeFile {
                     bare::refusal(&job.args.path, &job.args.change),
                 ));
             }
+            let (path, change) = (job.args.path.clone(), job.args.change.clone());
+            if let Some(refusal) = blocking(move || moved::renaming(&roots, &path, &change)).await? {
+                return Err(ToolError::new(ToolErrorKind::InvalidArguments, refusal));
+            }
             let named = job.inputs.related.iter().map(|(name, _)| name.as_str());
             if let Some(refusal) = beside::check(&job.args.path, job.inputs.current.is_some(), named) {
                 return Err(refusal);

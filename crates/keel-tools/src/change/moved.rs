@@ -14,6 +14,11 @@
 //! Said to every unchanged reply, a rename hint sent the model, which had only given a
 //! README line as the words, to `mv README.md README.md.bak` (summarize-last-commit,
 //! full-p1): no hint is given unless the words name a file that does not exist yet.
+//!
+//! Words that are the new name alone are answered before the editor is asked
+//! ([`renaming`]): in the recorded rename-file runs where the editor gave the file back
+//! unchanged the hint drew `mv notes.txt NOTES.md` 9 times of 9, but in the other 5 it
+//! wrote `# NOTES.md` into the file as a heading, so no hint came and all 5 failed.
 
 use crate::workspace::Roots;
 
@@ -23,18 +28,39 @@ const MAX_CANDIDATES: usize = 16;
 /// The hint to add when `change`, the words for `path`, names a file that does not
 /// exist (a word like `NOTES.md` or `docs/notes.md`), or `None`.
 pub(super) fn hint(roots: &Roots, path: &str, change: &str) -> Option<String> {
-    let target = roots.lexical(path);
-    let name = super::prompt::file_words(change)
-        .filter(|word| file_name_like(word))
-        .take(MAX_CANDIDATES)
-        .find(|word| roots.lexical(word) != target && !roots.lexical(word).exists())?;
+    let name = new_file_named(roots, path, change)?;
     Some(if only_names(change, name) {
-        format!(" To rename or move `{path}` to `{name}`, use the shell (mv).")
+        mv_hint(path, name)
     } else {
         format!(
             " `{name}` does not exist yet: if your words are for it, call change_file with \"path\": \"{name}\"."
         )
     })
+}
+
+/// The refusal of words for `path` that are only the name of a file that does not exist
+/// yet (`NOTES.md` for notes.txt), given before the editor is asked; `None` for any
+/// other words.
+pub(super) fn renaming(roots: &Roots, path: &str, change: &str) -> Option<String> {
+    let name = new_file_named(roots, path, change).filter(|name| only_names(change, name))?;
+    Some(format!(
+        "`{path}` was not changed: your words, `{name}`, are only the name of a file that does not exist yet, and change_file changes what is in a file.{}",
+        mv_hint(path, name)
+    ))
+}
+
+/// The first word of `change` shaped like a file name, other than `path`, that names no
+/// existing file.
+fn new_file_named<'a>(roots: &Roots, path: &str, change: &'a str) -> Option<&'a str> {
+    let target = roots.lexical(path);
+    super::prompt::file_words(change)
+        .filter(|word| file_name_like(word))
+        .take(MAX_CANDIDATES)
+        .find(|word| roots.lexical(word) != target && !roots.lexical(word).exists())
+}
+
+fn mv_hint(path: &str, name: &str) -> String {
+    format!(" To rename or move `{path}` to `{name}`, use the shell (mv).")
 }
 
 /// True when `change` is `name` and nothing else but quotes and punctuation (no letter
@@ -75,6 +101,20 @@ mod tests {
                 Some(" To rename or move `notes.txt` to `NOTES.md`, use the shell (mv)."),
                 "{words}"
             );
+        }
+    }
+
+    #[test]
+    fn words_that_are_only_a_new_name_are_refused_before_the_editor() {
+        let (_dir, roots) = project();
+        assert_eq!(
+            renaming(&roots, "notes.txt", "NOTES.md").as_deref(),
+            Some(
+                "`notes.txt` was not changed: your words, `NOTES.md`, are only the name of a file that does not exist yet, and change_file changes what is in a file. To rename or move `notes.txt` to `NOTES.md`, use the shell (mv)."
+            )
+        );
+        for words in ["Rename it to `docs/notes.md`.", "README.md", "notes.txt", "set the version to 2.0.1"] {
+            assert_eq!(renaming(&roots, "notes.txt", words), None, "{words}");
         }
     }
 
