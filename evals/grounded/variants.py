@@ -88,6 +88,9 @@ VARIANTS = {
     "nobrief": asked(" Answer from the output above; quote it exactly."),
     "lines": asked(" Answer from the output above: quote exactly every line of it that answers this."),
     "named": lambda ev, task, files: replay.prompt(named(ev, files), task),
+    # The question before the outputs as well as after: read with it in mind.
+    "first": lambda ev, task, _files: f"The question: {task.strip()}\n\n" + replay.prompt(ev, task),
+    "whole": asked(" Answer from the output above, briefly; quote it exactly, and leave out nothing of it that answers this."),
 }
 
 
