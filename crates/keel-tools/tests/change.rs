@@ -714,6 +714,13 @@ async fn words_that_are_only_a_new_files_name_name_mv_and_no_editor_is_asked() {
         "words that say more are the editor's to read"
     );
     std::fs::write(ws.path().join("notes.txt"), "Meeting notes\n").unwrap();
+    // A file that does not exist yet is not renamed: its words are the editor's.
+    let created = reply().text("```\nNOTES.md\n```");
+    let model = ScriptedModel::new([created, same(), same(), same(), same()]);
+    let args = serde_json::json!({"path": "new.txt", "change": "NOTES.md"});
+    let out = change(ws.path(), &model, task, args).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(model.requests().len(), 1, "the editor is asked");
     let words = serde_json::json!({"path": "notes.txt", "change": "Meeting notes."});
     let out = change(ws.path(), &model, "Summarize notes.txt.", words).await;
     assert_eq!(

@@ -160,8 +160,11 @@ impl Tool for ChangeFile {
                     bare::refusal(&job.args.path, &job.args.change),
                 ));
             }
+            // Only a file that exists can be renamed (for a new one the words stay the editor's).
             let (path, change) = (job.args.path.clone(), job.args.change.clone());
-            if let Some(refusal) = blocking(move || moved::renaming(&roots, &path, &change)).await? {
+            if job.inputs.current.is_some()
+                && let Some(refusal) = blocking(move || moved::renaming(&roots, &path, &change)).await?
+            {
                 return Err(ToolError::new(ToolErrorKind::InvalidArguments, refusal));
             }
             let named = job.inputs.related.iter().map(|(name, _)| name.as_str());
