@@ -1,9 +1,9 @@
-//! What an unchanged reply's error says about a file the words name that does not exist
-//! yet. Two kinds of call look alike here:
+//! What change_file says about a file its words name that does not exist yet. Two kinds
+//! of call look alike here:
 //!
 //! - A rename: the model calls change_file with only the new name as its words
-//!   (`{"path": "notes.txt", "change": "NOTES.md"}`, rename-file); the editor gives the
-//!   file back as it was, and the error should say that renaming is the shell's work.
+//!   (`{"path": "notes.txt", "change": "NOTES.md"}`, rename-file); the answer should say
+//!   that renaming is the shell's work ([`renaming`], before the editor is asked).
 //! - Words for another file: `{"path": "server.log", "change": "11 ERROR lines … saved in
 //!   error_count.txt."}` (count-errors-to-file, embedded). Told "to rename or move
 //!   `server.log` to `error_count.txt`, use the shell (mv)", the 1.5B model moved the
@@ -15,9 +15,9 @@
 //! README line as the words, to `mv README.md README.md.bak` (summarize-last-commit,
 //! full-p1): no hint is given unless the words name a file that does not exist yet.
 //!
-//! Words that are the new name alone are answered before the editor is asked
-//! ([`renaming`]): in the recorded rename-file runs where the editor gave the file back
-//! unchanged the hint drew `mv notes.txt NOTES.md` 9 times of 9, but in the other 5 it
+//! Words that are the new name alone are answered before the editor is asked: in the
+//! recorded rename-file runs where the editor gave the file back unchanged, the
+//! unchanged-reply hint (then also naming mv) drew `mv notes.txt NOTES.md` 9 times of 9, but in the other 5 it
 //! wrote `# NOTES.md` into the file as a heading, so no hint came and all 5 failed.
 
 use crate::workspace::Roots;
@@ -25,42 +25,32 @@ use crate::workspace::Roots;
 /// Most words of the change looked up on disk (each is a `stat`).
 const MAX_CANDIDATES: usize = 16;
 
-/// The hint to add when `change`, the words for `path`, names a file that does not
-/// exist (a word like `NOTES.md` or `docs/notes.md`), or `None`.
+/// The hint to add to an unchanged reply when `change`, the words for `path`, names a
+/// file that does not exist (a word like `docs/notes.md`), or `None`. Words that are only
+/// that name never get here: [`renaming`] answers them before the editor is asked.
 pub(super) fn hint(roots: &Roots, path: &str, change: &str) -> Option<String> {
-    let name = new_file_named(roots, path, change)?;
-    Some(if only_names(change, name) {
-        mv_hint(path, name)
-    } else {
-        format!(
-            " `{name}` does not exist yet: if your words are for it, call change_file with \"path\": \"{name}\"."
-        )
-    })
+    let target = roots.lexical(path);
+    let name = super::prompt::file_words(change)
+        .filter(|word| file_name_like(word))
+        .take(MAX_CANDIDATES)
+        .find(|word| roots.lexical(word) != target && !roots.lexical(word).exists())?;
+    Some(format!(
+        " `{name}` does not exist yet: if your words are for it, call change_file with \"path\": \"{name}\"."
+    ))
 }
 
 /// The refusal of words for `path` that are only the name of a file that does not exist
 /// yet (`NOTES.md` for notes.txt), given before the editor is asked; `None` for any
-/// other words.
+/// other words (looked up on disk only when they are one name).
 pub(super) fn renaming(roots: &Roots, path: &str, change: &str) -> Option<String> {
-    let name = new_file_named(roots, path, change).filter(|name| only_names(change, name))?;
+    let name = super::prompt::file_words(change).find(|word| file_name_like(word))?;
+    let new = roots.lexical(name);
+    if !only_names(change, name) || new == roots.lexical(path) || new.exists() {
+        return None;
+    }
     Some(format!(
-        "`{path}` was not changed: your words, `{name}`, are only the name of a file that does not exist yet, and change_file changes what is in a file.{}",
-        mv_hint(path, name)
+        "`{path}` was not changed: your words, `{name}`, are only the name of a file that does not exist yet, and change_file changes what is in a file. To rename or move `{path}` to `{name}`, use the shell (mv)."
     ))
-}
-
-/// The first word of `change` shaped like a file name, other than `path`, that names no
-/// existing file.
-fn new_file_named<'a>(roots: &Roots, path: &str, change: &'a str) -> Option<&'a str> {
-    let target = roots.lexical(path);
-    super::prompt::file_words(change)
-        .filter(|word| file_name_like(word))
-        .take(MAX_CANDIDATES)
-        .find(|word| roots.lexical(word) != target && !roots.lexical(word).exists())
-}
-
-fn mv_hint(path: &str, name: &str) -> String {
-    format!(" To rename or move `{path}` to `{name}`, use the shell (mv).")
 }
 
 /// True when `change` is `name` and nothing else but quotes and punctuation (no letter
@@ -93,26 +83,17 @@ mod tests {
     }
 
     #[test]
-    fn mv_is_named_only_for_words_that_are_the_new_name_alone() {
+    fn words_that_are_only_a_new_name_are_refused_before_the_editor() {
         let (_dir, roots) = project();
         for words in ["NOTES.md", "`NOTES.md`.", " \"NOTES.md\"\n", "「NOTES.md」。"] {
             assert_eq!(
-                hint(&roots, "notes.txt", words).as_deref(),
-                Some(" To rename or move `notes.txt` to `NOTES.md`, use the shell (mv)."),
+                renaming(&roots, "notes.txt", words).as_deref(),
+                Some(
+                    "`notes.txt` was not changed: your words, `NOTES.md`, are only the name of a file that does not exist yet, and change_file changes what is in a file. To rename or move `notes.txt` to `NOTES.md`, use the shell (mv)."
+                ),
                 "{words}"
             );
         }
-    }
-
-    #[test]
-    fn words_that_are_only_a_new_name_are_refused_before_the_editor() {
-        let (_dir, roots) = project();
-        assert_eq!(
-            renaming(&roots, "notes.txt", "NOTES.md").as_deref(),
-            Some(
-                "`notes.txt` was not changed: your words, `NOTES.md`, are only the name of a file that does not exist yet, and change_file changes what is in a file. To rename or move `notes.txt` to `NOTES.md`, use the shell (mv)."
-            )
-        );
         for words in ["Rename it to `docs/notes.md`.", "README.md", "notes.txt", "set the version to 2.0.1"] {
             assert_eq!(renaming(&roots, "notes.txt", words), None, "{words}");
         }
